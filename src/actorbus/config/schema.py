@@ -1,0 +1,159 @@
+"""Typed, frozen configuration: what a properties file (or code) says the bus is.
+
+These dataclasses are the contract between the parser (:mod:`.properties`) and
+the runtime.  Every value is already validated when one of these exists; the
+runtime never re-checks.  Code may build them directly (tests do); the
+properties loader builds them from a file and reports errors with file:line:key.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "DEFAULT_DISPATCHER",
+    "ActorConfig",
+    "BusConfig",
+    "ConnectionConfig",
+    "DispatcherConfig",
+    "DispatcherKind",
+    "SelectorConfig",
+    "ServiceConfig",
+]
+
+DEFAULT_DISPATCHER = "default"
+
+
+class DispatcherKind(enum.Enum):
+    """How a dispatcher's threads wait for work (``runQueueType``)."""
+
+    BLOCKING = "blocking"
+    SPINNING = "spinning"
+    SPIN_PARK = "spin+park"
+    SPIN_YIELD = "spin+yield"
+    ASYNCIO = "asyncio"
+
+    @classmethod
+    def parse(cls, text: str) -> DispatcherKind:
+        """Case-insensitive lookup; raises ``ValueError`` listing the allowed kinds."""
+        wanted = text.strip().lower()
+        for kind in cls:
+            if kind.value == wanted:
+                return kind
+        allowed = ", ".join(k.value for k in cls)
+        raise ValueError(f"unknown dispatcher kind {text!r}; expected one of {allowed}")
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherConfig:
+    """One named dispatcher (``dispatcher.NAME.*``)."""
+
+    name: str
+    kind: DispatcherKind = DispatcherKind.BLOCKING
+    thread_count: int = 1
+    #: spin iterations before parking/yielding (spin+park, spin+yield).
+    spin_limit: int = 2_500_000
+    #: how long a spin+park thread sleeps once the spin limit is reached.
+    park_time_ns: int = 1_000
+    #: accepted for eBus compatibility; Python threads have no OS priority we can
+    #: set portably, so it is recorded and reported, not applied (docs/dispatchers.md).
+    priority: int = 5
+    #: run quantum: after a task, an actor that has run longer than this goes
+    #: back on the run queue if it still has tasks.  Not preemptive.
+    quantum_ns: int = 500_000
+    is_default: bool = False
+    #: dotted paths of actor classes pinned to this dispatcher.
+    classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorConfig:
+    """One network I/O thread (``net.selector.NAME.*``)."""
+
+    name: str
+    kind: DispatcherKind = DispatcherKind.ASYNCIO
+    is_default: bool = False
+    priority: int = 5
+    spin_limit: int = 2_500_000
+    park_time_ns: int = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """A listening port (``service.NAME.*``)."""
+
+    name: str
+    port: int
+    host: str = "0.0.0.0"
+    #: positive filter: only these hosts ("h") or endpoints ("h:port") may connect;
+    #: empty means everyone may.
+    address_filter: tuple[str, ...] = ()
+    service_selector: str | None = None
+    connection_selector: str | None = None
+    input_buffer_size: int = 65_536
+    output_buffer_size: int = 65_536
+    byte_order: str = "big"
+    #: max messages queued for output on one link before it is closed; 0 = unlimited.
+    message_queue_size: int = 0
+    heartbeat_delay_ms: int = 0
+    heartbeat_reply_delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionConfig:
+    """An outgoing link (``connection.NAME.*``)."""
+
+    name: str
+    host: str
+    port: int
+    bind_port: int = 0
+    selector: str | None = None
+    input_buffer_size: int = 65_536
+    output_buffer_size: int = 65_536
+    byte_order: str = "big"
+    message_queue_size: int = 0
+    reconnect: bool = False
+    reconnect_delay_ms: int = 5_000
+    heartbeat_delay_ms: int = 0
+    heartbeat_reply_delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ActorConfig:
+    """An actor the ``actorbus run`` command creates (``actor.NAME.*``)."""
+
+    name: str
+    #: dotted path of the Actor subclass (or a factory callable).
+    class_path: str
+    dispatcher: str | None = None
+    #: every other ``actor.NAME.KEY=value`` pair, as strings, passed to the factory.
+    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class BusConfig:
+    """Everything a properties file configures.  ``BusConfig()`` is the default bus:
+    one blocking dispatcher named ``default`` with one thread serving every actor."""
+
+    dispatchers: tuple[DispatcherConfig, ...] = (
+        DispatcherConfig(name=DEFAULT_DISPATCHER, is_default=True),
+    )
+    selectors: tuple[SelectorConfig, ...] = ()
+    services: tuple[ServiceConfig, ...] = ()
+    connections: tuple[ConnectionConfig, ...] = ()
+    actors: tuple[ActorConfig, ...] = ()
+    #: ``spark.*`` keys, raw (the Spark pipeline validates them).
+    spark: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: where this configuration came from (a path), for error messages.
+    source: str | None = None
+
+    @property
+    def default_dispatcher(self) -> DispatcherConfig:
+        """The dispatcher marked default, else the first one."""
+        for d in self.dispatchers:
+            if d.is_default:
+                return d
+        return self.dispatchers[0]
