@@ -1,0 +1,285 @@
+"""The :class:`Bus`: one node of the message bus — actors, router, links.
+
+A ``Bus`` is an object, not a global: a process usually has one (the CLI and the
+demos build it from a properties file) but tests make several and link them
+over loopback TCP.  It owns
+
+* an :class:`~actorbus.actors.ActorRuntime` — dispatchers, timers, lifecycle;
+* a :class:`~actorbus.bus.router.Router` — feeds, feed state, routing;
+* the node's links (services and connections), when any are configured.
+
+For convenience, :meth:`Bus.current` returns the one open bus when there is
+exactly one; an actor that opens a feed without being registered is
+registered with it.  Nothing requires it.
+
+Code that is not an actor uses :meth:`inbox` (synchronous receive),
+:meth:`publisher` (publish from a script), :meth:`request_all` (blocking
+request that collects every reply), and :meth:`arequest` / :meth:`areplies`
+(the asyncio forms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import socket
+import threading
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, ClassVar, TypeVar
+
+from ..actors import ActorRuntime
+from ..config.schema import BusConfig
+from ..errors import UsageError
+from .feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
+from .inbox import Inbox
+from .message import MessageKey, Notification, Reply, Request
+from .router import Router
+from .scope import FeedState, Scope
+from .system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
+
+__all__ = ["Bus"]
+
+N = TypeVar("N", bound=Notification)
+Q = TypeVar("Q", bound=Request)
+_SYSTEM_OWNER = object()
+
+
+def _make_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class Bus:
+    """One node of the bus.  Use as a context manager, or call :meth:`close`."""
+
+    _open: ClassVar[weakref.WeakSet[Bus]] = weakref.WeakSet()
+    _open_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, config: BusConfig | None = None, *, node_id: str | None = None) -> None:
+        self.config = config if config is not None else BusConfig()
+        self.node_id = node_id or _make_node_id()
+        self.router = Router(schedule=self._schedule)
+        self.router.reserved_subject = SYSTEM_SUBJECT
+        self.router.reserved_owner = _SYSTEM_OWNER
+        self.runtime = ActorRuntime(self.config, owner=self)
+        self._closed = False
+        self._system: dict[type, PublishFeed[Any]] = {}
+        for cls in SYSTEM_MESSAGES:
+            feed: PublishFeed[Any] = PublishFeed(
+                self.router, _SYSTEM_OWNER, MessageKey(cls, SYSTEM_SUBJECT), Scope.LOCAL_ONLY
+            )
+            feed.status_callback(_ignore)
+            feed.advertise()
+            feed.update_feed_state(FeedState.UP)
+            self._system[cls] = feed
+        self.net: Any = None
+        with Bus._open_lock:
+            Bus._open.add(self)
+        if self.config.services or self.config.connections:
+            self._start_net()
+
+    # ------------------------------------------------------------------ factory
+    @classmethod
+    def from_properties(cls, path: str | os.PathLike[str], *, node_id: str | None = None) -> Bus:
+        """A bus configured by a ``.properties`` file (SPEC §4)."""
+        from ..config import load_config
+
+        return cls(load_config(path), node_id=node_id)
+
+    @classmethod
+    def from_env(cls, var: str = "ACTORBUS_CONFIG") -> Bus:
+        """A bus configured by the file the environment variable names (default bus if unset)."""
+        from ..config import config_from_env
+
+        return cls(config_from_env(var))
+
+    @classmethod
+    def current(cls) -> Bus | None:
+        """The single open bus of this process, or None if there are none or several."""
+        with cls._open_lock:
+            live = [b for b in cls._open if not b._closed]
+        return live[0] if len(live) == 1 else None
+
+    # ------------------------------------------------------------- lifecycle
+    def register(
+        self,
+        actor: Any,
+        dispatcher: str | None = None,
+        startup: Callable[[], None] | None = None,
+        shutdown: Callable[[], None] | None = None,
+    ) -> None:
+        """Register ``actor`` (pinned to ``dispatcher``, else by class, else the default)."""
+        self.runtime.register(actor, dispatcher=dispatcher, startup=startup, shutdown=shutdown)
+
+    def startup(self, actors: Any) -> Any:
+        """Run ``startup()`` of one actor or several (registering them if needed);
+        returns a completion to ``wait(timeout)`` on."""
+        return self.runtime.startup(self._registered(actors))
+
+    def startup_all(self) -> Any:
+        """Start every registered actor not yet started."""
+        return self.runtime.startup_all()
+
+    def shutdown(self, actors: Any) -> Any:
+        """Run ``shutdown()`` of one actor or several."""
+        return self.runtime.shutdown(actors)
+
+    def shutdown_all(self) -> Any:
+        """Stop every started actor."""
+        return self.runtime.shutdown_all()
+
+    def _registered(self, actors: Any) -> Any:
+        items = actors if isinstance(actors, Iterable) else [actors]
+        for actor in items:
+            self.runtime.ensure_registered(actor)
+        return actors
+
+    def _schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.runtime.timers.call_later(delay, fn, *args)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop actors, links, dispatchers and timers.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.net is not None:
+            self.net.close(timeout)
+        self.runtime.close(timeout)
+        with Bus._open_lock:
+            Bus._open.discard(self)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Bus {self.node_id}{' closed' if self._closed else ''}>"
+
+    # --------------------------------------------------------- system events
+    def _publish_system(self, message: Notification) -> None:
+        self._system[type(message)].publish(message)
+
+    # ---------------------------------------------------- non-actor helpers
+    def inbox(
+        self,
+        message_class: type[N],
+        subject: str,
+        *,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        condition: Callable[[N], bool] | None = None,
+    ) -> Inbox[N]:
+        """Subscribe synchronously: ``inbox.receive(timeout)`` returns messages."""
+        key = _key(message_class, subject, Notification)
+        feed: SubscribeFeed[N] = SubscribeFeed(self.router, None, key, scope, condition=condition)
+        return Inbox(feed)
+
+    def publisher(
+        self,
+        message_class: type[N],
+        subject: str,
+        *,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
+        up: bool = True,
+    ) -> PublishFeed[N]:
+        """An advertised publish feed for code that is not an actor (declared UP
+        unless ``up=False``).  ``on_status`` runs on whichever thread changed the
+        state, so it must be thread-safe."""
+        key = _key(message_class, subject, Notification)
+        feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope)
+        feed.status_callback(on_status if on_status is not None else _ignore)
+        feed.advertise()
+        if up:
+            feed.update_feed_state(FeedState.UP)
+        return feed
+
+    def request_all(
+        self, message: Request, timeout: float, *, scope: Scope = Scope.LOCAL_AND_REMOTE
+    ) -> list[Reply]:
+        """Send ``message`` and block until every replier finished or ``timeout``
+        seconds passed; returns the replies in arrival order.  On timeout the last
+        reply is an ERROR reply "timed out after …".  Raises RequestError at once
+        when no replier is up."""
+        replies: queue.SimpleQueue[tuple[int, Reply]] = queue.SimpleQueue()
+        feed = self._temporary_requestor(message, scope, lambda r, rep: replies.put((r, rep)))
+        try:
+            feed.request(message, timeout=timeout)
+            out: list[Reply] = []
+            while True:
+                try:
+                    remaining, reply = replies.get(timeout=timeout + 30.0)
+                except queue.Empty:  # pragma: no cover - the request timeout ends it first
+                    raise TimeoutError(f"request_all({message!r}) got no end of replies") from None
+                out.append(reply)
+                if remaining == 0:
+                    return out
+        finally:
+            feed.close()
+
+    async def arequest(
+        self, message: Request, timeout: float, *, scope: Scope = Scope.LOCAL_AND_REMOTE
+    ) -> list[Reply]:
+        """``await`` every reply (asyncio form of :meth:`request_all`)."""
+        return [reply async for reply in self.areplies(message, timeout, scope=scope)]
+
+    async def areplies(
+        self, message: Request, timeout: float, *, scope: Scope = Scope.LOCAL_AND_REMOTE
+    ) -> AsyncIterator[Reply]:
+        """Iterate over replies as they stream in; ends when the request completes
+        (or times out with an ERROR reply)."""
+        loop = asyncio.get_running_loop()
+        replies: asyncio.Queue[tuple[int, Reply]] = asyncio.Queue()
+
+        def deliver(remaining: int, reply: Reply) -> None:
+            loop.call_soon_threadsafe(replies.put_nowait, (remaining, reply))
+
+        feed = self._temporary_requestor(message, scope, deliver)
+        try:
+            feed.request(message, timeout=timeout)
+            while True:
+                remaining, reply = await replies.get()
+                yield reply
+                if remaining == 0:
+                    return
+        finally:
+            feed.close()
+
+    def _temporary_requestor(
+        self, message: Request, scope: Scope, deliver: Callable[[int, Reply], None]
+    ) -> RequestFeed[Any]:
+        if not isinstance(message, Request):
+            raise UsageError(f"expected a Request message, found {message!r}")
+        feed: RequestFeed[Any] = RequestFeed(
+            self.router, None, MessageKey.of(message), scope, post=_direct
+        )
+        feed.reply_callback(lambda remaining, reply, handle: deliver(remaining, reply))
+        feed.status_callback(_ignore)
+        feed.subscribe()
+        return feed
+
+    # ------------------------------------------------------------------ net
+    def _start_net(self) -> None:
+        from ..net.node import NodeNet
+
+        self.net = NodeNet(self)
+        self.net.start()
+
+
+def _ignore(*args: object) -> None:
+    """A callback that does nothing."""
+
+
+def _key(cls: Any, subject: Any, family: type) -> MessageKey:
+    if not (isinstance(cls, type) and issubclass(cls, family)):
+        raise UsageError(f"expected a {family.__name__} subclass, found {cls!r}")
+    if not isinstance(subject, str):
+        raise UsageError(f"subject must be a str, found {subject!r}")
+    return MessageKey(cls, subject)

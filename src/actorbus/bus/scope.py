@@ -1,0 +1,73 @@
+"""Feed scope, feed state and the scope matching table.
+
+Every feed in a router belongs to one of four *categories*: a local feed of
+scope LOCAL_ONLY, LOCAL_AND_REMOTE or REMOTE_ONLY, or a feed that arrived from a
+remote peer (a proxy, which acts as a local & remote feed here).  Two feeds can
+see each other when :data:`MATCH` says so:
+
+================  ==========  ===============  ===========  ===========
+                  local only  local & remote   remote only  from remote
+================  ==========  ===============  ===========  ===========
+local only        match       match            no           no
+local & remote    match       match            match        match
+remote only       no          match            no           match
+from remote       no          match            match        no
+================  ==========  ===============  ===========  ===========
+
+The first three columns are SPEC §2's table cell by cell.  The last column is
+how "a feed that arrives from a remote peer acts as a local & remote feed
+there" is applied, with one deliberate refinement: a LOCAL_ONLY feed never
+matches a remote one (that is what *local only* promises), and two remote
+proxies never match each other (a node does not forward between its links;
+multi-hop routing, SPEC §7, will replace this row by a routing policy).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CAT_REMOTE", "MATCH", "FeedState", "Scope"]
+
+
+class FeedState(enum.Enum):
+    """Whether a feed is up (someone is there / the source is live) or down."""
+
+    DOWN = 0
+    UP = 1
+
+    @property
+    def is_up(self) -> bool:
+        return self is FeedState.UP
+
+    def __bool__(self) -> bool:
+        return self is FeedState.UP
+
+
+class Scope(enum.IntEnum):
+    """Which other feeds a feed may match (see the module table)."""
+
+    LOCAL_ONLY = 0
+    LOCAL_AND_REMOTE = 1
+    REMOTE_ONLY = 2
+
+    @property
+    def remote_capable(self) -> bool:
+        """True when the feed is visible to remote peers."""
+        return self is not Scope.LOCAL_ONLY
+
+
+#: category of a proxy feed that stands for a remote peer's feed.
+CAT_REMOTE = 3
+
+#: MATCH[a][b]: a feed of category a matches a feed of category b.
+MATCH: tuple[tuple[bool, bool, bool, bool], ...] = (
+    (True, True, False, False),  # local only
+    (True, True, True, True),  # local & remote
+    (False, True, False, True),  # remote only
+    (False, True, True, False),  # from remote
+)
+
+#: for each category, the categories it matches (precomputed for the router).
+MATCHING: tuple[tuple[int, ...], ...] = tuple(
+    tuple(b for b in range(4) if MATCH[a][b]) for a in range(4)
+)

@@ -1,0 +1,223 @@
+"""Helpers for testing code built on actorbus (used by actorbus's own tests).
+
+* :class:`EventLog` — a thread-safe list of events with ``wait_for(predicate,
+  timeout)`` that wakes on every append: tests wait on conditions, never sleep.
+* :class:`Recorder` — an actor that records every feed callback it gets into an
+  :class:`EventLog`, with helpers to open feeds of each role.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .actors import Actor
+from .bus.feeds import IncomingRequest, PublishFeed, RequestHandle
+from .bus.message import Reply
+from .bus.scope import FeedState
+
+__all__ = ["EventLog", "Recorder", "wait_until"]
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.001
+) -> bool:
+    """Poll ``predicate`` until true or ``timeout``; for state with no event to wait on.
+
+    Prefer :meth:`EventLog.wait_for`, which wakes on change instead of polling."""
+    deadline = time.monotonic() + timeout
+    event = threading.Event()
+    while True:
+        if predicate():
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        event.wait(min(interval, remaining))
+
+
+class EventLog:
+    """A list of events that tests can wait on."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: list[Any] = []
+
+    def append(self, item: Any) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def snapshot(self) -> list[Any]:
+        with self._cond:
+            return list(self._items)
+
+    def clear(self) -> None:
+        with self._cond:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 5.0) -> list[Any]:
+        """Wait until ``predicate(events)`` holds; AssertionError with the events if not."""
+        with self._cond:
+            if self._cond.wait_for(lambda: predicate(self._items), timeout):
+                return list(self._items)
+            raise AssertionError(f"condition not met within {timeout}s; events: {self._items!r}")
+
+    def wait_count(self, kind: str, count: int, timeout: float = 5.0) -> list[Any]:
+        """Wait until ``count`` events whose first element is ``kind`` were logged."""
+        return self.wait_for(lambda items: sum(1 for e in items if e[0] == kind) >= count, timeout)
+
+    def of(self, kind: str) -> list[Any]:
+        """The events whose first element is ``kind``."""
+        with self._cond:
+            return [e for e in self._items if e[0] == kind]
+
+
+class Recorder(Actor):
+    """An actor that logs every callback as a tuple ``(kind, ...)`` in ``self.log``:
+
+    ``("publish_status", key, state)``, ``("feed_status", key, state)``,
+    ``("message", msg)``, ``("request", incoming)``, ``("cancel", incoming)``,
+    ``("reply", remaining, reply)``.  Set ``auto_reply`` to a function
+    ``incoming -> Reply | None`` to answer requests automatically."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.log = EventLog()
+        self.auto_reply: Callable[[IncomingRequest[Any]], Reply | None] | None = None
+        self.handles: list[RequestHandle[Any]] = []
+
+    def on_publish_status(self, state: FeedState, feed: PublishFeed[Any]) -> None:
+        self.log.append(("publish_status", feed.key, state))
+
+    def on_feed_status(self, state: FeedState, feed: Any) -> None:
+        self.log.append(("feed_status", feed.key, state))
+
+    def on_message(self, message: Any, feed: Any) -> None:
+        self.log.append(("message", message))
+
+    def on_request(self, request: IncomingRequest[Any]) -> None:
+        self.log.append(("request", request))
+        if self.auto_reply is not None:
+            reply = self.auto_reply(request)
+            if reply is not None:
+                request.reply(reply)
+
+    def on_cancel(self, request: IncomingRequest[Any]) -> None:
+        self.log.append(("cancel", request))
+
+    def on_reply(self, remaining: int, reply: Reply, request: RequestHandle[Any]) -> None:
+        self.log.append(("reply", remaining, reply))
+
+    def states(self, kind: str = "feed_status") -> list[FeedState]:
+        """The sequence of states reported by callbacks of ``kind``."""
+        return [e[2] for e in self.log.of(kind)]
+
+
+class InProcessLink:
+    """Joins two routers as remote peers without sockets, through the same
+    :class:`~actorbus.bus.router.PartyTransport` interface a TCP link implements.
+
+    Each direction has its own delivery thread and FIFO queue (as a link has an
+    I/O thread), so neither router is ever called under the other's lock.  Used
+    to test the remote half of scope matching and feed state in the bus core;
+    the TCP link tests prove the real transport."""
+
+    def __init__(self, a: Any, b: Any, name_a: str = "A", name_b: str = "B") -> None:
+        import queue
+
+        from .bus.router import Router
+
+        router_a: Router = a.router if hasattr(a, "router") else a
+        router_b: Router = b.router if hasattr(b, "router") else b
+        self._queues: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue(), queue.SimpleQueue()]
+        self._threads: list[threading.Thread] = []
+        self._idle = [threading.Event(), threading.Event()]
+        # transport i sends into queue i, which the other side's party consumes
+        self.transport_a = _QueueTransport(self._queues[0])
+        self.transport_b = _QueueTransport(self._queues[1])
+        self.party_b_on_a = router_a.attach(name_b, self.transport_a)
+        self.party_a_on_b = router_b.attach(name_a, self.transport_b)
+        for i, party in enumerate((self.party_a_on_b, self.party_b_on_a)):
+            t = threading.Thread(
+                target=self._pump,
+                args=(self._queues[i], party),
+                name=f"actorbus-inproc-{i}",
+                daemon=True,
+            )
+            t.start()
+            self._threads.append(t)
+
+    @staticmethod
+    def _pump(q: Any, party: Any) -> None:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            method, args = item
+            getattr(party, method)(*args)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until everything sent so far was delivered (both directions, twice,
+        so replies to what was delivered are delivered too)."""
+        for _ in range(3):
+            events = []
+            for q in self._queues:
+                ev = threading.Event()
+                q.put(("_ab_noop", (ev,)))
+                events.append(ev)
+            for ev in events:
+                if not ev.wait(timeout):
+                    raise AssertionError("in-process link did not drain")
+
+    def close(self, reason: str = "closed") -> None:
+        """Drop the link: both sides see every feed it carried go away."""
+        for q in self._queues:
+            q.put(None)
+        for t in self._threads:
+            t.join(5)
+        self.party_b_on_a.detach(reason)
+        self.party_a_on_b.detach(reason)
+
+
+class _QueueTransport:
+    """PartyTransport that queues each call for the peer's inbound party method."""
+
+    def __init__(self, q: Any) -> None:
+        self._q = q
+
+    def send_advertise(self, key: Any, role: Any, up: bool) -> None:
+        self._q.put(("advertise", (key, role, up)))
+
+    def send_retract(self, key: Any, role: Any) -> None:
+        self._q.put(("retract", (key, role)))
+
+    def send_feed_status(self, key: Any, role: Any, up: bool) -> None:
+        self._q.put(("feed_status", (key, role, up)))
+
+    def send_subscribe(self, key: Any) -> None:
+        self._q.put(("subscribe", (key,)))
+
+    def send_unsubscribe(self, key: Any) -> None:
+        self._q.put(("unsubscribe", (key,)))
+
+    def send_notify(self, message: Any) -> None:
+        self._q.put(("notify", (message,)))
+
+    def send_request(self, request_id: int, message: Any) -> None:
+        self._q.put(("request", (request_id, message)))
+
+    def send_request_ack(self, request_id: int, taken: int) -> None:
+        self._q.put(("request_ack", (request_id, taken)))
+
+    def send_reply(self, request_id: int, reply: Any) -> None:
+        self._q.put(("reply", (request_id, reply)))
+
+    def send_cancel(self, request_id: int) -> None:
+        self._q.put(("cancel", (request_id,)))

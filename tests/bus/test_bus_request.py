@@ -1,0 +1,211 @@
+"""SPEC §2 request/reply, through a real Bus and real actors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from actorbus.bus.bus import Bus
+from actorbus.bus.feeds import IncomingRequest
+from actorbus.bus.message import Reply, ReplyStatus, Request
+from actorbus.bus.scope import FeedState
+from actorbus.config.schema import BusConfig, DispatcherConfig
+from actorbus.errors import RequestError
+from actorbus.testing import Recorder
+
+UP, DOWN = FeedState.UP, FeedState.DOWN
+
+
+class Quote(Reply):
+    price: float
+
+
+class Other(Reply):
+    note: str
+
+
+class GetQuote(Request, replies=(Quote,)):
+    symbol: str
+
+
+@pytest.fixture
+def bus() -> Iterator[Bus]:
+    b = Bus(
+        BusConfig(dispatchers=(DispatcherConfig(name="default", thread_count=2, is_default=True),))
+    )
+    yield b
+    b.close()
+
+
+def started(bus: Bus, *actors: Recorder) -> None:
+    for a in actors:
+        bus.register(a)
+    bus.startup(list(actors)).wait(5)
+
+
+def quote(
+    incoming: IncomingRequest[GetQuote],
+    status: ReplyStatus = ReplyStatus.OK_FINAL,
+    price: float = 1.0,
+) -> Quote:
+    return Quote(incoming.request.subject, status=status, price=price)
+
+
+def test_request_with_no_replier_fails_at_once(bus: Bus) -> None:
+    req = Recorder("req")
+    started(bus, req)
+    f = req.requestor(GetQuote, "/q")
+    with pytest.raises(RequestError, match="no replier is up"):
+        f.request(GetQuote("/q", symbol="X"))
+
+
+def test_requestor_up_only_when_replier_advertised_and_up(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    f = req.requestor(GetQuote, "/q")
+    r = rep.replier(GetQuote, "/q", up=False)
+    r.update_feed_state(UP)
+    req.log.wait_count("feed_status", 1)
+    r.update_feed_state(DOWN)
+    req.log.wait_count("feed_status", 2)
+    assert req.states() == [UP, DOWN]
+    with pytest.raises(RequestError):
+        f.request(GetQuote("/q", symbol="X"))
+
+
+def test_continuing_then_final_and_remaining_counts(bus: Bus) -> None:
+    req, r1, r2 = Recorder("req"), Recorder("r1"), Recorder("r2")
+    started(bus, req, r1, r2)
+    r1.auto_reply = lambda inc: quote(inc)
+    r2.auto_reply = None
+    r1.replier(GetQuote, "/q")
+    r2.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    req.log.wait_count("feed_status", 1)
+    h = f.request(GetQuote("/q", symbol="X"))
+    r2.log.wait_count("request", 1)
+    incoming = r2.log.of("request")[0][1]
+    assert incoming.reply(quote(incoming, ReplyStatus.OK_CONTINUING))
+    assert incoming.reply(Reply("/q", status=ReplyStatus.ERROR, reason="no more"))
+    replies = req.log.wait_count("reply", 3)
+    remaining = sorted((e[1] for e in replies if e[0] == "reply"), reverse=True)
+    assert remaining[-1] == 0
+    assert h.is_done and h.remaining == 0
+    with pytest.raises(RequestError, match="already sent its final reply"):
+        incoming.reply(quote(incoming))
+
+
+def test_reply_class_not_allowed_raises_at_replier(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    f.request(GetQuote("/q", symbol="X"))
+    rep.log.wait_count("request", 1)
+    incoming = rep.log.of("request")[0][1]
+    with pytest.raises(
+        RequestError, match=r"Other may not answer GetQuote; allowed: \['Quote', 'Reply'\]"
+    ):
+        incoming.reply(Other("/q", note="x"))
+
+
+def test_cancel_tells_repliers_and_refuses_later_replies(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    h = f.request(GetQuote("/q", symbol="X"))
+    rep.log.wait_count("request", 1)
+    incoming = rep.log.of("request")[0][1]
+    h.cancel()
+    rep.log.wait_count("cancel", 1)
+    assert incoming.reply(quote(incoming)) is False
+    h.cancel()  # harmless
+    assert h.is_done and h.is_cancelled
+
+
+def test_replier_close_with_outstanding_sends_error(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    r = rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    f.request(GetQuote("/q", symbol="X"))
+    rep.log.wait_count("request", 1)
+    r.close()
+    events = req.log.wait_count("reply", 1)
+    reply = [e for e in events if e[0] == "reply"][0]
+    assert reply[1] == 0 and reply[2].status is ReplyStatus.ERROR
+    assert "retracted" in (reply[2].reason or "")
+
+
+def test_reply_condition_counts_exactly(bus: Bus) -> None:
+    req, r1, r2 = Recorder("req"), Recorder("r1"), Recorder("r2")
+    started(bus, req, r1, r2)
+    r1.auto_reply = r2.auto_reply = lambda inc: quote(inc)
+    r1.replier(GetQuote, "/q", condition=lambda m: m.symbol == "A")
+    r2.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    h = f.request(GetQuote("/q", symbol="B"))
+    assert h.remaining in (0, 1)
+    req.log.wait_count("reply", 1)
+    assert r1.log.of("request") == []
+
+
+def test_request_timeout_ends_with_error_reply(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    h = f.request(GetQuote("/q", symbol="X"), timeout=0.05)
+    events = req.log.wait_count("reply", 1)
+    reply = [e for e in events if e[0] == "reply"][0]
+    assert reply[1] == 0 and reply[2].status is ReplyStatus.ERROR
+    assert reply[2].reason.startswith("timed out after 0.05")
+    rep.log.wait_count("cancel", 1)
+    assert h.is_done
+
+
+def test_request_all_and_async_helpers(bus: Bus) -> None:
+    r1, r2 = Recorder("r1"), Recorder("r2")
+    started(bus, r1, r2)
+    r1.auto_reply = lambda inc: quote(inc, price=1.0)
+    r2.auto_reply = lambda inc: quote(inc, price=2.0)
+    r1.replier(GetQuote, "/q")
+    r2.replier(GetQuote, "/q")
+    replies = bus.request_all(GetQuote("/q", symbol="X"), timeout=5)
+    assert sorted(r.price for r in replies) == [1.0, 2.0]  # type: ignore[attr-defined]
+
+    async def go() -> tuple[list[Reply], list[Reply]]:
+        a = await bus.arequest(GetQuote("/q", symbol="Y"), timeout=5)
+        b = [r async for r in bus.areplies(GetQuote("/q", symbol="Z"), timeout=5)]
+        return a, b
+
+    a, b = asyncio.run(go())
+    assert len(a) == 2 and len(b) == 2
+
+
+def test_request_off_dispatcher_answered_before_request_returns(bus: Bus) -> None:
+    """The reply callback gets the handle object request() returns, even when the
+    reply is delivered before request() returned on the calling thread."""
+    rep = Recorder("rep")
+    started(bus, rep)
+    rep.auto_reply = lambda inc: quote(inc)
+    rep.replier(GetQuote, "/q")
+    got: list[object] = []
+    done = threading.Event()
+    from actorbus.bus.feeds import RequestFeed, _direct
+    from actorbus.bus.message import MessageKey
+    from actorbus.bus.scope import Scope
+
+    feed: RequestFeed[GetQuote] = RequestFeed(
+        bus.router, None, MessageKey(GetQuote, "/q"), Scope.LOCAL_ONLY, post=_direct
+    )
+    feed.reply_callback(lambda remaining, reply, handle: (got.append(handle), done.set()))
+    feed.subscribe()
+    h = feed.request(GetQuote("/q", symbol="X"))
+    assert done.wait(5)
+    assert got == [h]
+    feed.close()
