@@ -1,0 +1,225 @@
+"""The :class:`Actor` base class: a named object whose every callback is a mailbox task.
+
+Theory of operation
+-------------------
+An actor is inert until an :class:`~actorbus.actors.runtime.ActorRuntime`
+registers it: registration pins it to one dispatcher and gives it a mailbox.
+From then on everything that calls into the actor (its ``startup`` and
+``shutdown``, timer expiries, feed callbacks, :meth:`Actor.post`) is a task in
+that mailbox, run one at a time on the dispatcher's threads.  So actor code
+needs no locks as long as only the runtime calls into it.
+
+All of the runtime's state on an actor lives in attributes prefixed ``_ab_``
+with class-level defaults.  A subclass that defines ``__init__`` should call
+``super().__init__()`` (to pass ``name``), but an actor whose ``__init__`` never
+ran is still registered correctly: it gets its default name ``ClassName-N`` at
+registration instead of at construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVarTuple
+
+from actorbus.actors.errors import NotRegisteredError
+from actorbus.errors import UsageError
+
+if TYPE_CHECKING:
+    from actorbus.actors.dispatcher import Dispatcher
+    from actorbus.actors.mailbox import Mailbox
+    from actorbus.actors.runtime import ActorRuntime
+    from actorbus.actors.timers import TimerHandle
+
+__all__ = ["Actor"]
+
+Ts = TypeVarTuple("Ts")
+
+_name_counters: dict[str, itertools.count[int]] = {}
+_name_lock = threading.Lock()
+
+
+def _default_name(cls: type) -> str:
+    with _name_lock:
+        counter = _name_counters.get(cls.__qualname__)
+        if counter is None:
+            counter = _name_counters[cls.__qualname__] = itertools.count(1)
+        return f"{cls.__qualname__}-{next(counter)}"
+
+
+class Actor:
+    """Base class for application objects: one mailbox, one dispatcher, no locks.
+
+    Override :meth:`startup` and :meth:`shutdown` (both no-ops by default); they
+    run as tasks on the actor's own dispatcher, so ``startup`` completes before
+    any task posted after it.  Registration may supply callables instead.
+
+    **Failure contract**
+
+    * An exception raised by a task (a timer callback, a callback given to
+      :meth:`post`, a feed callback) is logged with the actor's name and the
+      callback's name, and is otherwise swallowed: the dispatcher thread
+      survives and the actor keeps running and receiving tasks.
+    * An exception raised by ``startup()`` leaves the actor *not started*; it is
+      reported to whoever waits on the startup
+      (:meth:`~actorbus.actors.runtime.Completion.wait` re-raises it) and
+      logged.  Starting it again later runs ``startup()`` again.
+    * An exception raised by ``shutdown()`` is reported to whoever waits on the
+      shutdown; the actor is considered stopped anyway, and its timers are
+      cancelled.
+    * Tasks run whether or not the actor is started; started/stopped is the
+      lifecycle state that ``startup``/``shutdown`` move between (starting a
+      started actor, or stopping a stopped one, is a no-op).
+    """
+
+    # Runtime state, all with class-level defaults so a subclass that forgets
+    # super().__init__() still works.  Never touch these from user code.
+    _ab_name: str | None = None
+    _ab_runtime: ActorRuntime | None = None
+    _ab_mailbox: Mailbox | None = None
+    _ab_started: bool = False
+    _ab_startup_fn: Callable[[], object] | None = None
+    _ab_shutdown_fn: Callable[[], object] | None = None
+    _ab_timers: set[TimerHandle] | None = None
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__()
+        if name is None:
+            self._ab_name = _default_name(type(self))
+        elif isinstance(name, str) and name:
+            self._ab_name = name
+        else:
+            raise UsageError(
+                f"actor name {name!r} is not allowed; give a non-empty str, "
+                f"or None for the default {type(self).__qualname__}-N"
+            )
+
+    # -------------------------------------------------------------------- lifecycle
+
+    def startup(self) -> None:
+        """Called on the actor's dispatcher when the actor is started.  No-op by default.
+
+        Open feeds and schedule timers here.  Raise to refuse to start.
+        """
+
+    def shutdown(self) -> None:
+        """Called on the actor's dispatcher when the actor is stopped.  No-op by default.
+
+        Close feeds here.  The actor's timers are cancelled right after.
+        """
+
+    # ------------------------------------------------------------------- properties
+
+    @property
+    def name(self) -> str:
+        """The actor's name (given to the constructor, else ``ClassName-N``).
+
+        It may be assigned until the actor is registered; after that it is
+        fixed, since stats and log records use it.
+        """
+        name = self._ab_name
+        if name is None:
+            name = self._ab_name = _default_name(type(self))
+        return name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        if self._ab_runtime is not None:
+            raise UsageError(
+                f"actor {self.name!r} is registered; its name cannot change to {value!r}. "
+                f"Set the name before registering (Actor.__init__(name=...))"
+            )
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"actor name {value!r} is not allowed; give a non-empty str")
+        self._ab_name = value
+
+    @property
+    def is_registered(self) -> bool:
+        """True while the actor is registered with a runtime."""
+        return self._ab_runtime is not None
+
+    @property
+    def is_started(self) -> bool:
+        """True after a successful ``startup()`` and until ``shutdown()`` ran."""
+        return self._ab_started
+
+    @property
+    def runtime(self) -> ActorRuntime:
+        """The runtime the actor is registered with.
+
+        Raises :class:`NotRegisteredError` when it is not registered.
+        """
+        runtime = self._ab_runtime
+        if runtime is None:
+            raise NotRegisteredError(
+                f"actor {self.name!r} is not registered with a runtime; "
+                f"call runtime.register(actor) first"
+            )
+        return runtime
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher the actor is pinned to (raises :class:`NotRegisteredError`)."""
+        return self._mailbox_or_raise("use its dispatcher").dispatcher
+
+    @property
+    def dispatcher_name(self) -> str | None:
+        """The name of the actor's dispatcher, ``None`` when not registered."""
+        mailbox = self._ab_mailbox
+        return mailbox.dispatcher.name if mailbox is not None else None
+
+    # ------------------------------------------------------------------------ tasks
+
+    def post(self, fn: Callable[[*Ts], object], /, *args: *Ts) -> None:
+        """Run ``fn(*args)`` later as a task in this actor's own mailbox.
+
+        Thread-safe and non-blocking.  Raises :class:`NotRegisteredError` when
+        the actor is not registered.
+        """
+        self._mailbox_or_raise("post tasks to it").post(fn, *args)
+
+    def schedule(self, delay_s: float, fn: Callable[[*Ts], object], /, *args: *Ts) -> TimerHandle:
+        """Run ``fn(*args)`` as a task of this actor once, ``delay_s`` seconds from now.
+
+        Returns a handle to cancel it.  The actor must be registered.
+        """
+        return self._schedule(delay_s, None, fn, args)
+
+    def schedule_every(
+        self, period_s: float, fn: Callable[[*Ts], object], /, *args: *Ts
+    ) -> TimerHandle:
+        """Run ``fn(*args)`` as a task of this actor every ``period_s`` seconds.
+
+        Fixed rate without drift; the first run is one period from now.  If the
+        actor is still busy with the previous run, the next one is skipped
+        rather than queued.  Returns a handle to cancel it.  The actor must be
+        registered.
+        """
+        return self._schedule(period_s, period_s, fn, args)
+
+    def _schedule(
+        self,
+        delay_s: float,
+        period_s: float | None,
+        fn: Callable[..., object],
+        args: tuple[object, ...],
+    ) -> TimerHandle:
+        mailbox = self._mailbox_or_raise("schedule timers")
+        return self.runtime.timers.schedule(
+            mailbox, delay_s, fn, args, period_s=period_s, owner=self._ab_timers
+        )
+
+    def _mailbox_or_raise(self, what: str) -> Mailbox:
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            raise NotRegisteredError(
+                f"actor {self.name!r} is not registered with a runtime, so it cannot "
+                f"{what}; call runtime.register(actor) first"
+            )
+        return mailbox
+
+    def __repr__(self) -> str:
+        where = f" on {self.dispatcher_name!r}" if self._ab_mailbox is not None else ""
+        state = "started" if self._ab_started else "stopped"
+        return f"<{type(self).__qualname__} {self.name!r} {state}{where}>"

@@ -1,0 +1,783 @@
+"""Dispatchers: run queues of runnable mailboxes and the threads that drain them.
+
+Theory of operation
+-------------------
+A dispatcher owns a *run queue* of runnable mailboxes (see
+:mod:`actorbus.actors.mailbox` for how a mailbox gets on it exactly once) and
+worker threads named ``actorbus-<dispatcher>-<i>``.  A worker takes a mailbox
+off the run queue and drains it in a batch, one task after another, on its own
+thread.  After each task it checks the *run quantum*: if another mailbox is
+waiting on the run queue, the mailbox still has tasks and the batch has run
+longer than ``quantum_ns``, the mailbox goes back on the run queue (a *quantum
+overrun*) and the worker takes the next one.  The quantum is not preemptive: a
+single long task keeps its thread.  When nobody is waiting the clock is not
+read at all, since handing the thread back would only give it to the same
+mailbox again; the batch's start time is kept, so a newcomer is served after
+at most one more task.
+
+When the deque is empty the worker puts the mailbox's token back, looks at the
+deque once more and reschedules the mailbox if a task slipped in (the mailbox
+module explains why this strands nothing).
+
+Thread kinds differ only in how an idle worker waits for the run queue:
+
+* ``blocking`` — :class:`queue.SimpleQueue` ``get()``; an idle thread sleeps in
+  the kernel and costs nothing.  The right default.
+* ``spinning`` — busy-polls a deque.  Under the GIL a spinning thread competes
+  for the interpreter with every other Python thread: it hands the GIL over
+  only at the switch interval (5 ms by default), so posters and other
+  dispatchers run slower and wake-ups can wait up to that interval.  Useful
+  only on free-threaded builds or when nothing else in the process runs Python.
+* ``spin+park`` — polls up to ``spin_limit`` times, then sleeps ``park_time_ns``
+  between polls until work shows up (the OS rounds short sleeps up to tens of
+  microseconds).
+* ``spin+yield`` — polls up to ``spin_limit`` times, then calls
+  ``os.sched_yield()`` between polls; that releases the GIL, so posters get it.
+
+The ``asyncio`` kind runs one event loop thread (uvloop when importable).  A
+mailbox is scheduled with ``loop.call_soon_threadsafe`` when a post from
+another thread makes it runnable, with ``loop.call_soon`` from the loop thread
+itself: one call per scheduling, not per task.  A task whose result is a
+coroutine (an ``async def`` callback) is awaited before the actor's next task;
+other actors keep running on the loop meanwhile.  The quantum is checked
+against the clock after every task.
+
+Thread priority is accepted and reported but not applied: CPython has no
+portable thread-priority API, and a lowered OS priority on a thread that holds
+the GIL would slow every other thread (priority inversion).
+
+Counters (:meth:`Dispatcher.stats`) are kept per worker thread, written only
+by that thread and summed when read, so counting needs no lock.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import functools
+import os
+import queue
+import sys
+import threading
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any, ClassVar
+
+from actorbus._log import logger
+from actorbus.actors._context import _tls
+from actorbus.actors.mailbox import Mailbox, MailboxState
+from actorbus.config.schema import DispatcherConfig, DispatcherKind
+from actorbus.errors import ConfigError, UsageError
+
+#: the most tasks a worker runs between two samples of a mailbox's depth.
+_CHUNK = 1024
+
+__all__ = [
+    "AsyncioDispatcher",
+    "BlockingDispatcher",
+    "Dispatcher",
+    "DispatcherStats",
+    "MailboxStats",
+    "SpinParkDispatcher",
+    "SpinYieldDispatcher",
+    "SpinningDispatcher",
+    "make_dispatcher",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStats:
+    """One actor's mailbox as seen by :meth:`Dispatcher.stats`."""
+
+    actor: str
+    state: MailboxState
+    #: tasks queued now.
+    depth: int
+    #: highest depth seen so far.
+    max_depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherStats:
+    """A snapshot of one dispatcher's counters (all totals since it started)."""
+
+    name: str
+    kind: DispatcherKind
+    thread_count: int
+    #: configured priority; recorded, not applied (see the module docs).
+    priority: int
+    quantum_ns: int
+    #: tasks run (including ones that raised).
+    tasks_run: int
+    #: tasks that raised, or returned a coroutine on a thread dispatcher.
+    task_failures: int
+    #: times a mailbox was taken off the run queue to be drained.
+    actors_scheduled: int
+    #: times a mailbox went back on the run queue because its quantum ran out.
+    quantum_overruns: int
+    #: mailboxes waiting on the run queue now.
+    run_queue_length: int
+    mailboxes: tuple[MailboxStats, ...]
+
+
+class _Counters:
+    """Counters of one worker thread; only that thread writes them."""
+
+    __slots__ = ("failures", "overruns", "scheduled", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks = 0
+        self.failures = 0
+        self.scheduled = 0
+        self.overruns = 0
+
+
+def callback_label(fn: object) -> str:
+    """A readable name for a task's callable, for log records and errors.
+
+    Runtime components that post their own bound methods (timers, feeds) give
+    a better name through a ``_ab_label`` string attribute on the instance.
+    """
+    owner = getattr(fn, "__self__", None)
+    label = getattr(owner, "_ab_label", None) if owner is not None else None
+    if isinstance(label, str):
+        return label
+    name = getattr(fn, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    return repr(fn)
+
+
+class Dispatcher(abc.ABC):
+    """A run queue of runnable mailboxes and the threads that drain them.
+
+    Make one with :func:`make_dispatcher`; :meth:`start` it before posting,
+    :meth:`stop` it to join its threads.  Tasks still queued at :meth:`stop`
+    may not run.
+    """
+
+    #: the polling kind this class implements.
+    kind: ClassVar[DispatcherKind]
+    #: True when ``async def`` callbacks are awaited (the asyncio kind).
+    is_async: ClassVar[bool] = False
+    #: puts a mailbox whose token the caller holds on the run queue; set by each
+    #: kind in ``__init__`` (often straight to the queue's C method).
+    _schedule: Callable[[Mailbox], object]
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        _validate(config)
+        self.config = config
+        self.name = config.name
+        self._quantum_ns = config.quantum_ns
+        self._mailboxes: dict[int, Mailbox] = {}
+        self._mailboxes_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idents: frozenset[int] = frozenset()
+        self._counters: list[_Counters] = [_Counters() for _ in range(self.thread_count)]
+        self._lifecycle_lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def thread_count(self) -> int:
+        """Worker threads this dispatcher runs."""
+        return self.config.thread_count
+
+    @property
+    def priority(self) -> int:
+        """Configured thread priority (recorded, not applied)."""
+        return self.config.priority
+
+    @property
+    def quantum_ns(self) -> int:
+        """The run quantum in nanoseconds."""
+        return self._quantum_ns
+
+    @property
+    def thread_names(self) -> tuple[str, ...]:
+        """Names of the worker threads (``actorbus-<name>-<i>``)."""
+        return tuple(f"actorbus-{self.name}-{i}" for i in range(self.thread_count))
+
+    @property
+    def is_running(self) -> bool:
+        """Started and not yet stopped."""
+        return self._started and not self._stopped
+
+    def owns_current_thread(self) -> bool:
+        """True when called from one of this dispatcher's worker threads."""
+        return threading.get_ident() in self._idents
+
+    # ------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Start the worker threads.  Calling it again does nothing."""
+        with self._lifecycle_lock:
+            if self._started:
+                return
+            if self._stopped:
+                raise UsageError(
+                    f"dispatcher {self.name!r} was stopped and cannot start again; "
+                    f"make a new one with make_dispatcher()"
+                )
+            self._start_threads()
+            self._idents = frozenset(t.ident for t in self._threads if t.ident is not None)
+            self._started = True
+
+    def stop(self, timeout: float = 5.0) -> list[str]:
+        """Stop the worker threads and join them for up to ``timeout`` seconds.
+
+        Workers finish the batch they are in; mailboxes still on the run queue
+        are dropped.  Returns the names of threads still alive after
+        ``timeout`` (empty when all were joined).  Calling it again only joins.
+        """
+        if self.owns_current_thread():
+            raise UsageError(
+                f"dispatcher {self.name!r} cannot be stopped from its own thread "
+                f"{threading.current_thread().name!r}; stop it from another thread"
+            )
+        with self._lifecycle_lock:
+            first = not self._stopped
+            self._stopped = True
+        if first and self._started:
+            self._signal_stop()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return [t.name for t in self._threads if t.is_alive()]
+
+    @abc.abstractmethod
+    def _start_threads(self) -> None:
+        """Create and start the worker threads, filling ``self._threads``."""
+
+    @abc.abstractmethod
+    def _signal_stop(self) -> None:
+        """Tell every worker to exit."""
+
+    # --------------------------------------------------------------------- mailboxes
+
+    def _attach(self, mailbox: Mailbox) -> None:
+        with self._mailboxes_lock:
+            self._mailboxes[id(mailbox)] = mailbox
+
+    def _detach(self, mailbox: Mailbox) -> None:
+        with self._mailboxes_lock:
+            self._mailboxes.pop(id(mailbox), None)
+
+    def stats(self) -> DispatcherStats:
+        """A snapshot of the counters and of every attached mailbox."""
+        with self._mailboxes_lock:
+            mailboxes = list(self._mailboxes.values())
+        per_actor = tuple(
+            MailboxStats(actor=m.name, state=m.state, depth=m.depth, max_depth=m.max_depth)
+            for m in mailboxes
+        )
+        counters = self._counters
+        return DispatcherStats(
+            name=self.name,
+            kind=self.kind,
+            thread_count=self.thread_count,
+            priority=self.priority,
+            quantum_ns=self._quantum_ns,
+            tasks_run=sum(c.tasks for c in counters),
+            task_failures=sum(c.failures for c in counters),
+            actors_scheduled=sum(c.scheduled for c in counters),
+            quantum_overruns=sum(c.overruns for c in counters),
+            run_queue_length=sum(1 for m in per_actor if m.state == "runnable"),
+            mailboxes=per_actor,
+        )
+
+    # ------------------------------------------------------------- failure reports
+
+    def _task_failed(
+        self, mailbox: Mailbox, task: tuple[Any, ...], exc: BaseException, c: _Counters
+    ) -> None:
+        c.failures += 1
+        label = callback_label(task[0])
+        logger.bind(actor=mailbox.name, dispatcher=self.name).opt(exception=exc).error(
+            "actor {!r} on dispatcher {!r}: task {} raised {}: {}; the actor keeps running",
+            mailbox.name,
+            self.name,
+            label,
+            type(exc).__name__,
+            exc,
+        )
+
+    def _task_returned(
+        self, mailbox: Mailbox, task: tuple[Any, ...], result: object, c: _Counters
+    ) -> None:
+        """A thread-kind task returned something; only a coroutine is a mistake."""
+        if isinstance(result, Coroutine):
+            result.close()
+            c.failures += 1
+            logger.bind(actor=mailbox.name, dispatcher=self.name).error(
+                "actor {!r}: task {} returned a coroutine (is it async def?) but "
+                "dispatcher {!r} is {!r}, which does not await; pin the actor to an "
+                "asyncio dispatcher (runQueueType=asyncio) or make the callback synchronous",
+                mailbox.name,
+                callback_label(task[0]),
+                self.name,
+                self.kind.value,
+            )
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running else ("stopped" if self._stopped else "new")
+        return (
+            f"<{type(self).__name__} {self.name!r} {self.kind.value} "
+            f"threads={self.thread_count} {state}>"
+        )
+
+
+def _validate(config: DispatcherConfig) -> None:
+    def bad(key: str, value: object, expected: str) -> ConfigError:
+        return ConfigError(
+            f"dispatcher {config.name!r}: {key}={value!r}: expected {expected}",
+            key=f"dispatcher.{config.name}.{key}",
+        )
+
+    if not config.name:
+        raise ConfigError("a dispatcher has an empty name; give every dispatcher a name")
+    if config.thread_count < 1:
+        raise bad("threadCount", config.thread_count, "an integer >= 1")
+    if config.quantum_ns < 1:
+        raise bad("quantum", config.quantum_ns, "a positive number of nanoseconds")
+    if config.spin_limit < 0:
+        raise bad("spinLimit", config.spin_limit, "an integer >= 0")
+    if config.park_time_ns < 0:
+        raise bad("parkTime", config.park_time_ns, "a number of nanoseconds >= 0")
+
+
+# ------------------------------------------------------------------ thread kinds
+
+
+class _ThreadDispatcher(Dispatcher):
+    """Worker threads draining mailboxes; subclasses choose how idle threads wait."""
+
+    #: ``waiting()`` is true when another mailbox is on the run queue.
+    _waiting: Callable[[], int]
+
+    def _start_threads(self) -> None:
+        for i, name in enumerate(self.thread_names):
+            t = threading.Thread(target=self._run_worker, args=(i,), name=name, daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _run_worker(self, index: int) -> None:
+        try:
+            self._worker(self._counters[index])
+        except BaseException as exc:  # pragma: no cover - a bug in the worker loop itself
+            logger.opt(exception=exc).critical(
+                "dispatcher {!r}: worker thread {!r} died: {}",
+                self.name,
+                threading.current_thread().name,
+                exc,
+            )
+            raise
+
+    @abc.abstractmethod
+    def _worker(self, c: _Counters) -> None:
+        """Take mailboxes off the run queue and drain them until told to stop."""
+
+    def _drain(self, mailbox: Mailbox, c: _Counters) -> None:
+        """Run the mailbox's tasks in a batch (the worker holds its token).
+
+        Tasks are taken in chunks of what the deque holds (at most
+        ``_CHUNK``): only this worker pops, so a chunk needs no emptiness
+        check per task, and the depth is sampled once per chunk for
+        ``max_depth``.
+        """
+        queue = mailbox._queue
+        popleft = queue.popleft
+        waiting = self._waiting
+        clock = perf_counter_ns
+        tls = _tls
+        tls.actor = mailbox.actor
+        mailbox._running = True
+        deadline = clock() + self._quantum_ns
+        n = 0
+        while True:
+            depth = len(queue)
+            mailbox._max_depth = max(mailbox._max_depth, depth)
+            if not depth:
+                break
+            depth = min(depth, _CHUNK)
+            for i in range(depth):
+                task = popleft()
+                try:
+                    k = len(task)
+                    if k == 2:
+                        r = task[0](task[1])
+                    elif k == 3:
+                        r = task[0](task[1], task[2])
+                    elif k == 1:
+                        r = task[0]()
+                    else:
+                        r = task[0](*task[1:])
+                except BaseException as exc:
+                    self._task_failed(mailbox, task, exc, c)
+                else:
+                    if r is not None:
+                        self._task_returned(mailbox, task, r, c)
+                if waiting() and clock() > deadline and queue:
+                    c.tasks += n + i + 1
+                    c.overruns += 1
+                    mailbox._running = False
+                    tls.actor = None
+                    self._schedule(mailbox)  # the token is still ours: back on the run queue
+                    return
+            n += depth
+        c.tasks += n
+        mailbox._running = False
+        tls.actor = None
+        mailbox._token[0] = True  # idle again ...
+        if queue and mailbox._claim(0, False):  # ... unless a task slipped in
+            self._schedule(mailbox)
+
+
+class BlockingDispatcher(_ThreadDispatcher):
+    """Idle workers sleep in ``queue.SimpleQueue.get()``."""
+
+    kind = DispatcherKind.BLOCKING
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        super().__init__(config)
+        run_queue: queue.SimpleQueue[Mailbox | None] = queue.SimpleQueue()
+        self._run_queue = run_queue
+        self._schedule = run_queue.put
+        self._waiting = run_queue.qsize
+
+    def _signal_stop(self) -> None:
+        for _ in self._threads:
+            self._run_queue.put(None)
+
+    def _worker(self, c: _Counters) -> None:
+        get = self._run_queue.get
+        drain = self._drain
+        while True:
+            mailbox = get()
+            if mailbox is None:
+                return
+            c.scheduled += 1
+            drain(mailbox, c)
+
+
+class _PollingDispatcher(_ThreadDispatcher):
+    """Workers poll a deque; after ``spin_limit`` empty polls they call ``_idle()``."""
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        super().__init__(config)
+        run_queue: deque[Mailbox | None] = deque()
+        self._run_queue = run_queue
+        self._schedule = run_queue.append
+        self._waiting = run_queue.__len__
+        #: empty polls before a worker starts calling ``_idle`` on each poll.
+        self._spin_limit = config.spin_limit
+        #: what a worker does on an empty poll past the spin limit.
+        self._idle: Callable[[], object] = functools.partial(time.sleep, 0)
+
+    def _signal_stop(self) -> None:
+        for _ in self._threads:
+            self._run_queue.append(None)
+
+    def _worker(self, c: _Counters) -> None:
+        run_queue = self._run_queue
+        popleft = run_queue.popleft
+        drain = self._drain
+        idle = self._idle
+        limit = self._spin_limit
+        spins = 0
+        while True:
+            if run_queue:
+                try:
+                    mailbox = popleft()
+                except IndexError:  # another worker took it
+                    continue
+                if mailbox is None:
+                    return
+                spins = 0
+                c.scheduled += 1
+                drain(mailbox, c)
+            elif spins < limit:
+                spins += 1
+            else:
+                idle()
+
+
+class SpinningDispatcher(_PollingDispatcher):
+    """Idle workers busy-poll forever (see the module notes on the GIL)."""
+
+    kind = DispatcherKind.SPINNING
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        super().__init__(config)
+        self._spin_limit = sys.maxsize  # never idles
+
+
+class SpinParkDispatcher(_PollingDispatcher):
+    """Idle workers poll ``spin_limit`` times, then sleep ``park_time_ns`` per poll."""
+
+    kind = DispatcherKind.SPIN_PARK
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        super().__init__(config)
+        self._idle = functools.partial(time.sleep, config.park_time_ns / 1e9)
+
+
+class SpinYieldDispatcher(_PollingDispatcher):
+    """Idle workers poll ``spin_limit`` times, then yield the CPU (and GIL) per poll."""
+
+    kind = DispatcherKind.SPIN_YIELD
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        super().__init__(config)
+        self._idle = (
+            os.sched_yield if hasattr(os, "sched_yield") else functools.partial(time.sleep, 0)
+        )
+
+
+# ---------------------------------------------------------------------- asyncio
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it installs
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+@types.coroutine
+def _as_actor(actor: Any, coro: Coroutine[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """Drive ``coro`` step by step, with ``current_actor()`` set during each step."""
+    tls = _tls
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        tls.actor = actor
+        try:
+            signal = coro.send(value) if error is None else coro.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            tls.actor = None
+        error = None
+        value = None
+        try:
+            value = yield signal
+        except BaseException as exc:
+            error = exc
+
+
+class AsyncioDispatcher(Dispatcher):
+    """One event-loop thread (uvloop when importable) running its actors' tasks.
+
+    ``thread_count`` is ignored (always one loop thread).  ``async def``
+    callbacks are awaited in order, one at a time per actor.
+    """
+
+    kind = DispatcherKind.ASYNCIO
+    is_async = True
+
+    def __init__(self, config: DispatcherConfig) -> None:
+        if config.thread_count != 1:
+            logger.warning(
+                "dispatcher {!r}: an asyncio dispatcher runs one event-loop thread; "
+                "threadCount={} is ignored",
+                config.name,
+                config.thread_count,
+            )
+        super().__init__(config)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_ident = -1
+        self._pending: list[Mailbox] = []
+        self._pending_lock = threading.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._call_soon: Callable[..., object] = self._before_start
+        self._call_soon_threadsafe: Callable[..., object] = self._before_start
+
+    @property
+    def thread_count(self) -> int:
+        """Always 1: one event-loop thread."""
+        return 1
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop, once started (``None`` before :meth:`start`)."""
+        return self._loop
+
+    def _before_start(self, _fn: object, mailbox: Mailbox) -> None:
+        with self._pending_lock:
+            if self._loop is None:
+                self._pending.append(mailbox)
+                return
+        self._call_soon_threadsafe(self._run_mailbox, mailbox)
+
+    def _start_threads(self) -> None:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        t = threading.Thread(
+            target=self._run_loop,
+            args=(ready, failure),
+            name=self.thread_names[0],
+            daemon=True,
+        )
+        self._threads.append(t)
+        t.start()
+        ready.wait()
+        if failure:
+            t.join()
+            raise failure[0]
+
+    def _run_loop(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        try:
+            loop = _new_event_loop()
+            asyncio.set_event_loop(loop)
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            return
+        self._loop_ident = threading.get_ident()
+        with self._pending_lock:
+            self._loop = loop
+            self._call_soon = loop.call_soon
+            self._call_soon_threadsafe = loop.call_soon_threadsafe
+            for mailbox in self._pending:
+                loop.call_soon(self._run_mailbox, mailbox)
+            self._pending.clear()
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                for t in tasks:
+                    t.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    def _signal_stop(self) -> None:
+        self._stopping = True
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(loop.stop)
+            except RuntimeError:  # already closed
+                pass
+
+    def _schedule(self, mailbox: Mailbox) -> None:
+        if threading.get_ident() == self._loop_ident:
+            self._call_soon(self._run_mailbox, mailbox)
+            return
+        try:
+            self._call_soon_threadsafe(self._run_mailbox, mailbox)
+        except RuntimeError:
+            # The loop is closed: the dispatcher was stopped.  Posts after stop
+            # are accepted and dropped, like tasks left queued at stop.
+            logger.debug(
+                "dispatcher {!r} is stopped; task for actor {!r} dropped", self.name, mailbox.name
+            )
+
+    def _run_mailbox(self, mailbox: Mailbox) -> None:
+        self._counters[0].scheduled += 1
+        self._drain(mailbox)
+
+    def _drain(self, mailbox: Mailbox) -> None:
+        c = self._counters[0]
+        queue = mailbox._queue
+        popleft = queue.popleft
+        clock = perf_counter_ns
+        tls = _tls
+        tls.actor = mailbox.actor
+        mailbox._running = True
+        deadline = clock() + self._quantum_ns
+        n = 0
+        try:
+            while True:
+                depth = len(queue)
+                mailbox._max_depth = max(mailbox._max_depth, depth)
+                if not depth:
+                    break
+                depth = min(depth, _CHUNK)
+                for i in range(depth):
+                    task = popleft()
+                    try:
+                        k = len(task)
+                        if k == 2:
+                            r = task[0](task[1])
+                        elif k == 1:
+                            r = task[0]()
+                        else:
+                            r = task[0](*task[1:])
+                    except BaseException as exc:
+                        self._task_failed(mailbox, task, exc, c)
+                    else:
+                        if r is not None and isinstance(r, Coroutine):
+                            n += i + 1
+                            self._await(mailbox, task, r)
+                            return  # the token stays ours until the coroutine is done
+                    if clock() > deadline and queue:
+                        n += i + 1
+                        c.overruns += 1
+                        mailbox._running = False
+                        self._call_soon(self._run_mailbox, mailbox)
+                        return
+                n += depth
+        finally:
+            c.tasks += n
+            tls.actor = None
+        mailbox._running = False
+        mailbox._token[0] = True
+        if queue and mailbox._claim(0, False):
+            self._call_soon(self._run_mailbox, mailbox)
+
+    def _await(
+        self, mailbox: Mailbox, task: tuple[Any, ...], coro: Coroutine[Any, Any, Any]
+    ) -> None:
+        loop = self._loop
+        assert loop is not None  # we are running on it
+        t = loop.create_task(self._await_then_resume(mailbox, task, coro))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _await_then_resume(
+        self, mailbox: Mailbox, task: tuple[Any, ...], coro: Coroutine[Any, Any, Any]
+    ) -> None:
+        try:
+            await _as_actor(mailbox.actor, coro)
+        except asyncio.CancelledError as exc:
+            if self._stopping:
+                raise
+            self._task_failed(mailbox, task, exc, self._counters[0])
+        except BaseException as exc:
+            self._task_failed(mailbox, task, exc, self._counters[0])
+        self._drain(mailbox)
+
+
+_KINDS: dict[DispatcherKind, type[Dispatcher]] = {
+    DispatcherKind.BLOCKING: BlockingDispatcher,
+    DispatcherKind.SPINNING: SpinningDispatcher,
+    DispatcherKind.SPIN_PARK: SpinParkDispatcher,
+    DispatcherKind.SPIN_YIELD: SpinYieldDispatcher,
+    DispatcherKind.ASYNCIO: AsyncioDispatcher,
+}
+
+
+def make_dispatcher(config: DispatcherConfig) -> Dispatcher:
+    """Build the dispatcher ``config`` describes (not started: call :meth:`~Dispatcher.start`).
+
+    Raises :class:`~actorbus.errors.ConfigError` for an impossible thread
+    count, quantum, spin limit or park time.
+    """
+    return _KINDS[config.kind](config)

@@ -1,0 +1,168 @@
+"""Mailbox: an actor's FIFO of tasks and its idle/runnable/running state.
+
+Theory of operation
+-------------------
+Every call into an actor is a *task*: a tuple ``(fn, *args)`` appended to the
+actor's mailbox by :meth:`Mailbox.post` and run later, as ``fn(*args)``, by a
+thread of the actor's dispatcher.  ``post`` is the hot path of the whole system
+(every notification delivery is one post), so it takes no lock:
+
+* the tasks live in a :class:`collections.deque` (``append`` and ``popleft``
+  are atomic);
+* the "scheduled" flag is a one-slot dict holding a token.  ``dict.pop(0,
+  False)`` is a single atomic test-and-clear: it returns ``True`` to exactly one
+  caller while the token is present, and ``False`` to everyone else until the
+  token is put back with ``token[0] = True``.  (Both are single C calls on an
+  int key that run no Python code, so they are atomic under the GIL; on a
+  free-threaded build dict operations lock the dict, which keeps them atomic.)
+  This is the same protocol as a non-blocking ``Lock.acquire(False)``, at a
+  fifth of the cost.
+
+``post`` appends the task, then tries to take the token.  The one poster that
+takes it puts the mailbox on its dispatcher's run queue; every other poster
+returns at once.  A dispatcher worker that takes the mailbox off the run queue
+drains tasks in a batch; when the deque is empty it *puts the token back and
+then looks at the deque again*, and if a task arrived meanwhile and it wins the
+token again, it schedules the mailbox again.
+
+States: **idle** (token present, nothing to do), **runnable** (token taken, on
+the run queue), **running** (token taken, a worker is draining it).
+
+Why no task is ever stranded.  Take a task appended by poster P.  Either P
+takes the token (then P schedules the mailbox, and the worker that drains it
+runs until the deque is empty, which is after P's task since the deque is
+FIFO), or P's attempt failed because someone X held the token at that moment.
+If X is another poster, X schedules the mailbox after P's append: the same
+argument applies.  If X is a worker, X has not put the token back yet; it puts
+it back *after* P's failed attempt, hence after P's append, and then re-reads
+the deque, so it sees P's task and either takes the token again (and schedules)
+or loses it to a newer poster, who schedules.  In every case somebody who will
+drain the mailbox holds the token after P's append.
+
+Why callbacks never overlap.  Only the token holder drains, there is one
+token, and the holder keeps it from the moment it schedules the mailbox until
+the worker has finished its batch.  So a mailbox is on the run queue at most
+once and run by at most one thread at a time.
+
+Counters: :attr:`depth` (tasks waiting now) and :attr:`max_depth` (the
+high-water mark).  ``post`` does not maintain the high-water mark (that would
+cost a fifth of a post); the worker samples the depth when it picks the
+mailbox up and again at least every 1024 tasks while draining.  Under the GIL
+the deque only grows while the worker is not running, so the peak is seen
+when the worker resumes: at a batch start exactly, and within 1024 tasks when
+it resumes in the middle of a batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVarTuple
+
+if TYPE_CHECKING:
+    from actorbus.actors.actor import Actor
+    from actorbus.actors.dispatcher import Dispatcher
+
+__all__ = ["Mailbox", "MailboxState"]
+
+Ts = TypeVarTuple("Ts")
+
+#: ``"idle"``, ``"runnable"`` (on the run queue) or ``"running"`` (being drained).
+MailboxState = Literal["idle", "runnable", "running"]
+
+
+class Mailbox:
+    """The task queue of one actor, bound to one dispatcher for its whole life.
+
+    Made by the runtime at registration (``Mailbox(dispatcher, actor=actor)``);
+    it attaches itself to ``dispatcher`` so it shows in
+    :meth:`Dispatcher.stats`.  Call :meth:`detach` when it is no longer used.
+    Tasks still queued when it is detached still run.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_append",
+        "_claim",
+        "_dispatcher",
+        "_max_depth",
+        "_queue",
+        "_running",
+        "_schedule",
+        "_token",
+        "actor",
+        "name",
+    )
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        actor: Actor | None = None,
+        name: str | None = None,
+    ) -> None:
+        queue: deque[tuple[Any, ...]] = deque()
+        token = {0: True}
+        self._queue = queue
+        self._append = queue.append
+        self._token = token
+        self._claim = token.pop
+        self._running = False
+        self._max_depth = 0
+        self._dispatcher = dispatcher
+        self._schedule = dispatcher._schedule
+        #: the actor whose tasks these are (``None`` for a bare mailbox).
+        self.actor = actor
+        #: used in stats and log records.
+        self.name = name if name is not None else (actor.name if actor is not None else "?")
+        dispatcher._attach(self)
+
+    if TYPE_CHECKING:
+
+        def post(self, fn: Callable[[*Ts], object], /, *args: *Ts) -> None:
+            """Queue ``fn(*args)`` to run later on this mailbox's dispatcher."""
+
+    else:
+
+        def post(self, *task):
+            """Queue ``fn(*args)`` (called as ``post(fn, *args)``) to run later.
+
+            Thread-safe, never blocks, never runs ``fn`` inline; tasks of one
+            mailbox run in the order they were posted, one at a time.
+            """
+            self._queue.append(task)
+            if self._claim(0, False):
+                self._schedule(self)
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher whose threads run this mailbox's tasks."""
+        return self._dispatcher
+
+    @property
+    def depth(self) -> int:
+        """Tasks queued and not yet started."""
+        return len(self._queue)
+
+    @property
+    def max_depth(self) -> int:
+        """The highest :attr:`depth` seen so far (sampled by the worker, see the module docs)."""
+        return max(self._max_depth, len(self._queue))
+
+    @property
+    def state(self) -> MailboxState:
+        """``"idle"``, ``"runnable"`` or ``"running"`` (a snapshot; it may change at once)."""
+        if self._running:
+            return "running"
+        if 0 in self._token:
+            return "idle"
+        return "runnable"
+
+    def detach(self) -> None:
+        """Stop reporting this mailbox in its dispatcher's stats."""
+        self._dispatcher._detach(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Mailbox {self.name!r} on {self._dispatcher.name!r} {self.state} depth={self.depth}>"
+        )
