@@ -1,0 +1,144 @@
+"""Fuzz target for the sans-IO link protocol: any bytes, whole or split at any
+point, yield events or :class:`~actorbus.errors.ProtocolError` — nothing else —
+and the same outcome however they are split.
+
+Input layout: byte 0 picks the receiving end (see :func:`make_receiver`), byte 1
+seeds how the rest is cut into reads, the rest is what the peer "sent".  Each
+input is fed twice, whole and cut, and everything observable must agree:
+events, where the error came, state, counters (except ``bytes_in``, which stops
+counting at the failure) and the bytes the protocol queued in answer.
+
+With atheris installed::
+
+    .venv/bin/python fuzz/fuzz_protocol.py -max_total_time=600 corpus/
+
+Without it, :func:`one_input` is the whole target: tests/net/
+test_protocol_properties.py drives it with hypothesis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import random
+import sys
+from importlib import import_module
+from typing import Any
+
+try:
+    _atheris: Any = import_module("atheris")
+except ImportError:
+    _atheris = None
+
+with _atheris.instrument_imports() if _atheris is not None else contextlib.nullcontext():
+    from actorbus.errors import ProtocolError
+    from actorbus.net import (
+        PROTOCOL_VERSION,
+        FrameType,
+        LinkProtocol,
+        LinkState,
+        LogonRequested,
+        ProtocolSettings,
+        Side,
+    )
+    from actorbus.net._memory import MemoryPipe, encode_frame
+
+__all__ = ["MAX_FRAME", "MODES", "Outcome", "make_receiver", "one_input", "run", "split"]
+
+#: Small, so that inputs reach the size limit easily.
+MAX_FRAME = 512
+#: The receiving ends byte 0 chooses from.
+MODES = ("fresh server", "client awaiting logon answer", "accepted server", "connected client")
+
+SETTINGS = ProtocolSettings(max_frame_size=MAX_FRAME, logon_timeout=0)
+
+#: What the receiver observed: event reprs (and "ProtocolError" where one was
+#: raised), final state, counters without bytes_in, bytes queued for the peer.
+Outcome = tuple[tuple[str, ...], LinkState, tuple[tuple[str, int], ...], bytes]
+
+
+def known_type(type_name: str) -> bool:
+    """Type names starting with "X" are unknown, so those paths are fuzzed too."""
+    return not type_name.startswith("X")
+
+
+def make_receiver(mode: int) -> LinkProtocol:
+    """The protocol end that receives the fuzzed bytes, in the state ``MODES[mode]``."""
+    if mode == 0:
+        return LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=known_type, settings=SETTINGS)
+    if mode == 1:
+        client = LinkProtocol(Side.CLIENT, "cli", 0.0, is_known_type=known_type, settings=SETTINGS)
+        client.logon()
+        client.data_to_send()
+        return client
+    if mode == 2:
+        server = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=known_type, settings=SETTINGS)
+        server.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 0.0)
+        if not isinstance(server.next_event(), LogonRequested):
+            raise AssertionError("a valid LOGON did not produce LogonRequested")
+        server.accept_logon()
+        server.data_to_send()
+        return server
+    pipe = MemoryPipe(settings=SETTINGS, client_knows=known_type, server_knows=known_type)
+    pipe.logon()
+    pipe.client.data_to_send()
+    return pipe.client
+
+
+def split(payload: bytes, seed: int) -> list[bytes]:
+    """Cut ``payload`` into non-empty reads at points chosen by ``seed``."""
+    if len(payload) < 2:
+        return [payload] if payload else []
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(payload)), min(len(payload) - 1, 1 + seed % 32)))
+    bounds = [0, *cuts, len(payload)]
+    return [payload[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def run(receiver: LinkProtocol, reads: list[bytes]) -> Outcome:
+    """Feed ``reads`` then EOF, taking events after each read as a shell would."""
+    seen: list[str] = []
+    limit = receiver.settings.max_frame_size + 4
+    for data in [*reads, b""]:
+        receiver.receive_data(data, 0.0)
+        if receiver.bytes_buffered > limit:
+            raise AssertionError(f"buffered {receiver.bytes_buffered} bytes > {limit}")
+        try:
+            seen.extend(repr(event) for event in receiver.events())
+        except ProtocolError:
+            seen.append("ProtocolError")
+            if receiver.state is not LinkState.CLOSED or receiver.error is None:
+                raise AssertionError("a ProtocolError left the link open") from None
+    counters = tuple(
+        (name, value)
+        for name, value in dataclasses.asdict(receiver.counters).items()
+        if name != "bytes_in"
+    )
+    return tuple(seen), receiver.state, counters, receiver.data_to_send()
+
+
+def one_input(data: bytes) -> None:
+    """The fuzz target: raises only when the protocol breaks its contract."""
+    if len(data) < 2:
+        return
+    mode = data[0] % len(MODES)
+    payload = data[2:]
+    whole = run(make_receiver(mode), [payload] if payload else [])
+    cut = run(make_receiver(mode), split(payload, data[1]))
+    if whole != cut:
+        raise AssertionError(
+            f"mode {MODES[mode]!r}: fed whole -> {whole!r}\nfed in reads -> {cut!r}"
+        )
+
+
+def main() -> None:
+    """Run under atheris (libFuzzer arguments in ``sys.argv``)."""
+    if _atheris is None:
+        sys.exit("atheris is not installed: pip install atheris (tests drive one_input)")
+    _atheris.Setup(sys.argv, one_input)
+    _atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

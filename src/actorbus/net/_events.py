@@ -1,0 +1,213 @@
+"""Events a :class:`~actorbus.net.protocol.LinkProtocol` reports to its shell.
+
+Each event is what the *peer* did (or what happened to the link), in the order
+the bytes arrived.  Events are slotted dataclasses; treat them as read-only.
+Keys are the ``(type_name, subject)`` tuples of the peer's KEY_DEF frames — the
+same tuple object every time for one key, so a shell may cache per key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from actorbus.net._wire import FeedState, ReplyStatus, Role, Scope, WireKey, WireValue
+
+__all__ = [
+    "Advertised",
+    "CancelReceived",
+    "ConnectionClosed",
+    "Event",
+    "FeedStatusReceived",
+    "HeartbeatTimeout",
+    "LogoffReceived",
+    "LogonAccepted",
+    "LogonComplete",
+    "LogonRejected",
+    "LogonRequested",
+    "LogonTimeout",
+    "NotificationReceived",
+    "ReplyReceived",
+    "RequestAcknowledged",
+    "RequestReceived",
+    "Retracted",
+    "SequenceGap",
+    "Subscribed",
+    "Unsubscribed",
+]
+
+
+class Event:
+    """Base class of every protocol event."""
+
+    __slots__ = ()
+
+
+# ------------------------------------------------------------------- handshake
+
+
+@dataclass(slots=True)
+class LogonRequested(Event):
+    """(server) A client asked to log on.  Call ``accept_logon()`` or ``reject_logon()``."""
+
+    peer_node_id: str
+
+
+@dataclass(slots=True)
+class LogonAccepted(Event):
+    """(client) The server accepted the logon.  Send advertisements, then
+    ``complete_logon()``; or refuse this server with ``reject_logon(reason)``."""
+
+    peer_node_id: str
+
+
+@dataclass(slots=True)
+class LogonRejected(Event):
+    """(client) The server refused the logon.  The link is closed."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class LogonComplete(Event):
+    """The peer has sent all its advertisements (its LOGON_COMPLETE arrived)."""
+
+
+# ---------------------------------------------------------------- link closing
+
+
+@dataclass(slots=True)
+class LogoffReceived(Event):
+    """The peer closed the link in order, saying why.  The link is closed."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class ConnectionClosed(Event):
+    """The byte stream ended (EOF) at a frame boundary without a LOGOFF.
+
+    The link is closed; the peer may have crashed or the network dropped."""
+
+
+@dataclass(slots=True)
+class HeartbeatTimeout(Event):
+    """Nothing arrived within ``heartbeat_reply_delay`` after a heartbeat.
+
+    The link is closed (a LOGOFF was queued for the peer)."""
+
+    silent_for: float
+
+
+@dataclass(slots=True)
+class LogonTimeout(Event):
+    """The logon did not get past acceptance within ``logon_timeout``.
+
+    The link is closed (a LOGON_REJECT or LOGOFF was queued for the peer)."""
+
+    waited: float
+
+
+# ------------------------------------------------------- feeds crossing the link
+
+
+@dataclass(slots=True)
+class Advertised(Event):
+    """The peer advertised a publisher or replier feed, with its declared state."""
+
+    key: WireKey
+    role: Role
+    scope: Scope
+    feed_state: FeedState
+
+
+@dataclass(slots=True)
+class Retracted(Event):
+    """The peer retracted a publisher or replier advertisement."""
+
+    key: WireKey
+    role: Role
+
+
+@dataclass(slots=True)
+class Subscribed(Event):
+    """The peer has a subscriber or requestor on ``key``."""
+
+    key: WireKey
+    role: Role
+
+
+@dataclass(slots=True)
+class Unsubscribed(Event):
+    """The peer's last subscriber or requestor on ``key`` went away."""
+
+    key: WireKey
+    role: Role
+
+
+@dataclass(slots=True)
+class FeedStatusReceived(Event):
+    """Feed state crossing the link: a publisher/replier's declared state, or the
+    presence of subscribers/requestors, on the peer's side."""
+
+    key: WireKey
+    role: Role
+    up: bool
+
+
+# ----------------------------------------------------------------------- data
+
+
+@dataclass(slots=True)
+class NotificationReceived(Event):
+    """A notification; ``body`` is the codec's wire value (arrays arrive as tuples)."""
+
+    key: WireKey
+    body: WireValue
+
+
+@dataclass(slots=True)
+class RequestReceived(Event):
+    """A request; answer with ``request_ack()`` then ``reply()`` using ``request_id``."""
+
+    key: WireKey
+    request_id: int
+    body: WireValue
+
+
+@dataclass(slots=True)
+class RequestAcknowledged(Event):
+    """The peer says how many of its repliers took request ``request_id``."""
+
+    request_id: int
+    repliers: int
+
+
+@dataclass(slots=True)
+class ReplyReceived(Event):
+    """A reply to our request ``request_id``; ``key`` names the reply class.
+
+    Replies are delivered even when the reply type is unknown here (and counted in
+    ``counters.unknown_type``): the requestor is counting final replies, so the
+    shell must turn an undecodable reply into an ERROR rather than lose it."""
+
+    request_id: int
+    key: WireKey
+    status: ReplyStatus
+    body: WireValue
+
+
+@dataclass(slots=True)
+class CancelReceived(Event):
+    """The peer cancelled its request ``request_id``."""
+
+    request_id: int
+
+
+@dataclass(slots=True)
+class SequenceGap(Event):
+    """Sequenced frames ``expected`` .. ``got - 1`` never arrived.
+
+    Reported just before the event of frame ``got``, which is still delivered."""
+
+    expected: int
+    got: int
