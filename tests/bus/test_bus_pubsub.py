@@ -231,7 +231,7 @@ def test_value_added_publisher_sees_no_callback_before_startup_returned(bus: Bus
 
     class ValueAdded(Actor):
         def startup(self) -> None:
-            self.out = self.publisher(Tick, "/out")
+            self.out = self.publisher(Tick, "/out", on_status=lambda s, f: None)
             self.inp = self.subscribe(Tick, "/in", on_message=self.fwd, on_status=self.status)
             order.append("startup-opened")
             # give every other thread a chance to deliver a callback early

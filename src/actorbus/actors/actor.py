@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVarTuple
 
 from actorbus.actors.errors import NotRegisteredError
+from actorbus.bus.owner import FeedOwner
 from actorbus.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,13 +43,13 @@ _name_lock = threading.Lock()
 
 def _default_name(cls: type) -> str:
     with _name_lock:
-        counter = _name_counters.get(cls.__qualname__)
+        counter = _name_counters.get(cls.__name__)
         if counter is None:
-            counter = _name_counters[cls.__qualname__] = itertools.count(1)
-        return f"{cls.__qualname__}-{next(counter)}"
+            counter = _name_counters[cls.__name__] = itertools.count(1)
+        return f"{cls.__name__}-{next(counter)}"
 
 
-class Actor:
+class Actor(FeedOwner):
     """Base class for application objects: one mailbox, one dispatcher, no locks.
 
     Override :meth:`startup` and :meth:`shutdown` (both no-ops by default); they
@@ -92,7 +93,7 @@ class Actor:
         else:
             raise UsageError(
                 f"actor name {name!r} is not allowed; give a non-empty str, "
-                f"or None for the default {type(self).__qualname__}-N"
+                f"or None for the default {type(self).__name__}-N"
             )
 
     # -------------------------------------------------------------------- lifecycle

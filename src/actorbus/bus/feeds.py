@@ -549,14 +549,14 @@ class RequestHandle(Generic[Q]):
         remote peer contributes 1 until its acknowledgement says how many of its
         repliers took the request, then (taken - finals received)."""
         with self._lock:
-            if incoming.cancelled or self._done:
-                return False
             if incoming._final:
                 raise RequestError(
                     f"reply() on request #{self.id} {MessageKey.of(self.request)}: this "
                     f"replier already sent its final reply; send OK_CONTINUING replies "
                     f"before the last one"
                 )
+            if incoming.cancelled or self._done:
+                return False
             if reply.status is not ReplyStatus.OK_CONTINUING:
                 if incoming.feed._remote is None:
                     self._retire(incoming)

@@ -29,7 +29,7 @@ from .feeds import (
     RequestHandle,
     SubscribeFeed,
 )
-from .message import MessageKey, Notification, Reply, Request
+from .message import Message, MessageKey, Notification, Reply, Request
 from .scope import FeedState, Scope
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _default_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _check_key(cls: Any, subject: Any, family: type) -> MessageKey:
+def _check_key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
     if not (isinstance(cls, type) and issubclass(cls, family)):
         raise UsageError(
             f"expected a {family.__name__} subclass, found {cls!r}; this feed carries "
@@ -92,7 +92,7 @@ class FeedOwner:
         """The router and the mailbox poster of this actor, registering it if needed."""
         from .bus import Bus
 
-        runtime = getattr(self, "_ab_runtime", None)
+        runtime: Any = getattr(self, "_ab_runtime", None)
         if runtime is None:
             bus = Bus.current()
             if bus is None:
@@ -100,7 +100,7 @@ class FeedOwner:
                     f"{self!r} opened a feed but is not registered and no single open "
                     f"Bus exists; call bus.register(actor) first"
                 )
-            bus.runtime.ensure_registered(self)
+            bus.runtime.ensure_registered(self)  # type: ignore[arg-type]
             runtime = getattr(self, "_ab_runtime", None)
         owner: Bus = runtime.owner
         mailbox = self._ab_mailbox  # type: ignore[attr-defined]
