@@ -1,0 +1,162 @@
+"""The reference engine: python-statemachine's own engine behind the engine interface.
+
+:func:`reference_machine` returns an object with the same interface as
+:class:`~actorbus.fsm.CompiledMachine`, backed by an instance of the declared
+``StateMachine`` class.  It exists so that every behaviour of the compiled engine can
+be checked against python-statemachine itself (the FSM test suite runs every script on
+both), and to run machines the compiled engine does not support (compound states ...).
+
+Differences, all deliberate and documented in ``docs/fsm.md``:
+
+* the python-statemachine instance is created by :meth:`ReferenceMachine.start` (its
+  constructor enters the start state), and it stores its current state on the model
+  under ``_actorbus_fsm_state``;
+* ``ctxt`` (the model) is passed with every event so callbacks can ask for it by name,
+  as under the compiled engine;
+* the ``machine`` a callback receives is the python-statemachine instance (it has
+  ``send`` and ``model`` like the compiled engine);
+* python-statemachine's ``TransitionNotAllowed`` becomes
+  :class:`actorbus.fsm.TransitionNotAllowed`, and a definition error found at
+  instantiation (``InvalidDefinition``) becomes :class:`actorbus.errors.FsmError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachine import StateChart, StateMachine
+from statemachine.exceptions import InvalidDefinition
+from statemachine.exceptions import TransitionNotAllowed as PsmTransitionNotAllowed
+
+from actorbus.errors import FsmError
+from actorbus.fsm._compile import STATE_FIELD
+from actorbus.fsm._errors import TransitionNotAllowed, UnsupportedMachineError
+from actorbus.fsm.engine import _default_model
+from actorbus.fsm.spec import Declaration, MachineSpec, machine_spec
+
+__all__ = ["ReferenceMachine", "reference_machine"]
+
+
+class ReferenceMachine:
+    """A running machine backed by python-statemachine's engine; see :func:`reference_machine`."""
+
+    def __init__(
+        self,
+        declaration: type[StateMachine],
+        model: Any,
+        spec: MachineSpec | None,
+        unsupported: UnsupportedMachineError | None = None,
+    ) -> None:
+        self.declaration = declaration
+        self.name = declaration.__name__
+        self.model = model
+        self._spec = spec
+        self._unsupported = unsupported
+        self._sm: Any = None
+        self._starting = False
+
+    def __repr__(self) -> str:
+        state = self.current_state if self._sm is not None else None
+        return f"<ReferenceMachine {self.name} state={state!r}>"
+
+    @property
+    def spec(self) -> MachineSpec:
+        """The machine's :class:`MachineSpec`.
+
+        Raises:
+            UnsupportedMachineError: the machine is outside the flat model (it still
+                runs on this engine).
+        """
+        if self._spec is None:
+            assert self._unsupported is not None
+            raise self._unsupported
+        return self._spec
+
+    @property
+    def machine(self) -> Any:
+        """The python-statemachine instance (``None`` before :meth:`start`)."""
+        return self._sm
+
+    @property
+    def current_state(self) -> str:
+        """The id of the current state.  :class:`FsmError` before :meth:`start`."""
+        if self._sm is not None:
+            return str(next(iter(self._sm.configuration)).id)
+        if self._starting:
+            # python-statemachine is still in its constructor (running entry actions); it
+            # already wrote the start state on the model.
+            value = getattr(self.model, STATE_FIELD, None)
+            state = self.declaration.states_map.get(value)
+            if state is not None:
+                return str(state.id)
+        raise FsmError(f"{self.name} is not started; call start() first")
+
+    @property
+    def started(self) -> bool:
+        """``True`` once :meth:`start` ran."""
+        return self._sm is not None
+
+    @property
+    def is_final(self) -> bool:
+        """``True`` when the current state is final."""
+        return self._sm is not None and bool(self._sm.is_terminated)
+
+    def start(self, **kwargs: Any) -> None:
+        """Instantiate the python-statemachine class, which enters the start state."""
+        if self._sm is not None:
+            raise FsmError(f"{self.name} is already started (in {self.current_state!r})")
+        cls: Any = self.declaration
+        self._starting = True
+        try:
+            self._sm = cls(self.model, state_field=STATE_FIELD, ctxt=self.model, **kwargs)
+        except InvalidDefinition as exc:
+            raise FsmError(f"{self.name}: {exc}") from exc
+        finally:
+            self._starting = False
+
+    def send(self, event: str, /, **kwargs: Any) -> None:
+        """Send ``event`` through python-statemachine's engine."""
+        sm = self._sm
+        if sm is None:
+            raise FsmError(f"{self.name}: send({event!r}) before start(); call start() first")
+        try:
+            sm.send(event, ctxt=self.model, **kwargs)
+        except PsmTransitionNotAllowed as exc:
+            if getattr(exc.event, "_sm", sm) is not sm:
+                raise
+            state = next(iter(sm.configuration)).id if sm.configuration else None
+            name = str(exc.event.id) if exc.event is not None else event
+            final = bool(sm.is_terminated)
+            reason = (
+                "it is a final state"
+                if final
+                else "python-statemachine found no enabled transition"
+            )
+            raise TransitionNotAllowed(self.name, state, name, reason, final=final) from exc
+
+
+def reference_machine(declaration: Declaration, model: Any = None) -> ReferenceMachine:
+    """Make a python-statemachine-backed engine with the compiled engine's interface.
+
+    Same arguments as :func:`~actorbus.fsm.compile_machine`; call ``start()`` next.
+    Unlike the compiled engine it also runs ``StateMachine`` classes outside the flat
+    model (compound states, history ...); their :attr:`ReferenceMachine.spec` raises.
+    """
+    if isinstance(declaration, type) and issubclass(declaration, StateChart):
+        if not issubclass(declaration, StateMachine):
+            raise FsmError(
+                f"{declaration.__name__} derives from StateChart; derive from StateMachine "
+                f"(or actorbus.fsm.Machine)"
+            )
+        try:
+            spec: MachineSpec | None = machine_spec(declaration)
+        except UnsupportedMachineError as exc:
+            return ReferenceMachine(declaration, _model(model), None, exc)
+    else:
+        spec = machine_spec(declaration)
+    assert spec is not None
+    return ReferenceMachine(spec.declaration, _model(model), spec)
+
+
+def _model(model: Any) -> Any:
+    return _default_model() if model is None else model
