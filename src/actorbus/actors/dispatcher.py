@@ -216,15 +216,16 @@ class Dispatcher(abc.ABC):
     # ------------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        """Start the worker threads.  Calling it again does nothing."""
+        """Start the worker threads.  Calling it again does nothing; after
+        :meth:`stop` it raises :class:`~actorbus.errors.UsageError`."""
         with self._lifecycle_lock:
-            if self._started:
-                return
             if self._stopped:
                 raise UsageError(
                     f"dispatcher {self.name!r} was stopped and cannot start again; "
                     f"make a new one with make_dispatcher()"
                 )
+            if self._started:
+                return
             self._start_threads()
             self._idents = frozenset(t.ident for t in self._threads if t.ident is not None)
             self._started = True

@@ -187,7 +187,7 @@ class TimerHandle:
     def __init__(
         self,
         service: TimerService,
-        mailbox: Mailbox,
+        mailbox: Mailbox | None,
         fn: Callable[..., object],
         args: tuple[Any, ...],
         *,
@@ -254,11 +254,20 @@ class TimerHandle:
         """On the timer thread: post the expiry into the actor's mailbox."""
         if self._state is not _ACTIVE:
             return
+        mailbox = self._mailbox
+        if mailbox is None:  # call_later(): runs right here, on the timer thread
+            try:
+                self._fire()
+            except Exception as exc:
+                logger.opt(exception=exc).error(
+                    "{} on the timer thread raised {}: {}", self._ab_label, type(exc).__name__, exc
+                )
+            return
         if self._queued:  # the previous expiry has not run yet: coalesce
             self._skipped += 1
             return
         self._queued = True
-        self._mailbox.post(self._fire)
+        mailbox.post(self._fire)
 
     def _fire(self) -> object:
         """On the actor's dispatcher: run the callback unless cancelled meanwhile."""
@@ -273,19 +282,18 @@ class TimerHandle:
 
     def __repr__(self) -> str:
         kind = f"every {self._period_ns / 1e9:g} s" if self._period_ns else "once"
-        return f"<TimerHandle {callback_label(self._fn)} {kind} for {self._mailbox.name!r} {self._state}>"
+        where = f"actor {self._mailbox.name!r}" if self._mailbox else "the timer thread"
+        return f"<TimerHandle {callback_label(self._fn)} {kind} on {where} {self._state}>"
 
 
-def _seconds_to_ns(value: float, what: str, mailbox: Mailbox, *, positive: bool) -> int:
+def _seconds_to_ns(value: float, what: str, who: str, *, positive: bool) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TimerError(
-            f"{what}={value!r} for actor {mailbox.name!r}: expected a number of seconds"
-        )
+        raise TimerError(f"{what}={value!r} for {who}: expected a number of seconds")
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         expected = (
             "a finite number of seconds > 0" if positive else "a finite number of seconds >= 0"
         )
-        raise TimerError(f"{what}={value!r} for actor {mailbox.name!r}: expected {expected}")
+        raise TimerError(f"{what}={value!r} for {who}: expected {expected}")
     ns = round(value * 1e9)
     return max(ns, 1) if positive else ns
 
@@ -359,15 +367,38 @@ class TimerService:
         :class:`TimerError` for a negative or non-finite delay or a period <= 0,
         :class:`RuntimeClosedError` after :meth:`stop`.
         """
-        delay_ns = _seconds_to_ns(delay_s, "delay_s", mailbox, positive=False)
+        return self._add(mailbox, delay_s, fn, args, period_s=period_s, owner=owner)
+
+    def call_later(self, delay_s: float, fn: Callable[..., object], *args: object) -> TimerHandle:
+        """Call ``fn(*args)`` on the timer thread itself after ``delay_s`` seconds.
+
+        For runtime internals (request timeouts), not for actors: ``fn`` must
+        be thread-safe, short and non-blocking, since it delays every other
+        timer.  Exceptions are logged.  Actors use ``Actor.schedule``, whose
+        callbacks run on the actor's own dispatcher.
+        """
+        return self._add(None, delay_s, fn, args, period_s=None, owner=None)
+
+    def _add(
+        self,
+        mailbox: Mailbox | None,
+        delay_s: float,
+        fn: Callable[..., object],
+        args: tuple[Any, ...],
+        *,
+        period_s: float | None,
+        owner: set[TimerHandle] | None,
+    ) -> TimerHandle:
+        who = f"actor {mailbox.name!r}" if mailbox is not None else "call_later()"
         period_ns = (
-            0 if period_s is None else _seconds_to_ns(period_s, "period_s", mailbox, positive=True)
+            0 if period_s is None else _seconds_to_ns(period_s, "period_s", who, positive=True)
         )
+        delay_ns = _seconds_to_ns(delay_s, "delay_s", who, positive=False)
         handle = TimerHandle(self, mailbox, fn, args, period_ns=period_ns, owner=owner)
         with self._cond:
             if self._stopping:
                 raise RuntimeClosedError(
-                    f"cannot schedule a timer for actor {mailbox.name!r}: the runtime is closed"
+                    f"cannot schedule a timer for {who}: the runtime is closed"
                 )
             deadline = self._clock() + delay_ns
             handle._id = self._queue.add(handle, deadline, period_ns)
