@@ -773,3 +773,30 @@ def test_both_engines_offer_the_engine_interface() -> None:
         for member in ("spec", "model", "start", "send", "current_state", "started", "is_final"):
             assert hasattr(type(engine), member) or hasattr(engine, member), member
         assert "Lamp" in repr(engine)
+
+
+class Relay(StateMachine):
+    A = State(initial=True)
+    B = State()
+    C = State()
+    go = A.to(B, on="hop")
+    hop = B.to(C, cond="In('B')")
+    back = C.to(A, cond="In('B')") | C.to(A, cond="not In('B')", on="noted")
+
+
+class RelayModel:
+    def __init__(self) -> None:
+        self.notes: list[int] = []
+
+    def noted(self, n: int = 0) -> None:
+        self.notes.append(n)
+
+
+def test_action_naming_an_event_sends_it_and_in_guards(make: MakeEngine) -> None:
+    model = RelayModel()
+    engine = started(make, Relay, model)
+    engine.send("go")  # the action 'hop' is an event: queued, then taken from B
+    assert engine.current_state == "C"
+    engine.send("back", n=5)
+    assert engine.current_state == "A"
+    assert model.notes == [5]

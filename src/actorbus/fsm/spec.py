@@ -37,7 +37,6 @@ from __future__ import annotations
 import inspect
 import os
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
 
@@ -154,11 +153,6 @@ class TransitionSpec:
     def loopback(self) -> bool:
         """``True`` if taking it runs no exit/entry action (internal or targetless)."""
         return self.target is None or self.internal
-
-    @property
-    def guarded(self) -> bool:
-        """``True`` if a declared (non-convention) guard or validator decides it."""
-        return any(not g.convention for g in self.guards + self.validators)
 
     def answers(self, event: str) -> bool:
         """``True`` if this transition is a candidate for ``event``."""
@@ -432,8 +426,3 @@ def _extract(cls: Any) -> MachineSpec:
         declaration=cls,
         source_path=getattr(cls, "_actorbus_source_path", None),
     )
-
-
-def describe_callable(func: Callable[..., Any]) -> str:
-    """A short name for a callable, for error messages."""
-    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
