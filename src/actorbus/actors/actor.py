@@ -178,7 +178,10 @@ class Actor(FeedOwner):
         Thread-safe and non-blocking.  Raises :class:`NotRegisteredError` when
         the actor is not registered.
         """
-        self._mailbox_or_raise("post tasks to it").post(fn, *args)
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            mailbox = self._mailbox_or_raise("post tasks to it")
+        mailbox.post(fn, *args)
 
     def schedule(self, delay_s: float, fn: Callable[[*Ts], object], /, *args: *Ts) -> TimerHandle:
         """Run ``fn(*args)`` as a task of this actor once, ``delay_s`` seconds from now.
