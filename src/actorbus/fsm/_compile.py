@@ -108,16 +108,19 @@ class _Expr:
 
 _Item = _Call | _Attr | _Send | _Inline | _Expr
 
-_SIGNATURES: dict[Any, tuple[_Param, ...]] = {}
+#: Argument plans by function (weak: per-instance lambdas must not accumulate).  Bound
+#: methods are keyed by their function, other callables by themselves.
+_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[_Param, ...]] = weakref.WeakKeyDictionary()
+_BOUND_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[_Param, ...]] = weakref.WeakKeyDictionary()
 
 
 def _params(obj: Any, label: str) -> tuple[_Param, ...]:
     """The argument plan for ``obj``, cached per underlying function."""
-    func = getattr(obj, "__func__", None)
-    key: Any = (func, True) if inspect.ismethod(obj) else obj
+    bound = inspect.ismethod(obj)
+    cache, key = (_BOUND_SIGNATURES, obj.__func__) if bound else (_SIGNATURES, obj)
     try:
-        cached = _SIGNATURES.get(key)
-    except TypeError:  # unhashable callable object
+        cached = cache.get(key)
+    except TypeError:  # not hashable or not weak-referenceable: no caching
         cached, key = None, None
     if cached is not None:
         return cached
@@ -160,7 +163,10 @@ def _params(obj: Any, label: str) -> tuple[_Param, ...]:
             plan.append(_Param(p.name, "opt", keyword, p.default))
     result = tuple(plan)
     if key is not None:
-        _SIGNATURES[key] = result
+        try:
+            cache[key] = result
+        except TypeError:
+            pass
     return result
 
 
@@ -750,8 +756,9 @@ def _fingerprint(model: Any, names: frozenset[str], touched: tuple[str, ...]) ->
         if isinstance(value, Event):
             out.append(("event", str(value.id)))
         elif callable(value):
+            # the function itself, not its id: the entry keeps it alive, so identity holds
             func = getattr(value, "__func__", value)
-            out.append(("call", id(func), type(value)))
+            out.append(("call", func, type(value)))
         else:
             out.append(("attr",))
     return tuple(out)
