@@ -46,8 +46,8 @@ with _atheris.instrument_imports() if _atheris is not None else contextlib.nullc
 
 __all__ = ["MAX_FRAME", "MODES", "Outcome", "make_receiver", "one_input", "run", "split"]
 
-#: Small, so that inputs reach the size limit easily.
-MAX_FRAME = 512
+#: The smallest allowed, so that inputs reach the size limit easily.
+MAX_FRAME = 1024
 #: The receiving ends byte 0 chooses from.
 MODES = ("fresh server", "client awaiting logon answer", "accepted server", "connected client")
 

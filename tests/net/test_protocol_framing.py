@@ -215,6 +215,17 @@ def test_reads_may_be_bytearray_or_memoryview() -> None:
     assert drain(srv) == [NotificationReceived(KEY, (1,)), NotificationReceived(KEY, (2,))]
 
 
+def test_reads_may_be_memoryviews_of_any_item_format() -> None:
+    srv = accepted_server()
+    pad = ""
+    while len(data := encode_frame(NOTIFY, 1, 0, (pad,))) % 4:
+        pad += "x"
+    before = srv.counters.bytes_in
+    srv.receive_data(memoryview(data).cast("I"), 0.0)  # len() counts 4-byte items
+    assert drain(srv) == [NotificationReceived(KEY, (pad,))]
+    assert srv.counters.bytes_in - before == len(data)
+
+
 def test_little_endian_prefix() -> None:
     pipe = MemoryPipe(settings=ProtocolSettings(byte_order="little"))
     pipe.logon()

@@ -205,8 +205,9 @@ def test_client_rejects_after_learning_the_server_id() -> None:
     ("body", "match"),
     [
         ((LOGON, PROTOCOL_VERSION), "3 elements|at least 3"),
-        ((LOGON, PROTOCOL_VERSION, ""), "node id has 0 characters"),
-        ((LOGON, PROTOCOL_VERSION, "x" * 256), "node id has 256 characters"),
+        ((LOGON, PROTOCOL_VERSION, ""), "node id '': it has 0 UTF-8 bytes"),
+        ((LOGON, PROTOCOL_VERSION, "x" * 256), "it has 256 UTF-8 bytes, expected 1..255"),
+        ((LOGON, PROTOCOL_VERSION, "é" * 128), "it has 256 UTF-8 bytes"),
         ((LOGON, PROTOCOL_VERSION, 7), "node id is 7, expected a str"),
         ((LOGON, "1", "cli"), "version is '1', expected an int"),
     ],
@@ -376,8 +377,12 @@ def test_reason_must_be_text(reason: object) -> None:
 
 
 def test_constructor_arguments_are_checked() -> None:
-    with pytest.raises(UsageError, match="node_id=''"):
+    with pytest.raises(UsageError, match="node_id='': it has 0 UTF-8 bytes"):
         LinkProtocol(Side.SERVER, "", 0.0, is_known_type=all_types_known)
+    with pytest.raises(UsageError, match="not valid Unicode"):
+        LinkProtocol(Side.SERVER, "\ud800", 0.0, is_known_type=all_types_known)
+    with pytest.raises(UsageError, match="expected a str"):
+        LinkProtocol(Side.SERVER, b"n", 0.0, is_known_type=all_types_known)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="Side.CLIENT or Side.SERVER"):
         LinkProtocol("server", "n", 0.0, is_known_type=all_types_known)  # type: ignore[arg-type]
 
@@ -385,7 +390,7 @@ def test_constructor_arguments_are_checked() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("max_frame_size", 10),
+        ("max_frame_size", 1023),
         ("max_frame_size", 2**32),
         ("max_frame_size", 1.5),
         ("heartbeat_delay", -1.0),
@@ -444,6 +449,18 @@ def test_logoff_while_iterating_events_stops_the_iteration() -> None:
         taken.append(event)
         pipe.client.logoff("first one is enough")
     assert taken == [NotificationReceived(KEY, (0,))]
+
+
+def test_long_reasons_are_cut_so_the_closing_frame_always_fits() -> None:
+    pipe = MemoryPipe(settings=ProtocolSettings(max_frame_size=1024))
+    pipe.logon()
+    pipe.client.logoff("é" * 5000)
+    assert pipe.client.state is LinkState.CLOSED
+    pipe.transfer()
+    (event,) = pipe.server.events()
+    assert isinstance(event, LogoffReceived)
+    assert event.reason == "é" * 254 + "..."
+    assert len(event.reason.encode()) <= 512
 
 
 def test_repr_names_side_node_peer_and_state() -> None:

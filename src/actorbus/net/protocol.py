@@ -158,12 +158,15 @@ __all__ = [
 #: Default largest frame body: a 1 MiB message plus room for the frame header.
 DEFAULT_MAX_FRAME_SIZE: Final = 1_048_576 + 1_024
 
-#: Smallest allowed ``max_frame_size``: the handshake frames must always fit.
-_MIN_FRAME_SIZE: Final = 256
+#: Smallest allowed ``max_frame_size``: handshake and closing frames always fit.
+_MIN_FRAME_SIZE: Final = 1024
 #: Largest value a 4-byte length prefix can carry.
 _MAX_PREFIX_VALUE: Final = 0xFFFF_FFFF
 _PREFIX: Final = 4
+#: Longest node id, in UTF-8 bytes.
 _MAX_NODE_ID: Final = 255
+#: Reasons sent to the peer are cut to this many UTF-8 bytes.
+_MAX_REASON: Final = 512
 _MAX_KEY_ID: Final = 0xFFFF_FFFF
 
 # Frame type numbers as plain ints: compared on every frame.
@@ -358,6 +361,25 @@ def _bad_body(size: int) -> str:
     )
 
 
+def _node_id_problem(node_id: str) -> str | None:
+    """Why the str ``node_id`` is not a valid node id, or None."""
+    try:
+        size = len(node_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode text"
+    if not 0 < size <= _MAX_NODE_ID:
+        return f"it has {size} UTF-8 bytes, expected 1..{_MAX_NODE_ID}"
+    return None
+
+
+def _wire_text(reason: str) -> str:
+    """``reason`` cut to ``_MAX_REASON`` UTF-8 bytes, so a closing frame always fits."""
+    data = reason.encode("utf-8", "replace")
+    if len(data) <= _MAX_REASON:
+        return reason
+    return data[: _MAX_REASON - 3].decode("utf-8", "ignore") + "..."
+
+
 def _kind(value: object) -> str:
     return "array" if type(value) is tuple else type(value).__name__
 
@@ -389,10 +411,11 @@ class LinkProtocol:
     ) -> None:
         if not isinstance(side, Side):
             raise UsageError(f"LinkProtocol side={side!r}: expected Side.CLIENT or Side.SERVER")
-        if type(node_id) is not str or not 0 < len(node_id) <= _MAX_NODE_ID:
+        problem = _node_id_problem(node_id) if type(node_id) is str else "expected a str"
+        if problem is not None:
             raise UsageError(
-                f"LinkProtocol node_id={_show(node_id)}: expected a non-empty str of at "
-                f"most {_MAX_NODE_ID} characters, unique to this node"
+                f"LinkProtocol node_id={_show(node_id)}: {problem}; use a short id "
+                "unique to this node"
             )
         self.side: Final = side
         self.node_id: Final = node_id
@@ -517,6 +540,8 @@ class LinkProtocol:
         """
         if self._rx_done:
             return
+        if type(data) is memoryview and data.format != "B":
+            data = data.cast("B")
         size = len(data)
         if size == 0:
             self._end_of_stream()
@@ -532,7 +557,7 @@ class LinkProtocol:
             return
         # More than the buffer may hold: feed it in pieces, parsing in between,
         # so at most one max-size frame plus its prefix is ever buffered.
-        view = memoryview(data).cast("B")
+        view = memoryview(data)
         pos = 0
         while pos < size and not self._rx_done:
             piece = view[pos : pos + self._buffer_limit - self._buffered]
@@ -654,7 +679,7 @@ class LinkProtocol:
         else:
             self._require(LinkState.SYNCING, "reject_logon")
             frame_type = _LOGOFF
-        self._queue((frame_type, reason), "reject_logon")
+        self._queue((frame_type, _wire_text(reason)), "reject_logon")
         self._close(f"logon rejected here: {reason}")
         self._events.clear()
 
@@ -675,7 +700,7 @@ class LinkProtocol:
         self._check_reason(reason, "logoff")
         if self._state is LinkState.CLOSED:
             return
-        self._queue((_LOGOFF, reason), "logoff")
+        self._queue((_LOGOFF, _wire_text(reason)), "logoff")
         self._close(f"logged off here: {reason}")
         self._events.clear()
 
@@ -913,7 +938,7 @@ class LinkProtocol:
             LinkState.LOGON_RECEIVED,
         )
         frame_type = _LOGON_REJECT if awaiting_answer else _LOGOFF
-        self._queue((frame_type, wire_reason), "close")
+        self._queue((frame_type, _wire_text(wire_reason)), "close")
         self._close(reason)
 
     # ------------------------------------------------------------- taking events
@@ -1109,6 +1134,13 @@ class LinkProtocol:
             raise self._malformed(frame, f"{what} is {_show(value)}, expected a str")
         return value
 
+    def _node_id(self, frame: tuple[object, ...], index: int) -> str:
+        node_id = self._text(frame, index, "node id")
+        problem = _node_id_problem(node_id)
+        if problem is not None:
+            raise self._malformed(frame, f"node id {_show(node_id)}: {problem}")
+        return node_id
+
     def _uint(self, frame: tuple[object, ...], index: int, what: str) -> int:
         value = frame[index]
         if type(value) is not int or value < 0:
@@ -1185,22 +1217,14 @@ class LinkProtocol:
                 f"protocol version {version} is not supported; this node speaks "
                 f"version {PROTOCOL_VERSION}",
             )
-        node_id = self._text(frame, 2, "node id")
-        if not 0 < len(node_id) <= _MAX_NODE_ID:
-            raise self._malformed(
-                frame, f"node id has {len(node_id)} characters, expected 1..{_MAX_NODE_ID}"
-            )
+        node_id = self._node_id(frame, 2)
         self._rx_phase = LinkState.LOGON_RECEIVED
         self._events.append(LogonRequested(node_id))
 
     def _on_logon_accept(self, frame: tuple[object, ...]) -> None:
         self._expect_logon_answer(frame)
         self._length(frame, 2)
-        node_id = self._text(frame, 1, "node id")
-        if not 0 < len(node_id) <= _MAX_NODE_ID:
-            raise self._malformed(
-                frame, f"node id has {len(node_id)} characters, expected 1..{_MAX_NODE_ID}"
-            )
+        node_id = self._node_id(frame, 1)
         self._rx_phase = LinkState.SYNCING
         self._rx_open = True
         self._events.append(LogonAccepted(node_id))
