@@ -7,6 +7,27 @@ from __future__ import annotations
 
 from . import _log  # noqa: F401  (disables the library logger at import)
 from ._log import enable_logging
+from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
+from .bus.bus import Bus
+from .bus.feeds import (
+    IncomingRequest,
+    PublishFeed,
+    ReplyFeed,
+    RequestFeed,
+    RequestHandle,
+    SubscribeFeed,
+)
+from .bus.inbox import Inbox
+from .bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
+from .bus.scope import FeedState, Scope
+from .bus.system import (
+    SYSTEM_SUBJECT,
+    ConnectionAccepted,
+    LinkLoggedOff,
+    LinkLoggedOn,
+    ServiceStarted,
+)
+from .config.schema import BusConfig, DispatcherConfig, DispatcherKind
 from .errors import (
     CallbackError,
     CodecError,
@@ -25,19 +46,48 @@ from .errors import (
 )
 
 __all__ = [
+    "SYSTEM_SUBJECT",
+    "Actor",
+    "ActorRuntime",
+    "Bus",
+    "BusConfig",
     "CallbackError",
     "CodecError",
+    "Completion",
     "ConfigError",
+    "ConnectionAccepted",
     "DeclarationError",
+    "DispatcherConfig",
+    "DispatcherKind",
     "Error",
+    "FeedState",
     "FeedStateError",
+    "Field",
     "FsmError",
+    "Inbox",
+    "IncomingRequest",
+    "LinkLoggedOff",
+    "LinkLoggedOn",
+    "MessageKey",
     "MessageTooLargeError",
+    "Notification",
     "PeerError",
     "ProtocolError",
+    "PublishFeed",
     "RegistrationError",
+    "Reply",
+    "ReplyFeed",
+    "ReplyStatus",
+    "Request",
     "RequestError",
+    "RequestFeed",
+    "RequestHandle",
+    "Scope",
+    "ServiceStarted",
+    "SubscribeFeed",
+    "TimerHandle",
     "UsageError",
     "ValidationError",
+    "current_actor",
     "enable_logging",
 ]

@@ -45,6 +45,7 @@ __all__ = [
     "DefaultState",
     "DiagramFormat",
     "EventArgumentError",
+    "FsmActor",
     "FsmEngine",
     "GraphvizNotFoundError",
     "Machine",
@@ -63,3 +64,5 @@ __all__ = [
     "render",
     "write_diagram",
 ]
+
+from actorbus.fsm.actor import FsmActor

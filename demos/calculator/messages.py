@@ -1,0 +1,18 @@
+"""The demo's two message types."""
+
+from __future__ import annotations
+
+from actorbus.bus.message import Notification
+
+
+class DataPoint(Notification, type_name="demo.calculator.DataPoint"):
+    """One integer data point from the source."""
+
+    value: int
+
+
+class MovingAverage(Notification, type_name="demo.calculator.MovingAverage"):
+    """The moving average over the last ``count`` points."""
+
+    average: float
+    count: int  # type: ignore[assignment]  # (see message.py: TYPE_CHECKING view of _Record)

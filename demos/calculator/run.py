@@ -1,0 +1,115 @@
+"""Run the calculator demo: in one process, or one role of it per process.
+
+``actorbus demo calculator`` calls :func:`run`.  Ctrl-C or ``--duration`` stops
+it cleanly: every actor's shutdown runs (the calculator's machine takes its
+``shutdown`` transition, which closes both feeds), then the bus closes.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from actorbus.actors import Actor
+from actorbus.bus.bus import Bus
+from actorbus.config import load_config
+from actorbus.config.schema import BusConfig
+
+from . import CALCULATOR_PROPERTIES
+from .actors import AVERAGE_SUBJECT, DATA_SUBJECT, Calculator, Sink, Source
+
+ROLES = ("source", "calculator", "sink")
+
+
+def run(
+    *,
+    config: str | Path | None = None,
+    duration: float | None = None,
+    window: int = 5,
+    period_ms: float = 100,
+    minimum: int = 0,
+    maximum: int = 100,
+    subject: str = "/demo",
+    machine: str = "sm",
+    engine: str = "compiled",
+    roles: Sequence[str] = ROLES,
+    seed: int | None = None,
+    out: Callable[[str], object] | None = None,
+    diagram: str | Path | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C.
+
+    Returns a summary: points sent, averages published and received, final states."""
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError(f"unknown role(s) {unknown}; choose from {list(ROLES)}")
+    cfg: BusConfig = (
+        load_config(config) if config is not None else load_config(CALCULATOR_PROPERTIES)
+    )
+    data_subject = f"{subject}{DATA_SUBJECT.removeprefix('/demo')}"
+    average_subject = f"{subject}{AVERAGE_SUBJECT.removeprefix('/demo')}"
+    stop = stop or threading.Event()
+    actors: dict[str, Actor] = {}
+    with Bus(cfg) as bus:
+        if "source" in roles:
+            actors["source"] = Source(
+                "source",
+                subject=data_subject,
+                period_ms=period_ms,
+                minimum=minimum,
+                maximum=maximum,
+                seed=seed,
+            )
+        if "calculator" in roles:
+            actors["calculator"] = Calculator(
+                "calculator",
+                window=window,
+                data_subject=data_subject,
+                average_subject=average_subject,
+                machine=machine,
+                engine=engine,
+            )
+        if "sink" in roles:
+            actors["sink"] = Sink("sink", subject=average_subject, out=out)
+        for actor in actors.values():
+            bus.register(actor)
+        bus.startup(list(actors.values())).wait(10)
+        previous = _install_sigint(stop)
+        try:
+            stop.wait(duration)
+        finally:
+            _restore_sigint(previous)
+        calculator = actors.get("calculator")
+        if diagram is not None and isinstance(calculator, Calculator):
+            from actorbus.fsm import write_diagram
+
+            write_diagram(calculator.fsm, diagram)
+        summary = {
+            "sent": getattr(actors.get("source"), "sent", None),
+            "published": getattr(calculator, "published", None),
+            "received": len(getattr(actors.get("sink"), "received", []))
+            if "sink" in actors
+            else None,
+            "calculator_state": calculator.current_state
+            if isinstance(calculator, Calculator)
+            else None,
+        }
+        bus.shutdown_all().wait(10)
+        if isinstance(calculator, Calculator):
+            summary["final_state"] = calculator.current_state
+    return summary
+
+
+def _install_sigint(stop: threading.Event) -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+
+
+def _restore_sigint(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,231 @@
+"""The ``actorbus`` command.
+
+* ``actorbus run APP.properties [--duration S]`` — start a bus from a properties
+  file, create the actors its ``actors`` keys name, start them, and run until
+  Ctrl-C (or ``--duration``).
+* ``actorbus demo calculator [...]`` — the moving-average calculator demo.
+* ``actorbus diagram MACHINE -o OUT`` — render a state machine (a ``.sm`` file or
+  ``module:Class``) as Mermaid, DOT, SVG or PNG (by the output's extension).
+
+Bad arguments or bad files print one clear line to stderr and exit with status 2
+(no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import enable_logging
+from .errors import Error
+
+__all__ = ["main"]
+
+
+class _Fail(Exception):
+    """A user-facing failure: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actorbus",
+        description="Actor runtime with a typed message bus, state machines and remote links.",
+    )
+    parser.add_argument("--log-level", default="WARNING", help="loguru level (default WARNING)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the actors a properties file names")
+    run.add_argument("properties", type=Path, help="the application's .properties file")
+    run.add_argument("--duration", type=float, default=None, help="stop after S seconds")
+
+    demo = sub.add_parser("demo", help="run a demo")
+    demos = demo.add_subparsers(dest="demo", required=True, metavar="DEMO")
+    calc = demos.add_parser("calculator", help="moving average: source -> calculator (FSM) -> sink")
+    calc.add_argument(
+        "--config", type=Path, default=None, help="properties file (default: the demo's)"
+    )
+    calc.add_argument(
+        "--duration", type=float, default=None, help="stop after S seconds (default: Ctrl-C)"
+    )
+    calc.add_argument(
+        "--window", type=int, default=5, help="moving-average window size (default 5)"
+    )
+    calc.add_argument(
+        "--period", type=float, default=100, help="ms between data points (default 100)"
+    )
+    calc.add_argument(
+        "--min", dest="minimum", type=int, default=0, help="smallest data point (default 0)"
+    )
+    calc.add_argument(
+        "--max", dest="maximum", type=int, default=100, help="data points are < MAX (default 100)"
+    )
+    calc.add_argument("--subject", default="/demo", help="subject prefix (default /demo)")
+    calc.add_argument(
+        "--machine",
+        choices=("sm", "python"),
+        default="sm",
+        help="calculator machine: the .sm file or the Python class (default sm)",
+    )
+    calc.add_argument(
+        "--engine",
+        choices=("compiled", "reference"),
+        default="compiled",
+        help="FSM engine (default compiled)",
+    )
+    calc.add_argument(
+        "--role",
+        action="append",
+        choices=("source", "calculator", "sink"),
+        help="run only these actors (repeatable; default all three)",
+    )
+    calc.add_argument("--seed", type=int, default=None, help="random seed of the source")
+    calc.add_argument(
+        "--diagram",
+        type=Path,
+        default=None,
+        help="at the end, write the calculator's machine with its current state highlighted",
+    )
+
+    diag = sub.add_parser("diagram", help="render a state machine")
+    diag.add_argument("machine", help="a .sm file, or module:Class of a StateMachine")
+    diag.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        help="output file (.mmd .dot .svg .png); default: Mermaid on stdout",
+    )
+    diag.add_argument("--current", default=None, help="state to highlight")
+    return parser
+
+
+def _load_machine(text: str) -> Any:
+    if text.endswith(".sm") or Path(text).suffix == ".sm":
+        path = Path(text)
+        if not path.is_file():
+            raise _Fail(f"{text}: no such .sm file")
+        return path
+    if ":" not in text:
+        raise _Fail(f"{text!r}: expected a .sm file or module:Class")
+    module_name, _, attr = text.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _Fail(f"{text}: cannot import {module_name!r}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise _Fail(f"{text}: module {module_name!r} has no {attr!r}") from None
+
+
+def _cmd_diagram(args: argparse.Namespace) -> int:
+    from .fsm import render, write_diagram
+
+    machine = _load_machine(args.machine)
+    if args.output is None:
+        sys.stdout.write(str(render(machine, "mermaid", current=args.current)))
+        return 0
+    write_diagram(machine, args.output, current=args.current)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from demos.calculator.run import ROLES, run
+
+    if args.window < 1:
+        raise _Fail(f"--window {args.window}: expected an integer >= 1")
+    if args.period <= 0:
+        raise _Fail(f"--period {args.period}: expected milliseconds > 0")
+    if args.maximum <= args.minimum:
+        raise _Fail(f"--max {args.maximum} must be greater than --min {args.minimum}")
+    summary = run(
+        config=args.config,
+        duration=args.duration,
+        window=args.window,
+        period_ms=args.period,
+        minimum=args.minimum,
+        maximum=args.maximum,
+        subject=args.subject,
+        machine=args.machine,
+        engine=args.engine,
+        roles=tuple(args.role) if args.role else ROLES,
+        seed=args.seed,
+        diagram=args.diagram,
+    )
+    print(
+        f"done: {summary['sent']} points sent, {summary['published']} averages published, "
+        f"{summary['received']} received; calculator ended in {summary.get('final_state')}"
+    )
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .bus.bus import Bus
+    from .config import load_config
+
+    if not args.properties.is_file():
+        raise _Fail(f"{args.properties}: no such properties file")
+    config = load_config(args.properties)
+    if not config.actors:
+        raise _Fail(
+            f"{args.properties}: names no actors; add 'actorbus.actors = NAME' and "
+            f"'actorbus.actor.NAME.class = package.module.Class'"
+        )
+    stop = threading.Event()
+    with Bus(config) as bus:
+        actors = []
+        for spec in config.actors:
+            module_name, _, attr = spec.class_path.rpartition(".")
+            factory = getattr(importlib.import_module(module_name), attr)
+            try:
+                actor = factory(spec.name, **dict(spec.options))
+            except (TypeError, ValueError) as exc:
+                raise _Fail(
+                    f"{args.properties}: actor {spec.name!r} ({spec.class_path}) rejected its "
+                    f"options {dict(spec.options)}: {exc}"
+                ) from None
+            bus.register(actor, dispatcher=spec.dispatcher)
+            actors.append(actor)
+        bus.startup(actors).wait(30)
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, lambda *a: stop.set())
+        try:
+            stop.wait(args.duration)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        bus.shutdown_all().wait(30)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``actorbus`` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    enable_logging(args.log_level)
+    try:
+        if args.command == "diagram":
+            return _cmd_diagram(args)
+        if args.command == "demo":
+            return _cmd_demo(args)
+        return _cmd_run(args)
+    except _Fail as exc:
+        print(f"actorbus: {exc}", file=sys.stderr)
+        return 2
+    except (Error, OSError, ValueError) as exc:
+        print(f"actorbus: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The ``actorbus`` command: run, demo, diagram; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actorbus.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SM = ROOT / "demos" / "calculator" / "calculator.sm"
+
+
+def test_diagram_writes_svg_and_mermaid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "calc.svg"
+    assert main(["diagram", str(SM), "-o", str(out)]) == 0
+    assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert (
+        main(["diagram", "demos.calculator.machine:CalculatorMachine", "--current", "Collecting"])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "stateDiagram-v2" in text
+    assert "Collecting" in text
+
+
+def test_demo_with_diagram_of_the_live_actor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "live.dot"
+    assert (
+        main(["demo", "calculator", "--duration", "0.6", "--period", "10", "--diagram", str(out)])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "averages published" in printed
+    assert "Publishing" in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["diagram", "no/such/file.sm"], "no such .sm file"),
+        (["diagram", "nomodule_xyz:Thing"], "cannot import"),
+        (["demo", "calculator", "--window", "0"], "--window 0"),
+        (["demo", "calculator", "--min", "5", "--max", "5"], "must be greater"),
+        (["run", "missing.properties"], "no such properties file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorbus.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert message in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_properties_file_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "app.properties"
+    bad.write_text("actorbus.dispatchers = a\nactorbus.dispatcher.a.threadCount = four\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorbus.cli", "run", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"{bad}:2:" in proc.stderr
+    assert "threadCount" in proc.stderr
+
+
+def test_run_starts_the_actors_a_properties_file_names(tmp_path: Path) -> None:
+    app = tmp_path / "app.properties"
+    app.write_text(
+        "actorbus.dispatchers = main\n"
+        "actorbus.actors = source, calc, sink\n"
+        "actorbus.actor.source.class = demos.calculator.actors.Source\n"
+        "actorbus.actor.source.period_ms = 5\n"
+        "actorbus.actor.source.seed = 3\n"
+        "actorbus.actor.calc.class = demos.calculator.actors.Calculator\n"
+        "actorbus.actor.calc.window = 2\n"
+        "actorbus.actor.sink.class = demos.calculator.actors.Sink\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorbus.cli", "run", str(app), "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "over 2" in proc.stdout
