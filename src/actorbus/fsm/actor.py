@@ -155,9 +155,17 @@ class FsmActor(Actor):
         self.fsm_send(event, state=state, status=state, feed_state=state, feed=feed)
 
     def on_message(self, message: Any, feed: Any) -> None:
-        self.fsm_send(
-            self._event(feed, "message", "message"), msg=message, message=message, feed=feed
-        )
+        # the hot path of a feed-driven machine: one lookup, one send
+        fsm = self.fsm
+        if fsm is None or fsm.is_final:
+            return
+        mapping = self._fsm_maps.get(id(feed))
+        event = "message" if mapping is None else mapping.get("message", "message")
+        if event not in self._fsm_events:
+            return
+        fsm.send(event, msg=message, message=message, feed=feed)
+        if self.fsm_trace is not None:
+            self._trace(event)
 
     def on_request(self, request: Any) -> None:
         self.fsm_send(
