@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 
 from actorbus._log import logger
 from actorbus.actors._context import _tls
-from actorbus.actors.mailbox import Mailbox, MailboxState
+from actorbus.actors.mailbox import Mailbox, MailboxState, _apply
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 from actorbus.errors import ConfigError, UsageError
 
@@ -134,6 +134,11 @@ class _Counters:
         self.failures = 0
         self.scheduled = 0
         self.overruns = 0
+
+
+def task_label(fn: object, arg: Any) -> str:
+    """The name of a queued task's callable (looking inside packed tasks)."""
+    return callback_label(arg[0] if fn is _apply else fn)
 
 
 def callback_label(fn: object) -> str:
@@ -296,10 +301,10 @@ class Dispatcher(abc.ABC):
     # ------------------------------------------------------------- failure reports
 
     def _task_failed(
-        self, mailbox: Mailbox, task: tuple[Any, ...], exc: BaseException, c: _Counters
+        self, mailbox: Mailbox, fn: object, arg: Any, exc: BaseException, c: _Counters
     ) -> None:
         c.failures += 1
-        label = callback_label(task[0])
+        label = task_label(fn, arg)
         logger.bind(actor=mailbox.name, dispatcher=self.name).opt(exception=exc).error(
             "actor {!r} on dispatcher {!r}: task {} raised {}: {}; the actor keeps running",
             mailbox.name,
@@ -310,7 +315,7 @@ class Dispatcher(abc.ABC):
         )
 
     def _task_returned(
-        self, mailbox: Mailbox, task: tuple[Any, ...], result: object, c: _Counters
+        self, mailbox: Mailbox, fn: object, arg: Any, result: object, c: _Counters
     ) -> None:
         """A thread-kind task returned something; only a coroutine is a mistake."""
         if isinstance(result, Coroutine):
@@ -321,7 +326,7 @@ class Dispatcher(abc.ABC):
                 "dispatcher {!r} is {!r}, which does not await; pin the actor to an "
                 "asyncio dispatcher (runQueueType=asyncio) or make the callback synchronous",
                 mailbox.name,
-                callback_label(task[0]),
+                task_label(fn, arg),
                 self.name,
                 self.kind.value,
             )
@@ -402,28 +407,21 @@ class _ThreadDispatcher(Dispatcher):
         deadline = clock() + self._quantum_ns
         n = 0
         while True:
-            depth = len(queue)
+            depth = len(queue) >> 1  # two items per task
             mailbox._max_depth = max(mailbox._max_depth, depth)
             if not depth:
                 break
             depth = min(depth, _CHUNK)
             for i in range(depth):
-                task = popleft()
+                fn = popleft()
+                arg = popleft()
                 try:
-                    k = len(task)
-                    if k == 2:
-                        r = task[0](task[1])
-                    elif k == 3:
-                        r = task[0](task[1], task[2])
-                    elif k == 1:
-                        r = task[0]()
-                    else:
-                        r = task[0](*task[1:])
+                    r = fn(arg)
                 except BaseException as exc:
-                    self._task_failed(mailbox, task, exc, c)
+                    self._task_failed(mailbox, fn, arg, exc, c)
                 else:
                     if r is not None:
-                        self._task_returned(mailbox, task, r, c)
+                        self._task_returned(mailbox, fn, arg, r, c)
                 if waiting() and clock() > deadline and queue:
                     c.tasks += n + i + 1
                     c.overruns += 1
@@ -706,27 +704,22 @@ class AsyncioDispatcher(Dispatcher):
         n = 0
         try:
             while True:
-                depth = len(queue)
+                depth = len(queue) >> 1  # two items per task
                 mailbox._max_depth = max(mailbox._max_depth, depth)
                 if not depth:
                     break
                 depth = min(depth, _CHUNK)
                 for i in range(depth):
-                    task = popleft()
+                    fn = popleft()
+                    arg = popleft()
                     try:
-                        k = len(task)
-                        if k == 2:
-                            r = task[0](task[1])
-                        elif k == 1:
-                            r = task[0]()
-                        else:
-                            r = task[0](*task[1:])
+                        r = fn(arg)
                     except BaseException as exc:
-                        self._task_failed(mailbox, task, exc, c)
+                        self._task_failed(mailbox, fn, arg, exc, c)
                     else:
                         if r is not None and isinstance(r, Coroutine):
                             n += i + 1
-                            self._await(mailbox, task, r)
+                            self._await(mailbox, fn, arg, r)
                             return  # the token stays ours until the coroutine is done
                     if clock() > deadline and queue:
                         n += i + 1
@@ -744,25 +737,25 @@ class AsyncioDispatcher(Dispatcher):
             self._call_soon(self._run_mailbox, mailbox)
 
     def _await(
-        self, mailbox: Mailbox, task: tuple[Any, ...], coro: Coroutine[Any, Any, Any]
+        self, mailbox: Mailbox, fn: object, arg: Any, coro: Coroutine[Any, Any, Any]
     ) -> None:
         loop = self._loop
         assert loop is not None  # we are running on it
-        t = loop.create_task(self._await_then_resume(mailbox, task, coro))
+        t = loop.create_task(self._await_then_resume(mailbox, fn, arg, coro))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
     async def _await_then_resume(
-        self, mailbox: Mailbox, task: tuple[Any, ...], coro: Coroutine[Any, Any, Any]
+        self, mailbox: Mailbox, fn: object, arg: Any, coro: Coroutine[Any, Any, Any]
     ) -> None:
         try:
             await _as_actor(mailbox.actor, coro)
         except asyncio.CancelledError as exc:
             if self._stopping:
                 raise
-            self._task_failed(mailbox, task, exc, self._counters[0])
+            self._task_failed(mailbox, fn, arg, exc, self._counters[0])
         except BaseException as exc:
-            self._task_failed(mailbox, task, exc, self._counters[0])
+            self._task_failed(mailbox, fn, arg, exc, self._counters[0])
         self._drain(mailbox)
 
 
