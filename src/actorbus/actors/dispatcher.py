@@ -138,7 +138,10 @@ class _Counters:
 
 def task_label(fn: object, arg: Any) -> str:
     """The name of a queued task's callable (looking inside packed tasks)."""
-    return callback_label(arg[0] if fn is _apply else fn)
+    try:
+        return callback_label(arg[0] if fn is _apply else fn)
+    except Exception:  # a label must never take the worker down with it
+        return object.__repr__(fn)
 
 
 def callback_label(fn: object) -> str:
