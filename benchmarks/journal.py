@@ -172,11 +172,12 @@ def _row(
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, object]]:
-    """Run every case, print a table, return the rows."""
+    """Run every case, print a table, return the rows.  ``argv`` holds the
+    command-line options; ``main()`` from another script uses the defaults."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)
     n, repeat = args.records - args.records % BATCH, args.repeat
 
     records = _records(n)
@@ -329,4 +330,4 @@ def _print(rows: list[dict[str, object]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
