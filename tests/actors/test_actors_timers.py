@@ -241,7 +241,7 @@ def test_busy_actor_skips_repeats_instead_of_piling_them(make_runtime: Make) -> 
     a.post(gate.wait, WAIT)  # the actor is busy ...
     handle = a.schedule_every(0.002, ticks.append, 1)
     seen = threading.Event()
-    later = runtime.timers.call_later(0.05, seen.set)  # ... for 25 periods
+    later = runtime.timers.call_later(0.1, seen.set)  # ... for 50 periods
     assert seen.wait(WAIT)
     assert a._ab_mailbox is not None and a._ab_mailbox.depth == 1  # one expiry queued, not 25
     gate.set()
