@@ -6,21 +6,28 @@ A message class is declared with annotations.  When the class statement runs,
 each annotation is *compiled* into a :class:`FieldType`: a small object that
 knows
 
-* ``check(value)`` — validate a constructor argument and normalise it (``int`` to
-  ``float`` for a float field, ``list`` to ``tuple`` for a sequence field), raising
-  :class:`_Mismatch` with the expected and found type;
-* ``to_wire(value)`` — turn a valid value into msgpack-native data (``None``,
-  ``bool``, ``int``, ``float``, ``str``, ``bytes``, tuples of those, or an
-  ``ExtType`` for a nested struct of a subclass);
-* ``from_wire(obj)`` — the reverse for *untrusted* data: check the wire shape and
-  build the value, raising :class:`_Mismatch` on anything unexpected.
+* ``check(value)`` — validate a constructor argument and normalise it (an ``int``
+  to ``float`` for a float field, a ``list`` to ``tuple`` for a sequence field, a
+  ``str`` subclass to a plain ``str``), raising :class:`_Mismatch` with the
+  expected and found type;
+* ``to_wire(value)`` — turn a checked value into msgpack-native data (``bool``,
+  ``int``, ``float``, ``str``, ``bytes``, tuples of those, or an ``ExtType`` for a
+  nested struct of a subclass of the declared class);
+* ``from_wire(obj)`` — the reverse for *untrusted*, already unpacked data: check
+  the exact wire shape and build the value, raising :class:`_Mismatch` on
+  anything unexpected.  It never raises anything else (except a
+  :class:`~actorbus.CodecError` from a nested struct's own decoder).
 
-``native`` types (bool, int, float, str, bytes) are the same on the wire as in
-memory, which lets the generated per-class codec skip conversion for them; the
-others (Decimal, the datetime family, UUID, IP addresses, Enum, MessageKey,
-SocketAddress, nested structs, sequences) convert.  The code generator in
-:mod:`.message` inlines the native checks (``type(v) is int``) and calls these
-objects only for the rest.
+``native`` types (bool, int, float, str, bytes) look the same on the wire as in
+memory, which lets the generated per-class codec (:mod:`.codec`) skip
+conversion for them and inline ``type(v) is int`` checks.  An ``int`` outside
+msgpack's 64-bit range is still "native": the packer hands it to
+:func:`pack_default`, which writes it as ``bin`` (big-endian two's complement,
+minimal length), and ``_Int.from_wire`` reads it back.
+
+Wire forms are documented in ``docs/messages.md``; every ``from_wire`` is
+strict (exact msgpack types, canonical forms) so that garbage is rejected, not
+guessed at.
 """
 
 from __future__ import annotations
@@ -28,27 +35,41 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import ipaddress
+import math
+import re
+import threading
 import types
 import typing
 import uuid
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
-__all__ = ["FieldType", "SocketAddress", "compile_type"]
+from ..errors import CodecError
 
-# msgpack extension code for a nested struct whose class is a subclass of the declared one.
+if TYPE_CHECKING:
+    from .message import MessageKey
+
+__all__ = ["ALLOWED_TYPES_TEXT", "FieldType", "SocketAddress", "compile_type"]
+
+#: msgpack extension code of a nested struct whose class is a strict subclass of
+#: the declared one: the payload is the msgpack array ``[type name, fields]``.
 EXT_SUBSTRUCT = 1
+#: how deeply sub-struct extensions may nest (bounds recursion on hostile input).
+MAX_EXT_DEPTH = 32
+
 _INT64_MIN = -(1 << 63)
 _UINT64_MAX = (1 << 64) - 1
 _EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_DATE_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+_EPOCH_ORDINAL = _EPOCH.toordinal()
+_DAY_SECONDS = 86_400
+_DAY_MICROS = 86_400_000_000
 
 
 class SocketAddress(NamedTuple):
-    """A (host, port) socket address field value."""
+    """A ``(host, port)`` socket address field value; port is 0..65535."""
 
     host: str
     port: int
@@ -73,20 +94,111 @@ class _Mismatch(Exception):
 
 
 def _short_repr(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for str()
+        return f"<{type(value).__name__} too long to show>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ------------------------------------------------------------------ packing helpers
+
+
+def big_int_to_wire(value: int) -> bytes:
+    """An int outside the 64-bit range as minimal big-endian two's complement."""
+    return value.to_bytes((value.bit_length() + 8) // 8, "big", signed=True)
+
+
+def big_int_from_wire(data: bytes) -> int:
+    value = int.from_bytes(data, "big", signed=True)
+    if _INT64_MIN <= value <= _UINT64_MAX:
+        raise _Mismatch("int", data, "64-bit integers must travel as msgpack ints")
+    if len(data) != (value.bit_length() + 8) // 8:
+        raise _Mismatch("int", data, "big integer bytes are not minimal")
+    return value
+
+
+def pack_default(obj: object) -> object:
+    """msgpack ``default`` hook: ints beyond 64 bits become bytes; nothing else is
+    packable (field values are validated, so this is a bug or misuse)."""
+    if type(obj) is int:
+        return big_int_to_wire(obj)
+    raise CodecError(
+        f"cannot encode a value of type {type(obj).__name__}: it is not a declared field type"
+    )
+
+
+class _Packers(threading.local):
+    """One msgpack Packer per thread (a Packer is not thread-safe; ``packb`` costs
+    twice as much because it builds a Packer per call)."""
+
+    def __init__(self) -> None:
+        self.pack: Callable[[object], bytes] = msgpack.Packer(default=pack_default).pack
+
+
+_PACKERS = _Packers()
+
+
+def pack(obj: object) -> bytes:
+    """Pack ``obj`` with this thread's Packer (big ints handled)."""
+    return _PACKERS.pack(obj)
+
+
+class SubStructExt:
+    """What the unpacker produces for an ext value: decoded only where a struct
+    field expects it, so decoding depth follows the declaration."""
+
+    __slots__ = ("code", "data")
+
+    def __init__(self, code: int, data: bytes) -> None:
+        self.code = code
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"ExtType({self.code}, {_short_repr(self.data)})"
+
+
+def unpack(data: bytes | bytearray | memoryview) -> object:
+    """Unpack untrusted bytes into tuples/natives/SubStructExt; ValueError on garbage."""
+    return msgpack.unpackb(
+        data, use_list=False, raw=False, ext_hook=SubStructExt, strict_map_key=True
+    )
+
+
+class _Depth(threading.local):
+    def __init__(self) -> None:
+        self.encode = 0
+        self.decode = 0
+
+
+_DEPTH = _Depth()
+
+
+# ----------------------------------------------------------------------- base class
 
 
 class FieldType:
     """How one declared field type is checked, encoded and decoded."""
 
-    __slots__ = ("display", "native", "optional", "python_type")
+    __slots__ = ("display", "native", "nests", "optional", "python_type")
 
-    #: the Python type the annotation named (for the Spark schema, docs, errors).
+    #: the Python type the annotation named (for schemas, docs and errors).
     python_type: Any
+    #: the annotation as written in messages (``list[int] | None``).
     display: str
+    #: the wire form is the value itself (bool, int, float, str, bytes).
     native: bool
+    #: None is allowed (and costs no value bytes on the wire).
     optional: bool
+    #: holds Field structs, whose decoders raise CodecError themselves.
+    nests: bool
+
+    def __init__(self, python_type: Any, display: str, native: bool = False) -> None:
+        self.python_type = python_type
+        self.display = display
+        self.native = native
+        self.optional = False
+        self.nests = False
 
     def check(self, value: object) -> object:
         raise _Mismatch(self.display, value)
@@ -95,7 +207,10 @@ class FieldType:
         return value
 
     def from_wire(self, obj: object) -> object:
-        return self.check(obj)
+        raise _Mismatch(self.display, obj)
+
+    def __repr__(self) -> str:
+        return f"<field type {self.display}>"
 
 
 # --------------------------------------------------------------------------- natives
@@ -104,99 +219,107 @@ class FieldType:
 class _Bool(FieldType):
     __slots__ = ()
 
-    def __init__(self) -> None:
-        self.python_type, self.display, self.native, self.optional = bool, "bool", True, False
-
     def check(self, value: object) -> object:
         if type(value) is bool:
             return value
         raise _Mismatch("bool", value)
 
+    def from_wire(self, obj: object) -> object:
+        return self.check(obj)
+
 
 class _Int(FieldType):
     __slots__ = ()
-
-    def __init__(self) -> None:
-        self.python_type, self.display, self.native, self.optional = int, "int", True, False
 
     def check(self, value: object) -> object:
         if type(value) is int:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
-            return int(value)
-        raise _Mismatch("int", value, "bool is not accepted" if type(value) is bool else "")
-
-    def to_wire(self, value: Any) -> object:
-        if _INT64_MIN <= value <= _UINT64_MAX:
-            return value
-        return _BigInt(value)
+            return int.__int__(value)  # an int subclass (IntEnum...) as a plain int
+        raise _Mismatch("int", value, "bool is not an int here" if type(value) is bool else "")
 
     def from_wire(self, obj: object) -> object:
         if type(obj) is int:
             return obj
-        if type(obj) is str:  # big integer outside the 64-bit range travels as text
-            try:
-                value = int(obj, 10)
-            except ValueError:
-                raise _Mismatch("int", obj) from None
-            if _INT64_MIN <= value <= _UINT64_MAX:
-                raise _Mismatch("int", obj, "small integers must travel as msgpack ints")
-            return value
+        if type(obj) is bytes:
+            return big_int_from_wire(obj)
         raise _Mismatch("int", obj)
 
 
-class _BigInt(str):
-    """Marker: an int outside msgpack's 64-bit range, sent as decimal text."""
+TIMESTAMP_MAX = (1 << 63) - 1
+
+
+class _Timestamp(_Int):
+    """The ``timestamp`` base field: int epoch milliseconds in 0..2**63-1."""
 
     __slots__ = ()
 
-    def __new__(cls, value: int) -> _BigInt:
-        return super().__new__(cls, str(value))
+    def check(self, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if 0 <= value <= TIMESTAMP_MAX:
+                return int.__int__(value)
+            raise _Mismatch(self.display, value, "out of range")
+        raise _Mismatch(self.display, value)
+
+    def from_wire(self, obj: object) -> object:
+        if type(obj) is int and 0 <= obj <= TIMESTAMP_MAX:
+            return obj
+        raise _Mismatch(self.display, obj)
+
+
+TIMESTAMP = _Timestamp(int, "int epoch milliseconds in 0..2**63-1", native=True)
 
 
 class _Float(FieldType):
     __slots__ = ()
 
-    def __init__(self) -> None:
-        self.python_type, self.display, self.native, self.optional = float, "float", True, False
-
     def check(self, value: object) -> object:
         if type(value) is float:
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+        if isinstance(value, float):
+            return float.__float__(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return int.__float__(value)
+            except OverflowError:
+                raise _Mismatch("float", value, "int too large for a float") from None
         raise _Mismatch("float", value)
 
     def from_wire(self, obj: object) -> object:
+        # A peer may send an integral value as a msgpack int (the constructor
+        # accepts ints too); a bool or a big-int bin is not a float.
         if type(obj) is float:
             return obj
+        if type(obj) is int:
+            return float(obj)
         raise _Mismatch("float", obj)
 
 
 class _Str(FieldType):
     __slots__ = ()
 
-    def __init__(self) -> None:
-        self.python_type, self.display, self.native, self.optional = str, "str", True, False
-
     def check(self, value: object) -> object:
         if type(value) is str:
             return value
         if isinstance(value, str):
-            return str(value)
+            return str.__str__(value)  # the characters, not a subclass's __str__
         raise _Mismatch("str", value)
+
+    def from_wire(self, obj: object) -> object:
+        if type(obj) is str:
+            return obj
+        raise _Mismatch("str", obj)
 
 
 class _Bytes(FieldType):
     __slots__ = ()
 
-    def __init__(self) -> None:
-        self.python_type, self.display, self.native, self.optional = bytes, "bytes", True, False
-
     def check(self, value: object) -> object:
         if type(value) is bytes:
             return value
-        if isinstance(value, (bytes, bytearray, memoryview)):
+        if isinstance(value, bytes):
+            return bytes.__bytes__(value)
+        if isinstance(value, (bytearray, memoryview)):
             return bytes(value)
         raise _Mismatch("bytes", value)
 
@@ -210,103 +333,158 @@ class _Bytes(FieldType):
 
 
 class _Converted(FieldType):
-    """A type with a distinct wire form; subclasses set ``_encode``/``_decode``."""
+    """A type with a distinct wire form given by an encode/decode pair.
 
-    __slots__ = ("_decode", "_encode", "_wire_type")
+    ``check`` accepts instances of ``python_type``; an instance of a subclass is
+    normalised to the exact type through the wire form, so what is stored is what
+    a receiver gets.  ``decode`` receives an object of exactly ``wire_type`` and
+    raises ValueError/TypeError/OverflowError/ArithmeticError on bad data."""
 
-    def __init__(
+    __slots__ = ("_decode", "_encode", "_reject", "_wire_types")
+
+    def __init__(  # noqa: PLR0917
         self,
         python_type: type,
         encode: Callable[[Any], object],
-        wire_type: type | tuple[type, ...],
+        wire_types: tuple[type, ...],
         decode: Callable[[Any], object],
         display: str | None = None,
+        reject: tuple[type, str] | None = None,
     ) -> None:
-        self.python_type = python_type
-        self.display = display or python_type.__name__
-        self.native = False
-        self.optional = False
+        super().__init__(python_type, display or python_type.__name__)
         self._encode = encode
-        self._wire_type = wire_type
+        self._wire_types = wire_types
         self._decode = decode
+        self._reject = reject
 
     def check(self, value: object) -> object:
+        if type(value) is self.python_type:
+            return self._validate(value)
         if isinstance(value, self.python_type):
-            return value
+            if self._reject is not None and isinstance(value, self._reject[0]):
+                raise _Mismatch(self.display, value, self._reject[1])
+            try:  # a subclass instance: keep only what travels, as the exact type
+                wire = self._encode(value)
+            except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
+                raise _Mismatch(self.display, value, str(exc)) from None
+            return self._validate(self._convert(wire))
         raise _Mismatch(self.display, value)
+
+    def _validate(self, value: Any) -> object:
+        return value
 
     def to_wire(self, value: Any) -> object:
         return self._encode(value)
 
     def from_wire(self, obj: object) -> object:
-        if not isinstance(obj, self._wire_type) or isinstance(obj, bool):
+        if type(obj) not in self._wire_types:
             raise _Mismatch(f"{self.display} wire form", obj)
+        return self._validate(self._convert(obj))
+
+    def _convert(self, obj: object) -> object:
         try:
             return self._decode(obj)
         except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
             raise _Mismatch(self.display, obj, str(exc)) from None
 
 
+# Decimal -------------------------------------------------------------------------
+
+_DECIMAL_TEXT = re.compile(
+    r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|NaN\d*|Infinity)", re.ASCII
+)
+
+
 def _decode_decimal(text: str) -> Decimal:
-    if len(text) > 1000:
-        raise ValueError("decimal text longer than 1000 characters")
+    if _DECIMAL_TEXT.fullmatch(text) is None:
+        raise ValueError("not a decimal number in canonical text form")
     try:
         return Decimal(text)
     except InvalidOperation:
-        raise ValueError("not a decimal number") from None
+        raise ValueError("decimal exponent out of range") from None
 
 
-def _encode_tz(tz: _dt.tzinfo | None, ref: _dt.datetime | None) -> int | None:
-    if tz is None:
-        return None
-    offset = tz.utcoffset(ref)
+class _DecimalType(_Converted):
+    __slots__ = ()
+
+    def _validate(self, value: Any) -> object:
+        if value.is_snan():
+            # sNaN cannot be hashed or compared: it would poison every message.
+            raise _Mismatch("Decimal", value, "a signaling NaN is not allowed; use Decimal('NaN')")
+        return value
+
+
+# Time zones and the datetime family --------------------------------------------
+
+
+def _encode_offset(offset: _dt.timedelta | None) -> int | float | None:
     if offset is None:
         return None
-    return (
-        int(offset.total_seconds() * 1_000_000)
-        if offset.microseconds
-        else int(offset.total_seconds())
-    )
+    if offset.microseconds:
+        return offset.total_seconds()  # exact to the microsecond for |offset| < 1 day
+    return offset.days * _DAY_SECONDS + offset.seconds
 
 
-def _decode_tz(offset: object) -> _dt.tzinfo | None:
-    if offset is None:
+def _decode_offset(wire: object) -> _dt.timezone | None:
+    if wire is None:
         return None
-    if type(offset) is not int:
-        raise ValueError("timezone offset must be an int")
-    seconds = offset / 1_000_000 if abs(offset) >= 86_400 else offset
-    if abs(seconds) >= 86_400:
-        raise ValueError("timezone offset out of range")
+    if type(wire) is int:
+        seconds: float = wire
+    elif type(wire) is float and not math.isnan(wire):
+        seconds = wire
+    else:
+        raise ValueError("a UTC offset is an int or float number of seconds, or nil")
+    if not -_DAY_SECONDS < seconds < _DAY_SECONDS:
+        raise ValueError("a UTC offset must be strictly within one day")
     return _dt.timezone(_dt.timedelta(seconds=seconds))
 
 
-def _encode_datetime(value: _dt.datetime) -> tuple[int, int | None]:
-    naive = value.replace(tzinfo=None)
-    delta = naive - _EPOCH
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return micros, _encode_tz(value.tzinfo, value)
+def _check_tzinfo(value: _dt.datetime | _dt.time) -> _dt.datetime | _dt.time:
+    tz = value.tzinfo
+    if tz is None or type(tz) is _dt.timezone:
+        return value
+    try:  # a user tzinfo may be broken: find out now, not when sending
+        value.utcoffset()
+    except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
+        raise _Mismatch(type(value).__name__, value, f"its tzinfo fails: {exc}") from None
+    return value
+
+
+def _encode_datetime(value: _dt.datetime) -> tuple[int, int | float | None]:
+    delta = value.replace(tzinfo=None) - _EPOCH
+    micros = (delta.days * _DAY_SECONDS + delta.seconds) * 1_000_000 + delta.microseconds
+    return micros, _encode_offset(value.utcoffset())
 
 
 def _decode_datetime(obj: tuple[object, ...]) -> _dt.datetime:
     if len(obj) != 2 or type(obj[0]) is not int:
-        raise ValueError("datetime wire form is (microseconds, offset)")
-    naive = _EPOCH + _dt.timedelta(microseconds=obj[0])
-    tz = _decode_tz(obj[1])
+        raise ValueError("datetime wire form is [microseconds since 1970-01-01, UTC offset]")
+    days, micros = divmod(obj[0], _DAY_MICROS)
+    naive = _EPOCH + _dt.timedelta(days=days, microseconds=micros)
+    tz = _decode_offset(obj[1])
     return naive if tz is None else naive.replace(tzinfo=tz)
 
 
-def _encode_time(value: _dt.time) -> tuple[int, int | None]:
+def _encode_time(value: _dt.time) -> tuple[int, int | float | None]:
     micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000
-    return micros + value.microsecond, _encode_tz(value.tzinfo, None)
+    return micros + value.microsecond, _encode_offset(value.utcoffset())
 
 
 def _decode_time(obj: tuple[object, ...]) -> _dt.time:
-    if len(obj) != 2 or type(obj[0]) is not int or not 0 <= obj[0] < 86_400_000_000:
-        raise ValueError("time wire form is (microseconds of the day, offset)")
+    if len(obj) != 2 or type(obj[0]) is not int or not 0 <= obj[0] < _DAY_MICROS:
+        raise ValueError("time wire form is [microseconds of the day, UTC offset]")
     seconds, micro = divmod(obj[0], 1_000_000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return _dt.time(hour, minute, second, micro, tzinfo=_decode_tz(obj[1]))
+    return _dt.time(hour, minute, second, micro, tzinfo=_decode_offset(obj[1]))
+
+
+def _encode_date(value: _dt.date) -> int:
+    return value.toordinal() - _EPOCH_ORDINAL
+
+
+def _decode_date(obj: int) -> _dt.date:
+    return _dt.date.fromordinal(obj + _EPOCH_ORDINAL)
 
 
 def _encode_timedelta(value: _dt.timedelta) -> tuple[int, int, int]:
@@ -314,9 +492,26 @@ def _encode_timedelta(value: _dt.timedelta) -> tuple[int, int, int]:
 
 
 def _decode_timedelta(obj: tuple[object, ...]) -> _dt.timedelta:
-    if len(obj) != 3 or not all(type(x) is int for x in obj):
-        raise ValueError("timedelta wire form is (days, seconds, microseconds)")
-    return _dt.timedelta(days=obj[0], seconds=obj[1], microseconds=obj[2])  # type: ignore[arg-type]
+    if not (
+        len(obj) == 3
+        and type(obj[0]) is int
+        and type(obj[1]) is int
+        and type(obj[2]) is int
+        and 0 <= obj[1] < _DAY_SECONDS
+        and 0 <= obj[2] < 1_000_000
+    ):
+        raise ValueError("timedelta wire form is [days, seconds 0..86399, microseconds]")
+    return _dt.timedelta(days=obj[0], seconds=obj[1], microseconds=obj[2])
+
+
+class _DateTimeType(_Converted):
+    __slots__ = ()
+
+    def _validate(self, value: Any) -> object:
+        return _check_tzinfo(value)
+
+
+# UUID and IP addresses ------------------------------------------------------------
 
 
 def _decode_uuid(data: bytes) -> uuid.UUID:
@@ -325,117 +520,158 @@ def _decode_uuid(data: bytes) -> uuid.UUID:
 
 def _decode_ipv4(data: bytes) -> ipaddress.IPv4Address:
     if len(data) != 4:
-        raise ValueError("IPv4 address must be 4 bytes")
+        raise ValueError("an IPv4 address is 4 bytes")
     return ipaddress.IPv4Address(data)
 
 
-def _decode_ipv6(data: bytes) -> ipaddress.IPv6Address:
+def _encode_ipv6(value: ipaddress.IPv6Address) -> bytes | str:
+    # a scoped address (fe80::1%eth0) travels as text: the zone is part of it
+    return value.packed if value.scope_id is None else str(value)
+
+
+def _decode_ipv6(data: bytes | str) -> ipaddress.IPv6Address:
+    if type(data) is str:
+        if "%" not in data:
+            raise ValueError("an unscoped IPv6 address travels as 16 bytes")
+        return ipaddress.IPv6Address(data)
     if len(data) != 16:
-        raise ValueError("IPv6 address must be 16 bytes")
+        raise ValueError("an IPv6 address is 16 bytes")
     return ipaddress.IPv6Address(data)
 
 
-def _decode_ip_any(data: bytes) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    if len(data) == 4:
+def _encode_ip(value: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bytes | str:
+    return value.packed if type(value) is ipaddress.IPv4Address else _encode_ipv6(value)  # type: ignore[arg-type]
+
+
+def _decode_ip(data: bytes | str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if type(data) is bytes and len(data) == 4:
         return ipaddress.IPv4Address(data)
-    if len(data) == 16:
-        return ipaddress.IPv6Address(data)
-    raise ValueError("an IP address is 4 or 16 bytes")
+    return _decode_ipv6(data)
+
+
+# --------------------------------------------------------------- structured values
 
 
 class _SocketAddressType(FieldType):
     __slots__ = ()
 
-    def __init__(self) -> None:
-        self.python_type, self.display = SocketAddress, "SocketAddress (host: str, port: int)"
-        self.native, self.optional = False, False
-
     def check(self, value: object) -> object:
-        if (
-            isinstance(value, tuple)
-            and len(value) == 2
-            and isinstance(value[0], str)
-            and type(value[1]) is int
-            and 0 <= value[1] <= 65535
-        ):
-            return value if type(value) is SocketAddress else SocketAddress(value[0], value[1])
-        raise _Mismatch(self.display, value, "port must be 0..65535")
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise _Mismatch(self.display, value, "give SocketAddress(host, port)")
+        host, port = value
+        if not isinstance(host, str):
+            raise _Mismatch(self.display, value, "host must be a str")
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535):
+            raise _Mismatch(self.display, value, "port must be an int in 0..65535")
+        if type(value) is SocketAddress and type(host) is str and type(port) is int:
+            return value
+        return SocketAddress(str.__str__(host), int.__int__(port))
 
     def to_wire(self, value: Any) -> object:
         return (value[0], value[1])
 
     def from_wire(self, obj: object) -> object:
-        return self.check(obj)
+        if not (
+            type(obj) is tuple
+            and len(obj) == 2
+            and type(obj[0]) is str
+            and type(obj[1]) is int
+            and 0 <= obj[1] <= 65535
+        ):
+            raise _Mismatch(f"{self.display} wire form [host, port 0..65535]", obj)
+        return SocketAddress(obj[0], obj[1])
 
 
 class _EnumType(FieldType):
-    __slots__ = ("_cls",)
+    """An Enum travels by value when every member's value is a str or a 64-bit int,
+    else by member name."""
+
+    __slots__ = ("_by_value", "_cls", "_flag")
 
     def __init__(self, cls: type[enum.Enum]) -> None:
-        self.python_type, self.display, self.native, self.optional = cls, cls.__name__, False, False
+        super().__init__(cls, cls.__name__)
         self._cls = cls
+        self._flag = issubclass(cls, enum.Flag)
+        self._by_value = all(
+            type(m.value) is str or (type(m.value) is int and _INT64_MIN <= m.value <= _UINT64_MAX)
+            for m in cls.__members__.values()
+        )
 
     def check(self, value: object) -> object:
         if isinstance(value, self._cls):
             return value
-        raise _Mismatch(f"{self.display} member", value)
+        raise _Mismatch(f"a member of {self.display}", value)
 
     def to_wire(self, value: Any) -> object:
-        return value.value
+        return value.value if self._by_value else value.name
 
     def from_wire(self, obj: object) -> object:
-        if type(obj) not in (int, str):
-            raise _Mismatch(f"{self.display} value", obj)
-        try:
-            return self._cls(obj)
-        except ValueError:
-            raise _Mismatch(f"{self.display} value", obj, "no such member") from None
+        if self._by_value:
+            if type(obj) is int or type(obj) is str:
+                member = self._cls._value2member_map_.get(obj)
+                if member is not None:
+                    return member
+                if self._flag and type(obj) is int:
+                    try:  # a combination of flags not seen before
+                        return self._cls(obj)
+                    except ValueError:
+                        pass
+            raise _Mismatch(f"a value of {self.display}", obj)
+        if type(obj) is str:
+            named = self._cls.__members__.get(obj)
+            if named is not None:
+                return named
+        raise _Mismatch(f"a member name of {self.display}", obj)
 
 
 class _KeyType(FieldType):
-    """A MessageKey field: (type name, subject) on the wire, resolved by the registry."""
+    """A MessageKey field: [type name, subject] on the wire, resolved by the registry."""
 
-    __slots__ = ()
+    __slots__ = ("_key", "_lookup", "_message")
 
-    def __init__(self) -> None:
-        from .message import MessageKey
-
-        self.python_type, self.display, self.native, self.optional = (
-            MessageKey,
-            "MessageKey",
-            False,
-            False,
-        )
+    def __init__(self, key_cls: type[MessageKey], message_cls: type, lookup: Any) -> None:
+        super().__init__(key_cls, "MessageKey")
+        self._key = key_cls
+        self._message = message_cls
+        self._lookup = lookup
 
     def check(self, value: object) -> object:
-        if isinstance(value, self.python_type):
+        if not isinstance(value, self._key):
+            raise _Mismatch("MessageKey", value)
+        cls, subject = value
+        if not (isinstance(cls, type) and issubclass(cls, self._message)):
+            raise _Mismatch("MessageKey", value, "its class is not a message class")
+        if not isinstance(subject, str):
+            raise _Mismatch("MessageKey", value, "its subject is not a str")
+        if type(value) is self._key and type(subject) is str:
             return value
-        raise _Mismatch("MessageKey", value)
+        return self._key(cls, str.__str__(subject))
 
     def to_wire(self, value: Any) -> object:
-        return (value.message_class.__type_name__, value.subject)
+        return (value[0].__type_name__, value[1])
 
     def from_wire(self, obj: object) -> object:
-        from .message import MessageKey, lookup_type
-
         if not (
             type(obj) is tuple and len(obj) == 2 and type(obj[0]) is str and type(obj[1]) is str
         ):
-            raise _Mismatch("MessageKey wire form (type name, subject)", obj)
-        cls = lookup_type(obj[0])
-        if cls is None:
-            raise _Mismatch("MessageKey of a registered message type", obj, "unknown type name")
-        return MessageKey(cls, obj[1])
+            raise _Mismatch("MessageKey wire form [type name, subject]", obj)
+        cls = self._lookup(obj[0])
+        if cls is None or not issubclass(cls, self._message):
+            raise _Mismatch("a MessageKey of a registered message class", obj, "unknown type name")
+        return self._key(cls, obj[1])
 
 
 class _StructType(FieldType):
-    """A nested Field struct; a subclass instance may stand for the declared class."""
+    """A nested Field struct; an instance of a subclass may stand for the declared
+    class and then travels as ext ``EXT_SUBSTRUCT`` carrying its type name."""
 
-    __slots__ = ("_cls",)
+    __slots__ = ("_cls", "_lookup")
 
-    def __init__(self, cls: type) -> None:
-        self.python_type, self.display, self.native, self.optional = cls, cls.__name__, False, False
-        self._cls = cls
+    def __init__(self, cls: type, lookup: Any) -> None:
+        super().__init__(cls, cls.__name__)
+        self._cls: Any = cls
+        self._lookup = lookup
+        self.nests = True
 
     def check(self, value: object) -> object:
         if isinstance(value, self._cls):
@@ -444,44 +680,78 @@ class _StructType(FieldType):
 
     def to_wire(self, value: Any) -> object:
         cls = type(value)
-        wire = cls._ab_codec().to_wire(value)
+        enc = cls._ab_enc
         if cls is self._cls:
-            return wire
-        payload = msgpack.packb((cls.__type_name__, wire), use_bin_type=True)
+            return value if enc is None else enc(value)
+        depth = _DEPTH.encode
+        if depth >= MAX_EXT_DEPTH:
+            raise CodecError(
+                f"{cls.__qualname__} is nested more than {MAX_EXT_DEPTH} sub-struct levels "
+                f"deep; flatten the structure"
+            )
+        _DEPTH.encode = depth + 1
+        try:
+            wire = value if enc is None else enc(value)
+            payload = pack((cls.__type_name__, wire))
+        finally:
+            _DEPTH.encode = depth
         return msgpack.ExtType(EXT_SUBSTRUCT, payload)
 
     def from_wire(self, obj: object) -> object:
         if type(obj) is tuple:
-            return self._cls._ab_codec().from_wire(obj)  # type: ignore[attr-defined]
-        if isinstance(obj, self._cls):  # a subclass instance built by the ext hook
-            return obj
-        raise _Mismatch(f"{self.display} (or a subclass)", obj)
+            return self._cls._ab_dec(obj)
+        if type(obj) is SubStructExt:
+            return self._from_ext(obj)
+        raise _Mismatch(f"{self.display} wire form (array or sub-struct ext)", obj)
+
+    def _from_ext(self, ext: SubStructExt) -> object:
+        if ext.code != EXT_SUBSTRUCT:
+            raise _Mismatch(f"{self.display} sub-struct", ext, f"unknown ext code {ext.code}")
+        depth = _DEPTH.decode
+        if depth >= MAX_EXT_DEPTH:
+            raise _Mismatch(
+                f"{self.display} sub-struct", ext, f"nested over {MAX_EXT_DEPTH} levels deep"
+            )
+        try:
+            inner = unpack(ext.data)
+        except ValueError as exc:
+            raise _Mismatch(f"{self.display} sub-struct", ext, f"malformed: {exc}") from None
+        if not (type(inner) is tuple and len(inner) == 2 and type(inner[0]) is str):
+            raise _Mismatch(f"{self.display} sub-struct [type name, fields]", inner)
+        cls = self._lookup(inner[0])
+        if cls is None or not issubclass(cls, self._cls):
+            raise _Mismatch(
+                f"a registered subclass of {self.display}", inner[0], "unknown or unrelated type"
+            )
+        _DEPTH.decode = depth + 1
+        try:
+            return cls._ab_dec(inner[1])
+        finally:
+            _DEPTH.decode = depth
 
 
 class _SequenceType(FieldType):
-    __slots__ = ("item",)
+    """list[T] / tuple[T, ...]: a msgpack array; held as a tuple in memory."""
+
+    __slots__ = ("_exact", "item")
 
     def __init__(self, item: FieldType, origin: str) -> None:
-        self.python_type = tuple
-        self.display = f"{origin}[{item.display}]"
-        self.native = False
-        self.optional = False
+        super().__init__(tuple, f"{origin}[{item.display}]")
         self.item = item
+        self.nests = item.nests
+        # items of a native type pass through when every one has the exact type
+        self._exact: type | None = item.python_type if item.native else None
 
     def check(self, value: object) -> object:
         if not isinstance(value, (list, tuple)):
             raise _Mismatch(self.display, value)
-        check = self.item.check
-        out = []
-        for index, element in enumerate(value):
-            try:
-                out.append(check(element))
-            except _Mismatch as exc:
-                raise _Mismatch(self.display, value, f"item {index}: {exc.describe()}") from None
-        return tuple(out)
+        exact = self._exact
+        if exact is not None and all(type(v) is exact for v in value):
+            return value if type(value) is tuple else tuple(value)
+        return tuple(self._each(value, self.item.check))
 
     def to_wire(self, value: Any) -> object:
-        if self.item.native and type(self.item) is not _Int:
+        if self.item.native:
             return value
         enc = self.item.to_wire
         return tuple([enc(v) for v in value])
@@ -489,18 +759,32 @@ class _SequenceType(FieldType):
     def from_wire(self, obj: object) -> object:
         if type(obj) is not tuple:
             raise _Mismatch(f"{self.display} (array)", obj)
-        dec = self.item.from_wire
-        return tuple([dec(v) for v in obj])
+        exact = self._exact
+        if exact is not None and all(type(v) is exact for v in obj):
+            return obj
+        return tuple(self._each(obj, self.item.from_wire))
+
+    def _each(self, values: Any, convert: Callable[[object], object]) -> list[object]:
+        out = []
+        for index, element in enumerate(values):
+            try:
+                out.append(convert(element))
+            except _Mismatch as exc:
+                raise _Mismatch(self.display, values, f"item {index}: {exc.describe()}") from None
+            except CodecError as exc:  # a nested struct's decoder said what is wrong
+                raise CodecError(f"item {index}: {exc}") from exc
+        return out
 
 
 class _Optional(FieldType):
+    """``X | None``: None is allowed; on the wire it is a cleared presence bit."""
+
     __slots__ = ("inner",)
 
     def __init__(self, inner: FieldType) -> None:
-        self.python_type = inner.python_type
-        self.display = f"{inner.display} | None"
-        self.native = inner.native
+        super().__init__(inner.python_type, f"{inner.display} | None", inner.native)
         self.optional = True
+        self.nests = inner.nests
         self.inner = inner
 
     def check(self, value: object) -> object:
@@ -510,41 +794,45 @@ class _Optional(FieldType):
         return self.inner.to_wire(value)
 
     def from_wire(self, obj: object) -> object:
-        return None if obj is None else self.inner.from_wire(obj)
+        # a present optional value is never nil on the wire
+        return self.inner.from_wire(obj)
 
+
+# ------------------------------------------------------------------------ the table
 
 _IP_ANY = _Converted(
-    ipaddress._BaseAddress,  # type: ignore[arg-type]
-    lambda v: v.packed,
-    bytes,
-    _decode_ip_any,
+    ipaddress._BaseAddress,  # common base of IPv4Address and IPv6Address
+    _encode_ip,
+    (bytes, str),
+    _decode_ip,
     "IPv4Address | IPv6Address",
 )
 
 _SIMPLE: dict[object, FieldType] = {
-    bool: _Bool(),
-    int: _Int(),
-    float: _Float(),
-    str: _Str(),
-    bytes: _Bytes(),
-    Decimal: _Converted(Decimal, str, str, _decode_decimal),
-    _dt.datetime: _Converted(_dt.datetime, _encode_datetime, tuple, _decode_datetime),
+    bool: _Bool(bool, "bool", native=True),
+    int: _Int(int, "int", native=True),
+    float: _Float(float, "float", native=True),
+    str: _Str(str, "str", native=True),
+    bytes: _Bytes(bytes, "bytes", native=True),
+    Decimal: _DecimalType(Decimal, str, (str,), _decode_decimal),
+    _dt.datetime: _DateTimeType(_dt.datetime, _encode_datetime, (tuple,), _decode_datetime),
     _dt.date: _Converted(
         _dt.date,
-        lambda v: v.toordinal() - _EPOCH_DATE_ORDINAL,
-        int,
-        lambda o: _dt.date.fromordinal(o + _EPOCH_DATE_ORDINAL),
+        _encode_date,
+        (int,),
+        _decode_date,
+        reject=(_dt.datetime, "a datetime is not a date here; pass value.date()"),
     ),
-    _dt.time: _Converted(_dt.time, _encode_time, tuple, _decode_time),
-    _dt.timedelta: _Converted(_dt.timedelta, _encode_timedelta, tuple, _decode_timedelta),
-    uuid.UUID: _Converted(uuid.UUID, lambda v: v.bytes, bytes, _decode_uuid),
+    _dt.time: _DateTimeType(_dt.time, _encode_time, (tuple,), _decode_time),
+    _dt.timedelta: _Converted(_dt.timedelta, _encode_timedelta, (tuple,), _decode_timedelta),
+    uuid.UUID: _Converted(uuid.UUID, lambda v: v.bytes, (bytes,), _decode_uuid),
     ipaddress.IPv4Address: _Converted(
-        ipaddress.IPv4Address, lambda v: v.packed, bytes, _decode_ipv4
+        ipaddress.IPv4Address, lambda v: v.packed, (bytes,), _decode_ipv4
     ),
     ipaddress.IPv6Address: _Converted(
-        ipaddress.IPv6Address, lambda v: v.packed, bytes, _decode_ipv6
+        ipaddress.IPv6Address, _encode_ipv6, (bytes, str), _decode_ipv6
     ),
-    SocketAddress: _SocketAddressType(),
+    SocketAddress: _SocketAddressType(SocketAddress, "SocketAddress"),
 }
 
 ALLOWED_TYPES_TEXT = (
@@ -562,13 +850,15 @@ def compile_type(annotation: object) -> FieldType:
     """Turn a resolved annotation into a FieldType, or raise UnsupportedType."""
     from . import message as _message
 
-    Field = getattr(_message, "Field", None)
-    MessageKey = getattr(_message, "MessageKey", None)
-    if annotation in _SIMPLE:
-        # datetime is a subclass of date: the dict lookup is exact, so no confusion.
-        return _SIMPLE[annotation]
-    if annotation is MessageKey:
-        return _KeyType()
+    try:
+        simple = _SIMPLE.get(annotation)
+    except TypeError:  # an unhashable annotation such as [int]
+        raise UnsupportedType(repr(annotation)) from None
+    if simple is not None:
+        # exact lookup: datetime (a subclass of date) is not mistaken for date
+        return simple
+    if annotation is _message.MessageKey:
+        return _KeyType(_message.MessageKey, _message.Message, _message.lookup_type)
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -579,24 +869,24 @@ def compile_type(annotation: object) -> FieldType:
         elif len(members) == 1:
             inner = compile_type(members[0])
         else:
-            raise UnsupportedType(f"union {annotation!r}; only X | None is allowed")
-        if inner.optional:
+            raise UnsupportedType(f"{annotation!r}: of unions only X | None is allowed")
+        if not has_none or inner.optional:
             return inner
-        return _Optional(inner) if has_none else inner
+        return _Optional(inner)
     if origin in (list, tuple):
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             raise UnsupportedType(
-                f"{annotation!r}; sequences must be homogeneous: tuple[T, ...] or list[T]"
+                f"{annotation!r}: sequences must be homogeneous, tuple[T, ...] or list[T]"
             )
         if not args:
             raise UnsupportedType(f"{annotation!r} without an item type; write list[T]")
         item = compile_type(args[0])
         if item.optional:
-            raise UnsupportedType(f"{annotation!r}; sequence items may not be None")
+            raise UnsupportedType(f"{annotation!r}: sequence items may not be None")
         return _SequenceType(item, "list" if origin is list else "tuple")
     if isinstance(annotation, type):
         if issubclass(annotation, enum.Enum):
             return _EnumType(annotation)
-        if Field is not None and issubclass(annotation, Field):
-            return _StructType(annotation)
+        if issubclass(annotation, _message.Field) and annotation is not _message.Field:
+            return _StructType(annotation, _message.lookup_type)
     raise UnsupportedType(repr(annotation))
