@@ -28,7 +28,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from ..actors import ActorRuntime
 from ..config.schema import BusConfig
@@ -39,6 +39,10 @@ from .message import MessageKey, Notification, Reply, Request
 from .router import Router
 from .scope import FeedState, Scope
 from .system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
+
+if TYPE_CHECKING:
+    from ..net.link import Link
+    from ..net.service import Service
 
 __all__ = ["Bus"]
 
@@ -266,11 +270,125 @@ class Bus:
         return feed
 
     # ------------------------------------------------------------------ net
-    def _start_net(self) -> None:
-        from ..net.node import NodeNet
+    # (owned by the net/ links work: Bus.listen, Bus.connect, Bus.links, _start_net)
+    def _start_net(self) -> Any:
+        """Start the node's network side (selectors, configured services and
+        connections) once; a failure closes the bus and propagates."""
+        if self.net is None:
+            if self._closed:
+                raise UsageError(f"{self!r} is closed; make a new Bus to listen or connect")
+            from ..net.node import NodeNet
 
-        self.net = NodeNet(self)
-        self.net.start()
+            self.net = NodeNet(self)
+            try:
+                self.net.start()
+            except BaseException:
+                self.close()
+                raise
+        return self.net
+
+    def listen(
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        *,
+        name: str | None = None,
+        address_filter: Iterable[str] = (),
+        heartbeat_delay: float = 0.0,
+        heartbeat_reply_delay: float = 0.0,
+        message_queue_size: int = 0,
+        input_buffer_size: int = 65_536,
+        output_buffer_size: int = 65_536,
+        byte_order: Literal["big", "little"] = "big",
+        service_selector: str | None = None,
+        connection_selector: str | None = None,
+    ) -> Service:
+        """Listen for links from other nodes on ``host:port`` (``port=0``: any free
+        port; read the bound one from ``service.port``).
+
+        ``address_filter`` admits only the hosts (``"h"``) and endpoints
+        (``"h:port"``) listed; others are closed at once and counted.  The other
+        settings apply to every link the service accepts (times in seconds, 0 =
+        off; see :class:`~actorbus.net.link.LinkSettings`).  Raises ConfigError
+        when the port cannot be bound.  Returns the service handle; ``close()``
+        stops listening."""
+        from ..net.link import LinkSettings
+
+        settings = LinkSettings(
+            heartbeat_delay=heartbeat_delay,
+            heartbeat_reply_delay=heartbeat_reply_delay,
+            message_queue_size=message_queue_size,
+            input_buffer_size=input_buffer_size,
+            output_buffer_size=output_buffer_size,
+            byte_order=byte_order,
+        )
+        service: Service = self._start_net().listen(
+            port,
+            host,
+            name=name,
+            address_filter=address_filter,
+            settings=settings,
+            service_selector=service_selector,
+            connection_selector=connection_selector,
+        )
+        return service
+
+    def connect(
+        self,
+        host: str,
+        port: int,
+        *,
+        name: str | None = None,
+        reconnect: bool = False,
+        reconnect_delay: float = 5.0,
+        bind_host: str | None = None,
+        bind_port: int = 0,
+        heartbeat_delay: float = 0.0,
+        heartbeat_reply_delay: float = 0.0,
+        message_queue_size: int = 0,
+        input_buffer_size: int = 65_536,
+        output_buffer_size: int = 65_536,
+        byte_order: Literal["big", "little"] = "big",
+        selector: str | None = None,
+    ) -> Link:
+        """Dial the service of another node at ``host:port`` and keep a link to it.
+
+        Returns at once with the link handle; ``link.wait_logged_on(timeout)``
+        blocks until feeds flow.  With ``reconnect`` a lost (or refused)
+        connection is dialled again after ``reconnect_delay`` seconds, doubling
+        per failed attempt up to 10x the delay (30 s at most, unless the delay is
+        longer).  ``bind_host``/``bind_port`` choose the local address.  Other
+        settings as for :meth:`listen`."""
+        from ..net.link import LinkSettings
+
+        settings = LinkSettings(
+            heartbeat_delay=heartbeat_delay,
+            heartbeat_reply_delay=heartbeat_reply_delay,
+            message_queue_size=message_queue_size,
+            input_buffer_size=input_buffer_size,
+            output_buffer_size=output_buffer_size,
+            byte_order=byte_order,
+        )
+        link: Link = self._start_net().connect(
+            host,
+            port,
+            name=name,
+            settings=settings,
+            bind_host=bind_host,
+            bind_port=bind_port,
+            reconnect=reconnect,
+            reconnect_delay=reconnect_delay,
+            selector=selector,
+        )
+        return link
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """This node's links that are not closed for good (a snapshot)."""
+        if self.net is None:
+            return ()
+        links: tuple[Link, ...] = self.net.links
+        return links
 
 
 def _ignore(*args: object) -> None:

@@ -353,7 +353,7 @@ _SERVICES: _Section[ServiceConfig] = _Section(
     item_prefix="service.",
     factory=ServiceConfig,
     settings={
-        "port": _integer("port", 1, 65535),
+        "port": _integer("port", 0, 65535),
         "host": _host("host"),
         "addressFilter": _address_filter("address_filter"),
         "serviceSelector": _reference("service_selector", "selector"),

@@ -1,0 +1,1223 @@
+"""TCP links: the asyncio shell around :class:`~actorbus.net.protocol.LinkProtocol`.
+
+Theory of operation
+-------------------
+A :class:`Link` is the application's handle on the link to one remote node.  A
+client link (made by :meth:`Bus.connect`) lives until it is closed and may
+reconnect many times; a link accepted by a service lives for one connection.
+Each TCP connection is a *session* (:class:`_Session`): one socket, one
+protocol object, one :class:`~actorbus.bus.router.RemoteParty` in the router.
+All of a session's work runs on the event loop of the link's selector (an I/O
+thread); nothing here runs actor code.
+
+**Outbound.**  The session is the router's ``PartyTransport``.  Its ``send_*``
+methods are called from any thread (often a dispatcher thread, sometimes under
+the router lock): each appends one item to the session's ``pending`` deque and,
+if no flush is scheduled yet, schedules one with ``call_soon_threadsafe`` — one
+hand-off per batch, not per message.  ``_flush`` (on the loop) clears the flag
+first, then turns every pending item into a protocol command and writes
+``data_to_send()`` once.  A notification is queued as the message object
+itself (no wrapper); other items are plain tuples ``(op, ...)``.  While the
+session handles received bytes the flag is held set, so replies and
+acknowledgements made by the router during that time are written in one go
+at the end of the batch.
+
+**Inbound.**  ``buffer_updated`` feeds the bytes to the protocol and takes its
+events: message bodies are decoded with the codec against classes already
+defined in this process (``lookup_type``) and handed to the party, which
+enqueues into the subscribers' mailboxes.  A frame that breaks the protocol or
+a body that does not decode closes this link (logged, counted as corrupt); the
+node keeps serving its other links.
+
+**Flow control and the queue limit.**  When the socket cannot keep up the
+transport calls ``pause_writing``; the session then keeps encoding into the
+protocol without writing.  The data messages waiting there (notify, request,
+request ack, reply, cancel — never link-level frames) are the *output queue*;
+past ``message_queue_size`` the connection is aborted, the waiting messages
+are dropped and counted, and a client link reconnects if configured.
+
+**Timers.**  The protocol says when it next needs ``tick()``
+(``next_deadline()``); one ``call_at`` timer is kept per session and only
+moved earlier, never re-armed per received batch.
+
+**Ending.**  Whatever ends a session (logoff either way, EOF, reset, timeout,
+protocol error, queue limit, application or node close) goes through
+``_Session._end``: messages still pending are counted as dropped (or, for an
+orderly close by this node, sent before the LOGOFF), the party is detached
+(remote feeds go DOWN, forwarded requests end with ERROR replies), the
+one-link claim is released, ``LinkLoggedOff`` is published and the link
+decides whether to reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+from .._log import logger
+from ..bus import codec
+from ..bus.message import (
+    Message,
+    MessageKey,
+    Notification,
+    Reply,
+    ReplyStatus,
+    Request,
+    lookup_type,
+)
+from ..bus.router import RemoteParty
+from ..bus.router import Role as BusRole
+from ..bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
+from ..errors import CodecError, LinkClosedError, ProtocolError, UsageError
+from .protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
+    Advertised,
+    CancelReceived,
+    ConnectionClosed,
+    Event,
+    FeedState,
+    FeedStatusReceived,
+    HeartbeatTimeout,
+    LinkProtocol,
+    LinkState,
+    LogoffReceived,
+    LogonAccepted,
+    LogonComplete,
+    LogonRejected,
+    LogonRequested,
+    LogonTimeout,
+    NotificationReceived,
+    ProtocolSettings,
+    ReplyReceived,
+    RequestAcknowledged,
+    RequestReceived,
+    Retracted,
+    Role,
+    Scope,
+    SequenceGap,
+    Side,
+    Subscribed,
+    Unsubscribed,
+    WireKey,
+)
+
+if TYPE_CHECKING:
+    from .node import NodeNet, Selector
+
+__all__ = ["Link", "LinkSettings", "LinkStats", "LinkStatus"]
+
+#: A reconnecting link waits ``reconnect_delay`` after a loss, doubling after each
+#: failed attempt up to this many times the delay (and never more than
+#: :data:`MAX_RECONNECT_BACKOFF` seconds, unless the delay itself is longer).
+RECONNECT_BACKOFF_FACTOR: Final = 10
+#: Upper bound of the reconnect back-off, in seconds.
+MAX_RECONNECT_BACKOFF: Final = 30.0
+#: Smallest read buffer, whatever ``input_buffer_size`` says.
+_MIN_READ_BUFFER: Final = 4_096
+#: How long an orderly close waits for the socket to drain before aborting it.
+_CLOSE_GRACE: Final = 1.0
+
+# Pending-item opcodes (a notification is queued as the message itself).
+_ADVERTISE: Final = 1
+_RETRACT: Final = 2
+_FEED_STATUS: Final = 3
+_SUBSCRIBE: Final = 4
+_UNSUBSCRIBE: Final = 5
+_REQUEST: Final = 6
+_REQUEST_ACK: Final = 7
+_REPLY: Final = 8
+_CANCEL: Final = 9
+#: opcodes of data messages (those the queue limit and the dropped counter count).
+_DATA_OPS: Final = frozenset({_REQUEST, _REQUEST_ACK, _REPLY, _CANCEL})
+
+_TO_WIRE_ROLE: Final = {
+    BusRole.PUBLISHER: Role.PUBLISHER,
+    BusRole.REPLIER: Role.REPLIER,
+    BusRole.SUBSCRIBER: Role.SUBSCRIBER,
+    BusRole.REQUESTOR: Role.REQUESTOR,
+}
+_FROM_WIRE_ROLE: Final = {wire: bus for bus, wire in _TO_WIRE_ROLE.items()}
+_FAMILY: Final[dict[Role, type[Message]]] = {Role.PUBLISHER: Notification, Role.REPLIER: Request}
+
+_to_wire = codec.to_wire
+_from_wire = codec.from_wire
+
+
+def _known_message_type(type_name: str) -> bool:
+    """The protocol's ``is_known_type``: a message class of that name exists here."""
+    cls = lookup_type(type_name)
+    return cls is not None and issubclass(cls, Message)
+
+
+def _wire_key(key: MessageKey) -> WireKey:
+    return (key.message_class.__type_name__, key.subject)
+
+
+# ============================================================== settings, stats
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSettings:
+    """Per-link limits and timers (a service's settings apply to every link it
+    accepts).  Times are seconds; ``0`` switches a timer off.  Both nodes should
+    use the same ``byte_order`` and ``max_frame_size``."""
+
+    #: Send a heartbeat after this long with nothing received; 0 = never.
+    heartbeat_delay: float = 0.0
+    #: Close the link when nothing arrives this long after a heartbeat; 0 = the
+    #: same as ``heartbeat_delay``.
+    heartbeat_reply_delay: float = 0.0
+    #: Most data messages waiting for a socket that cannot keep up; past it the
+    #: link is closed and they are dropped (and counted).  0 = unlimited.
+    message_queue_size: int = 0
+    #: Bytes read from the socket at a time (the session's read buffer).
+    input_buffer_size: int = 65_536
+    #: Bytes the transport may hold unsent before it asks the link to pause
+    #: (its write-buffer high-water mark).
+    output_buffer_size: int = 65_536
+    #: Byte order of the 4-byte frame length prefix.
+    byte_order: Literal["big", "little"] = "big"
+    #: Largest frame accepted or sent, in bytes.
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: Close a connection that has not logged on within this many seconds.
+    logon_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not 0 <= value < float("inf"):
+                raise UsageError(
+                    f"LinkSettings.{name}={value!r}: expected a finite number of seconds >= 0 "
+                    "(0 switches the timer off)"
+                )
+        for name in ("message_queue_size", "input_buffer_size", "output_buffer_size"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise UsageError(f"LinkSettings.{name}={value!r}: expected an int >= 0")
+        # ProtocolSettings checks max_frame_size and byte_order with its own words.
+        self.protocol_settings()
+
+    def protocol_settings(self) -> ProtocolSettings:
+        """The protocol's view of these settings."""
+        reply_delay = self.heartbeat_reply_delay or self.heartbeat_delay
+        return ProtocolSettings(
+            max_frame_size=self.max_frame_size,
+            heartbeat_delay=float(self.heartbeat_delay),
+            heartbeat_reply_delay=float(reply_delay),
+            logon_timeout=float(self.logon_timeout),
+            byte_order=self.byte_order,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """Counters of one link, summed over every connection it has had.
+
+    Read them at any time with :attr:`Link.counters`; the numbers of the
+    connection in progress are read without stopping it, so two fields may be
+    a few messages apart."""
+
+    #: Data messages (notify, request, request ack, reply, cancel) handed to /
+    #: parsed from the socket.
+    messages_out: int = 0
+    messages_in: int = 0
+    #: Bytes written to / read from the socket.
+    bytes_out: int = 0
+    bytes_in: int = 0
+    #: Frames of every kind written / read.
+    frames_out: int = 0
+    frames_in: int = 0
+    #: Data messages that never reached the socket: queued when the link died,
+    #: over the queue limit, too large to send, or sent to a link already gone.
+    dropped: int = 0
+    #: Frames that broke the protocol, or message bodies that did not decode.
+    corrupt_frames: int = 0
+    #: Frames about a message type this node does not define (dropped).
+    unknown_types: int = 0
+    #: Messages from the peer on keys it never advertised (dropped by the router).
+    unexpected: int = 0
+    #: Sequence-number gaps and duplicates seen in what the peer sent.
+    gaps: int = 0
+    duplicates: int = 0
+    #: Heartbeats sent / answered.
+    heartbeats_out: int = 0
+    heartbeats_in: int = 0
+    #: TCP connections made (dialled or accepted), and logons completed.
+    connections: int = 0
+    logons: int = 0
+    #: Dial attempts after the first (a client link that lost or never got its
+    #: connection and tried again).
+    reconnects: int = 0
+
+    def __add__(self, other: LinkStats) -> LinkStats:
+        return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+
+class LinkStatus(Enum):
+    """Where a :class:`Link` is in its life."""
+
+    #: dialling (client), or waiting for the session to start (accepted).
+    CONNECTING = "connecting"
+    #: connected; the logon handshake is running.
+    LOGGING_ON = "logging on"
+    #: logged on: feeds and messages flow.
+    LOGGED_ON = "logged on"
+    #: the connection was lost; waiting ``reconnect_delay`` (with back-off) to dial again.
+    RECONNECT_WAIT = "waiting to reconnect"
+    #: closed for good.
+    CLOSED = "closed"
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Link-level counts not kept by the protocol (loop thread, plus the lock)."""
+
+    dropped: int = 0
+    connections: int = 0
+    logons: int = 0
+    reconnects: int = 0
+    closed: LinkStats = field(default_factory=LinkStats)
+
+
+# ===================================================================== the link
+
+
+class Link:
+    """The handle on a link to one remote node (see the module docstring).
+
+    Made by :meth:`Bus.connect` (``initiator`` True) or by a service accepting a
+    connection.  Thread-safe: read :attr:`status`, :attr:`peer_node` and
+    :attr:`counters`, call :meth:`wait_logged_on` and :meth:`close` from any
+    thread except the link's own I/O thread."""
+
+    def __init__(
+        self,
+        net: NodeNet,
+        selector: Selector,
+        settings: LinkSettings,
+        *,
+        name: str,
+        initiator: bool,
+        host: str,
+        port: int,
+        bind_host: str | None = None,
+        bind_port: int = 0,
+        reconnect: bool = False,
+        reconnect_delay: float = 5.0,
+        service: Any = None,
+    ) -> None:
+        self.name = name
+        self.initiator = initiator
+        self.settings = settings
+        self.selector = selector
+        self.reconnect = reconnect
+        self.reconnect_delay = reconnect_delay
+        #: the service that accepted this link (None for a client link).
+        self.service = service
+        self._net = net
+        self._loop = selector.loop
+        self._host = host
+        self._port = port
+        self._local = (bind_host or "", bind_port) if (bind_host or bind_port) else None
+        self._cond = threading.Condition()
+        self._status = LinkStatus.CONNECTING
+        self._peer: str | None = None
+        self._address = f"{host}:{port}"
+        self._totals = _Totals()
+        self._session: _Session | None = None
+        self._closing = False
+        self._retry: asyncio.TimerHandle | None = None
+        self._dialing: asyncio.Task[None] | None = None
+        self._failures = 0
+        self._logons_seen = 0
+        self._last_reason: str | None = None
+
+    def __repr__(self) -> str:
+        peer = f" peer={self._peer!r}" if self._peer else ""
+        return f"<Link {self.name!r} {self._address}{peer} {self._status.value}>"
+
+    # ------------------------------------------------------------- public view
+
+    @property
+    def status(self) -> LinkStatus:
+        """Where the link is now."""
+        return self._status
+
+    @property
+    def is_logged_on(self) -> bool:
+        """True while the link is logged on (messages flow)."""
+        return self._status is LinkStatus.LOGGED_ON
+
+    @property
+    def peer_node(self) -> str | None:
+        """The remote node's id, once a logon told it (kept after the link drops)."""
+        return self._peer
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the remote end."""
+        return self._address
+
+    @property
+    def last_reason(self) -> str | None:
+        """Why the last connection of this link ended (None while it never has)."""
+        return self._last_reason
+
+    @property
+    def counters(self) -> LinkStats:
+        """The link's counters, summed over all its connections."""
+        with self._cond:
+            totals = self._totals
+            session = self._session
+            live = session.stats() if session is not None else LinkStats()
+            return (
+                totals.closed
+                + live
+                + LinkStats(
+                    dropped=totals.dropped,
+                    connections=totals.connections,
+                    logons=totals.logons,
+                    reconnects=totals.reconnects,
+                )
+            )
+
+    def wait_logged_on(self, timeout: float = 5.0) -> str:
+        """Block until the link is logged on; return the peer's node id.
+
+        Raises :class:`~actorbus.LinkClosedError` when the link closed for good
+        first (with the reason), ``TimeoutError`` after ``timeout`` seconds."""
+        with self._cond:
+            ok = self._cond.wait_for(
+                lambda: self._status in (LinkStatus.LOGGED_ON, LinkStatus.CLOSED), timeout
+            )
+            if self._status is LinkStatus.LOGGED_ON:
+                assert self._peer is not None
+                return self._peer
+            if ok:
+                raise LinkClosedError(
+                    f"link {self.name!r} to {self._address} closed before logging on: "
+                    f"{self._last_reason}"
+                )
+            raise TimeoutError(
+                f"link {self.name!r} to {self._address} not logged on after {timeout:g} s "
+                f"(status {self._status.value}; last reason: {self._last_reason}); is the "
+                "remote node listening, and does its address filter admit this host?"
+            )
+
+    def wait_logons(self, count: int, timeout: float = 5.0) -> None:
+        """Block until the link has completed ``count`` logons in total and is
+        logged on (reconnect tests use it); TimeoutError otherwise."""
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: self._logons_seen >= count and self._status is LinkStatus.LOGGED_ON,
+                timeout,
+            ):
+                raise TimeoutError(
+                    f"link {self.name!r}: {self._logons_seen} logons after {timeout:g} s, "
+                    f"expected {count} (status {self._status.value}; last reason: "
+                    f"{self._last_reason})"
+                )
+
+    def wait_closed(self, timeout: float = 5.0) -> str | None:
+        """Block until the link is closed for good; return the last reason."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._status is LinkStatus.CLOSED, timeout):
+                raise TimeoutError(
+                    f"link {self.name!r} still {self._status.value} after {timeout:g} s"
+                )
+            return self._last_reason
+
+    def close(self, reason: str = "closed by the application", timeout: float = 5.0) -> None:
+        """Log off (telling the peer ``reason``), stop reconnecting, and wait up to
+        ``timeout`` seconds for the connection to close.  Idempotent."""
+        if self.selector.on_loop_thread():
+            raise UsageError(
+                f"Link.close() on link {self.name!r} from its own I/O thread would wait "
+                "for itself; call it from another thread"
+            )
+        done = threading.Event()
+        if not self.selector.call(self._close_on_loop, reason, done.set):
+            return  # the selector already stopped: nothing is running
+        if not done.wait(timeout):
+            logger.warning(
+                "link {}: not closed within {:g} s; it is aborted when the node closes",
+                self.name,
+                timeout,
+            )
+
+    # ------------------------------------------------------------ loop thread
+
+    def _start(self) -> None:
+        """(loop) Dial (client links)."""
+        if self.initiator:
+            self._dial()
+
+    def _dial(self) -> None:
+        self._retry = None
+        if self._closing:
+            return
+        self._set_status(LinkStatus.CONNECTING)
+        self._dialing = self._loop.create_task(self._connect())
+
+    async def _connect(self) -> None:
+        session = _Session(self)
+        try:
+            await self._loop.create_connection(
+                lambda: session, self._host, self._port, local_addr=self._local
+            )
+        except OSError as exc:
+            reason = f"cannot connect to {self._address}: {exc.strerror or exc}"
+            logger.bind(link=self.name).info("link {}: {}", self.name, reason)
+            self._session_over(None, reason)
+        except asyncio.CancelledError:
+            self._session_over(None, "closed while connecting")
+            raise
+        finally:
+            self._dialing = None
+
+    def _adopt(self, sock: socket.socket) -> None:
+        """(loop) Start a session on a socket a service accepted."""
+        self._dialing = self._loop.create_task(self._adopt_socket(sock))
+
+    async def _adopt_socket(self, sock: socket.socket) -> None:
+        session = _Session(self)
+        try:
+            await self._loop.connect_accepted_socket(lambda: session, sock)
+        except OSError as exc:
+            sock.close()
+            self._session_over(None, f"accepted connection failed: {exc.strerror or exc}")
+        except asyncio.CancelledError:
+            sock.close()
+            self._session_over(None, "closed while connecting")
+            raise
+        finally:
+            self._dialing = None
+
+    def _close_on_loop(self, reason: str, done: Callable[[], object]) -> None:
+        self._closing = True
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        session = self._session
+        if session is not None and not session.ended:
+            session.on_closed.append(done)
+            session.logoff(reason)
+            return
+        if self._dialing is not None:
+            self._dialing.cancel()
+        if self._status is not LinkStatus.CLOSED:
+            self._last_reason = self._last_reason or reason
+            self._set_status(LinkStatus.CLOSED)
+            self._net._forget(self)
+        done()
+
+    def _set_status(self, status: LinkStatus) -> None:
+        with self._cond:
+            self._status = status
+            self._cond.notify_all()
+
+    def _session_started(self, session: _Session, address: str) -> None:
+        with self._cond:
+            self._session = session
+            self._address = address
+            self._totals.connections += 1
+        self._set_status(LinkStatus.LOGGING_ON)
+
+    def _logged_on(self, peer: str) -> None:
+        self._failures = 0
+        with self._cond:
+            self._peer = peer
+            self._totals.logons += 1
+            self._logons_seen += 1
+            self._status = LinkStatus.LOGGED_ON
+            self._cond.notify_all()
+
+    def _session_over(self, session: _Session | None, reason: str) -> None:
+        """(loop) A session ended (or a dial failed): count, then reconnect or close."""
+        with self._cond:
+            if session is not None:
+                totals = self._totals
+                totals.closed = totals.closed + session.stats()
+                if self._session is session:
+                    self._session = None
+            self._last_reason = reason
+        if self.reconnect and self.initiator and not self._closing and not self._net.closing:
+            delay = self._backoff()
+            self._failures += 1
+            with self._cond:
+                self._totals.reconnects += 1
+            logger.bind(link=self.name).info(
+                "link {}: reconnecting to {}:{} in {:.3f} s",
+                self.name,
+                self._host,
+                self._port,
+                delay,
+            )
+            self._set_status(LinkStatus.RECONNECT_WAIT)
+            self._retry = self._loop.call_later(delay, self._dial)
+            return
+        self._set_status(LinkStatus.CLOSED)
+        self._net._forget(self)
+
+    def _backoff(self) -> float:
+        base = self.reconnect_delay
+        cap = max(base, min(base * RECONNECT_BACKOFF_FACTOR, MAX_RECONNECT_BACKOFF))
+        return float(min(base * (2**self._failures), cap))
+
+    def _count_dropped(self, n: int) -> None:
+        if n:
+            with self._cond:
+                self._totals.dropped += n
+
+
+# ================================================================== the session
+
+# How a session's socket is closed when it ends.
+_ORDERLY: Final = "orderly"  # we logged off: send everything queued, then close
+_TELL: Final = "tell"  # the protocol queued a LOGOFF/REJECT saying why: send it, then close
+_CLOSE: Final = "close"  # the peer is done (logoff, EOF): drop what is queued, close
+_ABORT: Final = "abort"  # the socket is stuck or broken: drop what is queued, reset
+
+
+class _Session(asyncio.BufferedProtocol):
+    """One TCP connection of a link: protocol object, socket, remote party.
+
+    Everything except the ``send_*`` methods and :meth:`stats` runs on the
+    link's loop thread."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.loop = link._loop
+        self.name = link.name
+        self.pending: deque[Any] = deque()
+        #: a flush is scheduled (or the loop is inside ``buffer_updated``).
+        self.scheduled = False
+        #: sends are accepted (False once the session ended).
+        self.open = True
+        self.ended = False
+        self.lost = False
+        self.paused = False
+        self.logged_on = False
+        self.peer: str | None = None
+        self.party: RemoteParty | None = None
+        self.proto: LinkProtocol | None = None
+        self.transport: asyncio.Transport | None = None
+        self.address = link._address
+        #: called once the socket is closed (connection_lost) or never opened.
+        self.on_closed: list[Callable[[], object]] = []
+        self.corrupt = 0
+        self.unknown = 0
+        self.keys: dict[WireKey, MessageKey | None] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at: float | None = None
+        self._unexpected_party: RemoteParty | None = None
+        size = max(link.settings.input_buffer_size, _MIN_READ_BUFFER)
+        self.view = memoryview(bytearray(size))
+        self._call_soon_threadsafe = self.loop.call_soon_threadsafe
+        self._log = logger.bind(link=link.name)
+
+    def stats(self) -> LinkStats:
+        """Counters of this connection (any thread)."""
+        proto = self.proto
+        if proto is None:
+            return LinkStats()
+        c = proto.counters
+        party = self._unexpected_party
+        return LinkStats(
+            messages_out=c.messages_out,
+            messages_in=c.messages_in,
+            bytes_out=c.bytes_out,
+            bytes_in=c.bytes_in,
+            frames_out=c.frames_out,
+            frames_in=c.frames_in,
+            corrupt_frames=c.corrupt_frames + self.corrupt,
+            unknown_types=c.unknown_type + self.unknown,
+            unexpected=party.unexpected if party is not None else 0,
+            gaps=c.gaps,
+            duplicates=c.duplicates,
+            heartbeats_out=c.heartbeats_out,
+            heartbeats_in=c.heartbeats_in,
+        )
+
+    # ------------------------------------------------ PartyTransport (any thread)
+
+    def send_notify(self, message: Message) -> None:
+        # The hot path: the message itself is the pending item.
+        if self.open:
+            self.pending.append(message)
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._call_soon_threadsafe(self._flush)
+                except RuntimeError:  # the loop is closed: the node is gone
+                    self.link._count_dropped(1)
+        else:
+            self.link._count_dropped(1)
+
+    def _push(self, item: tuple[Any, ...], data: bool) -> None:
+        if self.open:
+            self.pending.append(item)
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._call_soon_threadsafe(self._flush)
+                except RuntimeError:
+                    if data:
+                        self.link._count_dropped(1)
+        elif data:
+            self.link._count_dropped(1)
+
+    def send_advertise(self, key: MessageKey, role: BusRole, up: bool) -> None:
+        self._push((_ADVERTISE, key, role, up), False)
+
+    def send_retract(self, key: MessageKey, role: BusRole) -> None:
+        self._push((_RETRACT, key, role), False)
+
+    def send_feed_status(self, key: MessageKey, role: BusRole, up: bool) -> None:
+        self._push((_FEED_STATUS, key, role, up), False)
+
+    def send_subscribe(self, key: MessageKey) -> None:
+        self._push((_SUBSCRIBE, key), False)
+
+    def send_unsubscribe(self, key: MessageKey) -> None:
+        self._push((_UNSUBSCRIBE, key), False)
+
+    def send_request(self, request_id: int, message: Message) -> None:
+        self._push((_REQUEST, request_id, message), True)
+
+    def send_request_ack(self, request_id: int, taken: int) -> None:
+        self._push((_REQUEST_ACK, request_id, taken), True)
+
+    def send_reply(self, request_id: int, reply: Reply) -> None:
+        self._push((_REPLY, request_id, reply), True)
+
+    def send_cancel(self, request_id: int) -> None:
+        self._push((_CANCEL, request_id), True)
+
+    # ------------------------------------------------------------ asyncio side
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        link = self.link
+        settings = link.settings
+        transport.set_write_buffer_limits(high=settings.output_buffer_size)
+        peername = transport.get_extra_info("peername")
+        if isinstance(peername, tuple) and len(peername) >= 2:
+            self.address = _endpoint(peername[0], peername[1])
+        side = Side.CLIENT if link.initiator else Side.SERVER
+        self.proto = LinkProtocol(
+            side,
+            link._net.node_id,
+            self.loop.time(),
+            is_known_type=_known_message_type,
+            settings=settings.protocol_settings(),
+        )
+        link._session_started(self, self.address)
+        if link._closing or link._net.closing:
+            self.proto.logoff("the link is closing")
+            self._end("the link was closed while connecting", _TELL)
+            return
+        if side is Side.CLIENT:
+            self.proto.logon()
+            self._write()
+        self._arm()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        proto = self.proto
+        if proto is None or self.ended:
+            return
+        self.scheduled = True  # sends made while this batch is handled wait for its end
+        proto.receive_data(self.view[:nbytes], self.loop.time())
+        if self._take_events():
+            self._arm_if_earlier()
+            self._flush()
+
+    def eof_received(self) -> bool:
+        proto = self.proto
+        if proto is not None and not self.ended:
+            proto.receive_data(b"", self.loop.time())
+            self._take_events()
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if not self.ended:
+            reason = (
+                f"connection lost: {exc}"
+                if exc is not None
+                else "the peer closed the connection without logging off"
+            )
+            self._end(reason, _CLOSE)
+        self._closed()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if not self.ended:
+            self._write()
+
+    # ---------------------------------------------------------------- outbound
+
+    def _flush(self) -> None:
+        """(loop) Turn pending items into frames and write them in one go."""
+        self.scheduled = False
+        if self.ended:
+            self._drop_pending()  # sends that raced with the end
+            return
+        proto = self.proto
+        if proto is None or proto.state not in _SENDING:
+            return  # nothing is attached before logon
+        if self.paused:
+            # The socket cannot keep up: everything waits here, and the queue
+            # limit applies to the data messages among it.
+            limit = self.link.settings.message_queue_size
+            if limit and self._waiting(proto, limit) > limit:
+                self._end(
+                    f"output queue limit: {self._waiting(proto, limit)} data messages wait "
+                    f"for a socket that cannot keep up, over message_queue_size={limit}; "
+                    "the peer does not read fast enough",
+                    _ABORT,
+                )
+                return
+            self._drain(proto)
+            return
+        self._drain(proto)
+        data = proto.data_to_send()
+        if data:
+            assert self.transport is not None
+            self.transport.write(data)
+
+    def _waiting(self, proto: LinkProtocol, limit: int) -> int:
+        """Data messages waiting: encoded in the protocol, and still pending."""
+        queued = proto.data_queued
+        pending = self.pending
+        if queued + len(pending) <= limit:
+            return queued + len(pending)  # cheap bound: system items counted too
+        return queued + sum(
+            1 for item in list(pending) if item.__class__ is not tuple or item[0] in _DATA_OPS
+        )
+
+    def _drain(self, proto: LinkProtocol) -> None:
+        """Encode the items pending now.  Items that producers add meanwhile wait
+        for the flush they schedule: a busy publisher cannot keep the loop here."""
+        pending = self.pending
+        popleft = pending.popleft
+        notify = proto.notify
+        to_wire = _to_wire
+        for _ in range(len(pending)):
+            item = popleft()
+            try:
+                if item.__class__ is not tuple:
+                    notify((item.__class__.__type_name__, item.subject), to_wire(item))
+                else:
+                    self._command(proto, item)
+            except (CodecError, UsageError) as exc:
+                # MessageTooLargeError is a CodecError; a value msgpack cannot
+                # encode is a UsageError: one message is lost, not the link.
+                self._unsendable(item, exc)
+
+    def _command(self, proto: LinkProtocol, item: tuple[Any, ...]) -> None:
+        op = item[0]
+        if op == _REPLY:
+            reply = item[2]
+            key = (reply.__class__.__type_name__, reply.subject)
+            proto.reply(item[1], key, reply.status, _to_wire(reply))
+        elif op == _REQUEST:
+            message = item[2]
+            key = (message.__class__.__type_name__, message.subject)
+            proto.request(key, item[1], _to_wire(message))
+        elif op == _REQUEST_ACK:
+            proto.request_ack(item[1], item[2])
+        elif op == _CANCEL:
+            proto.cancel(item[1])
+        elif op == _ADVERTISE:
+            state = FeedState.UP if item[3] else FeedState.DOWN
+            proto.advertise(
+                _wire_key(item[1]), _TO_WIRE_ROLE[item[2]], Scope.LOCAL_AND_REMOTE, state
+            )
+        elif op == _RETRACT:
+            proto.retract(_wire_key(item[1]), _TO_WIRE_ROLE[item[2]])
+        elif op == _FEED_STATUS:
+            proto.feed_status(_wire_key(item[1]), _TO_WIRE_ROLE[item[2]], bool(item[3]))
+        elif op == _SUBSCRIBE:
+            proto.subscribe(_wire_key(item[1]), Role.SUBSCRIBER)
+        else:
+            proto.unsubscribe(_wire_key(item[1]), Role.SUBSCRIBER)
+
+    def _unsendable(self, item: Any, exc: Exception) -> None:
+        self.link._count_dropped(1)
+        self._log.warning("link {}: a message is dropped, it cannot be sent: {}", self.name, exc)
+        party = self.party
+        op = item[0] if item.__class__ is tuple else None
+        if party is None:
+            return
+        if op == _REQUEST:
+            # Nobody over there will see it: the requestor gets its ERROR reply now.
+            party.request_ack(item[1], 0)
+        elif op == _REPLY:
+            # Keep the requestor's count right with a small reply in its place.
+            reply: Reply = item[2]
+            final = reply.status is not ReplyStatus.OK_CONTINUING
+            stand_in = Reply(
+                reply.subject,
+                status=ReplyStatus.ERROR if final else ReplyStatus.OK_CONTINUING,
+                reason=f"a {type(reply).__name__} reply could not be sent over the link",
+            )
+            self.pending.appendleft((_REPLY, item[1], stand_in))
+
+    def _write(self) -> None:
+        proto, transport = self.proto, self.transport
+        if proto is None or transport is None or self.paused or transport.is_closing():
+            return
+        data = proto.data_to_send()
+        if data:
+            transport.write(data)
+
+    def _drop_pending(self) -> None:
+        pending = self.pending
+        n = 0
+        while pending:
+            item = pending.popleft()
+            if item.__class__ is not tuple or item[0] in _DATA_OPS:
+                n += 1
+        self.link._count_dropped(n)
+
+    # ----------------------------------------------------------------- inbound
+
+    def _take_events(self) -> bool:
+        """(loop) Handle every event the protocol has; False once the session ended."""
+        proto = self.proto
+        assert proto is not None
+        next_event = proto.next_event
+        party = self.party
+        keys = self.keys
+        try:
+            while True:
+                event = next_event()
+                if event is None:
+                    return True
+                if type(event) is NotificationReceived and party is not None:
+                    key: MessageKey | None = keys.get(event.key, _UNRESOLVED)
+                    if key is _UNRESOLVED:
+                        key = self._resolve(event.key)
+                    if key is None:
+                        self.unknown += 1
+                        continue
+                    try:
+                        message = _from_wire(key.message_class, event.body)
+                    except CodecError as exc:
+                        self._corrupt_body(key, exc)
+                        return False
+                    party.notify(message)
+                    continue
+                if not self._event(event):
+                    return False
+                party = self.party
+        except ProtocolError as exc:
+            self._log.warning("link {} ({}): {}", self.name, self.address, exc)
+            self._end(f"protocol error: {exc}", _TELL)
+            return False
+
+    def _resolve(self, wire_key: WireKey) -> MessageKey | None:
+        cls = lookup_type(wire_key[0])
+        key = None
+        if cls is not None and issubclass(cls, Message):
+            key = MessageKey(cls, wire_key[1])
+        self.keys[wire_key] = key
+        return key
+
+    def _key_of(self, wire_key: WireKey, family: type[Message]) -> MessageKey | None:
+        key: MessageKey | None = self.keys.get(wire_key, _UNRESOLVED)
+        if key is _UNRESOLVED:
+            key = self._resolve(wire_key)
+        if key is None or not issubclass(key.message_class, family):
+            self.unknown += 1
+            return None
+        return key
+
+    def _corrupt_body(self, key: MessageKey, exc: Exception) -> None:
+        self.corrupt += 1
+        self._log.warning(
+            "link {} ({}, peer {}): a {} body does not decode ({}); closing the link",
+            self.name,
+            self.address,
+            self.peer,
+            key,
+            exc,
+        )
+        proto = self.proto
+        assert proto is not None
+        proto.logoff("a message body did not decode")
+        self._end(f"corrupt {key} message body: {exc}", _TELL)
+
+    def _event(self, event: Event) -> bool:
+        """(loop) Every event but the common notification; False once ended."""
+        party = self.party
+        if type(event) is RequestReceived:
+            key = self._key_of(event.key, Request)
+            if key is not None and party is not None:
+                try:
+                    message = _from_wire(key.message_class, event.body)
+                except CodecError as exc:
+                    self._corrupt_body(key, exc)
+                    return False
+                party.request(event.request_id, message)
+        elif type(event) is ReplyReceived:
+            if party is not None:
+                key = self._key_of(event.key, Reply)
+                if key is None:
+                    reply: Reply = self._stand_in_reply(event)
+                else:
+                    try:
+                        reply = _from_wire(key.message_class, event.body)  # type: ignore[assignment]
+                    except CodecError as exc:
+                        self._corrupt_body(key, exc)
+                        return False
+                party.reply(event.request_id, reply)
+        elif type(event) is RequestAcknowledged:
+            if party is not None:
+                party.request_ack(event.request_id, event.repliers)
+        elif type(event) is CancelReceived:
+            if party is not None:
+                party.cancel(event.request_id)
+        elif type(event) is Advertised:
+            key = self._key_of(event.key, _FAMILY[event.role])
+            if key is not None and party is not None:
+                party.advertise(key, _FROM_WIRE_ROLE[event.role], event.feed_state is FeedState.UP)
+        elif type(event) is FeedStatusReceived:
+            family = _FAMILY.get(event.role)
+            if family is not None:  # subscriber/requestor presence is not used here
+                key = self._key_of(event.key, family)
+                if key is not None and party is not None:
+                    party.feed_status(key, _FROM_WIRE_ROLE[event.role], event.up)
+        elif type(event) is Retracted:
+            key = self._key_of(event.key, _FAMILY[event.role])
+            if key is not None and party is not None:
+                party.retract(key, _FROM_WIRE_ROLE[event.role])
+        elif type(event) is Subscribed:
+            # Requestors need no subscription: a request names its key itself.
+            if event.role is Role.SUBSCRIBER:
+                key = self._key_of(event.key, Notification)
+                if key is not None and party is not None:
+                    party.subscribe(key)
+        elif type(event) is Unsubscribed:
+            if event.role is Role.SUBSCRIBER:
+                key = self._key_of(event.key, Notification)
+                if key is not None and party is not None:
+                    party.unsubscribe(key)
+        elif type(event) is SequenceGap:
+            self._log.warning(
+                "link {}: frames {}..{} from node {} never arrived",
+                self.name,
+                event.expected,
+                event.got - 1,
+                self.peer,
+            )
+        elif type(event) is LogonRequested or type(event) is LogonAccepted:
+            return self._logon(event.peer_node_id)
+        elif type(event) is LogonComplete:
+            self._maybe_logged_on()
+        elif type(event) is LogoffReceived:
+            self._end(f"logged off by the peer: {event.reason}", _CLOSE)
+            return False
+        elif type(event) is LogonRejected:
+            self._end(f"logon rejected by the peer: {event.reason}", _CLOSE)
+            return False
+        elif type(event) is ConnectionClosed:
+            self._end("the peer closed the connection without logging off", _CLOSE)
+            return False
+        elif type(event) is HeartbeatTimeout:
+            self._end(f"heartbeat timeout: nothing received for {event.silent_for:.3f} s", _TELL)
+            return False
+        elif type(event) is LogonTimeout:
+            self._end(f"logon timeout: not logged on after {event.waited:.3f} s", _TELL)
+            return False
+        return True
+
+    def _stand_in_reply(self, event: ReplyReceived) -> Reply:
+        """A reply of a type unknown here still counts: a base Reply takes its place
+        (ERROR when it was final, so the requestor's count stays right)."""
+        continuing = int(event.status) == int(ReplyStatus.OK_CONTINUING)
+        return Reply(
+            event.key[1],
+            status=ReplyStatus.OK_CONTINUING if continuing else ReplyStatus.ERROR,
+            reason=f"the remote node replied with a {event.key[0]!r} reply, a type not "
+            "defined at this node",
+        )
+
+    # ------------------------------------------------------------------- logon
+
+    def _logon(self, peer: str) -> bool:
+        proto = self.proto
+        assert proto is not None
+        self.peer = peer
+        link = self.link
+        refusal = link._net._claim(self, peer)
+        if refusal is not None:
+            self._log.info(
+                "link {} ({}): refusing node {}: {}", self.name, self.address, peer, refusal
+            )
+            proto.reject_logon(refusal)
+            self._end(f"logon rejected here: {refusal}", _TELL)
+            return False
+        if proto.side is Side.SERVER:
+            proto.accept_logon()
+        party = link._net.router.attach(peer, self)  # queues every advertisement now
+        self.party = self._unexpected_party = party
+        self._drain(proto)
+        proto.complete_logon()
+        self._write()
+        self._maybe_logged_on()
+        self._arm_if_earlier()
+        return True
+
+    def _maybe_logged_on(self) -> None:
+        proto = self.proto
+        if self.logged_on or proto is None or proto.state is not LinkState.CONNECTED:
+            return
+        self.logged_on = True
+        peer = self.peer
+        assert peer is not None
+        link = self.link
+        how = "dialled" if link.initiator else "accepted"
+        self._log.info(
+            "link {}: logged on with node {} at {} ({})", self.name, peer, self.address, how
+        )
+        link._logged_on(peer)
+        link._net._publish(
+            LinkLoggedOn(
+                SYSTEM_SUBJECT, peer_node=peer, address=self.address, initiator=link.initiator
+            )
+        )
+
+    # ------------------------------------------------------------------ timers
+
+    def _arm(self) -> None:
+        proto = self.proto
+        if proto is None or self.ended:
+            return
+        deadline = proto.next_deadline()
+        if deadline is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = deadline
+        self.timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _arm_if_earlier(self) -> None:
+        proto = self.proto
+        if proto is None or self.ended:
+            return
+        deadline = proto.next_deadline()
+        if deadline is not None and (self.timer_at is None or deadline < self.timer_at):
+            self._arm()
+
+    def _on_timer(self) -> None:
+        self.timer = None
+        self.timer_at = None
+        proto = self.proto
+        if proto is None or self.ended:
+            return
+        proto.tick(self.loop.time())
+        if self._take_events():
+            self._write()
+            self._arm()
+
+    # ------------------------------------------------------------------ ending
+
+    def logoff(self, reason: str) -> None:
+        """(loop) Orderly close by this node: send what is pending, then LOGOFF."""
+        if self.ended:
+            return
+        proto = self.proto
+        if proto is not None:
+            if proto.state in _SENDING:
+                self._drain(proto)
+            proto.logoff(reason)
+        self._end(f"logged off here: {reason}", _ORDERLY)
+
+    def abort(self) -> None:
+        """(loop) Reset the socket now (the node is closing and time is up)."""
+        if not self.ended:
+            self._end("aborted: the node is closing", _ABORT)
+        transport = self.transport
+        if transport is not None and not self.lost:
+            transport.abort()
+
+    def _end(self, reason: str, how: str) -> None:
+        """(loop) The session is over: close the socket, count, detach, tell."""
+        if self.ended:
+            return
+        self.ended = True
+        self.open = False
+        self.scheduled = True  # a straggler's flush is scheduled by _flush below, not by sends
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        proto, transport = self.proto, self.transport
+        if transport is not None and not transport.is_closing():
+            if how in (_ORDERLY, _TELL) and not (how == _TELL and self.paused):
+                if proto is not None:
+                    data = proto.data_to_send()
+                    if data:
+                        transport.write(data)
+                transport.close()
+                self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+            else:
+                if proto is not None:
+                    self.link._count_dropped(proto.data_queued)
+                if how == _CLOSE:
+                    transport.close()
+                    self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                else:
+                    transport.abort()
+        self._drop_pending()
+        self.scheduled = False
+        link = self.link
+        net = link._net
+        log = self._log.info if how in (_ORDERLY, _CLOSE) else self._log.warning
+        log("link {} ({}, peer {}): closed: {}", self.name, self.address, self.peer, reason)
+        party, self.party = self.party, None
+        if party is not None:
+            party.detach(reason)
+        net._release(self)
+        if transport is not None:  # every connection that was made says how it ended
+            net._publish(
+                LinkLoggedOff(
+                    SYSTEM_SUBJECT, peer_node=self.peer or "", address=self.address, reason=reason
+                )
+            )
+        link._session_over(self, reason)
+        if transport is None:
+            self._closed()
+
+    def _abort_if_open(self) -> None:
+        transport = self.transport
+        if transport is not None and not self.lost:
+            transport.abort()
+
+    def _closed(self) -> None:
+        callbacks, self.on_closed = self.on_closed, []
+        for callback in callbacks:
+            callback()
+
+
+_SENDING: Final = (LinkState.SYNCING, LinkState.CONNECTED)
+_UNRESOLVED: Final[Any] = object()
+
+
+def _endpoint(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

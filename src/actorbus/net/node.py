@@ -1,0 +1,548 @@
+"""A node's network side: I/O threads ("selectors"), services, links, the one-link rule.
+
+Theory of operation
+-------------------
+:class:`NodeNet` belongs to one :class:`~actorbus.bus.bus.Bus` (``bus.net``).  It
+owns
+
+* the **selectors**: each is a thread named ``actorbus-net-<name>`` running one
+  asyncio event loop (uvloop when importable).  Every service and link is
+  pinned to one selector for its whole life and runs only there.  The I/O
+  threads never run actor code: a link hands what arrives to the router, which
+  enqueues into mailboxes.
+* the **services** (:class:`~actorbus.net.service.Service`, listening ports)
+  and **links** (:class:`~actorbus.net.link.Link`, dialled or accepted);
+* the **one-link rule**: at most one link per remote node.  A link claims its
+  peer's node id when the logon names it (``LogonRequested`` on the accepting
+  side, ``LogonAccepted`` on the dialling side).  A second link to a node that
+  already has one is refused at logon with a reason.  When two nodes dial each
+  other at the same time both links may reach logon before either knows of
+  the other; then, on both nodes, the link dialled by the node with the
+  smaller node id (plain string order) is kept and the other is closed.  The
+  accepting side of a link that is already logged on always refuses the
+  newcomer, so an established link is never replaced by a later dial.
+
+:meth:`NodeNet.close` logs off every link with the reason "node closing",
+closes the services, stops the loops and joins their threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._log import logger
+from ..config.schema import ConnectionConfig, DispatcherKind, SelectorConfig, ServiceConfig
+from ..errors import ConfigError, Error, UsageError
+from .link import Link, LinkSettings, _Session
+from .service import Service
+
+if TYPE_CHECKING:
+    from ..bus.bus import Bus
+    from ..bus.message import Notification
+    from ..bus.router import Router
+
+__all__ = ["DEFAULT_SELECTOR", "NodeNet", "Selector"]
+
+#: Name of the selector made when the configuration names none.
+DEFAULT_SELECTOR = "default"
+
+T = TypeVar("T")
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class Selector:
+    """One network I/O thread running an asyncio event loop."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ident: int | None = None
+        self._thread = threading.Thread(target=self._run, name=f"actorbus-net-{name}", daemon=True)
+
+    def __repr__(self) -> str:
+        return f"<Selector {self.name!r}>"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "the selector has not started"
+        return self._loop
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        loop = _new_loop()
+        self._loop = loop
+        self._ident = threading.get_ident()
+        asyncio.set_event_loop(loop)
+        loop.call_soon(self._ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    def on_loop_thread(self) -> bool:
+        """True when called from this selector's own thread."""
+        return threading.get_ident() == self._ident
+
+    def call(self, fn: Callable[..., object], *args: Any) -> bool:
+        """Run ``fn(*args)`` on the loop soon; False when the loop is closed."""
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            return False
+        return True
+
+    def run(self, fn: Callable[..., T], *args: Any, timeout: float = 10.0) -> T:
+        """Run ``fn(*args)`` on the loop and return its result (or raise its error)."""
+        if self.on_loop_thread():
+            return fn(*args)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def job() -> None:
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                future.set_exception(exc)
+
+        if not self.call(job):
+            raise UsageError(f"selector {self.name!r} is stopped; the node's network is closed")
+        return future.result(timeout)
+
+    def run_coroutine(self, coro: Any, timeout: float) -> None:
+        """Run a coroutine on the loop and wait for it, at most ``timeout`` seconds."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+
+    def stop(self, timeout: float) -> None:
+        """Stop the loop and join the thread (the loop is closed by the thread)."""
+        if self._thread.is_alive():
+            self.call(self.loop.stop)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.error(
+                    "selector {}: its thread did not stop within {:g} s", self.name, timeout
+                )
+
+
+class NodeNet:
+    """The network side of one bus (see the module docstring).
+
+    Made by the bus when its configuration names services or connections, or
+    on the first :meth:`Bus.listen` / :meth:`Bus.connect`."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.node_id: str = bus.node_id
+        self.router: Router = bus.router
+        #: True once close() began: no reconnects, no new links.
+        self.closing = False
+        self._lock = threading.Lock()
+        self._selectors: dict[str, Selector] = {}
+        self._default: str = DEFAULT_SELECTOR
+        self._links: list[Link] = []
+        self._services: list[Service] = []
+        self._peers: dict[str, _Session] = {}
+        self._started = False
+        self._closed = False
+        self._counter = 0
+
+    def __repr__(self) -> str:
+        return f"<NodeNet {self.node_id} links={len(self._links)} services={len(self._services)}>"
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Start the selectors, then the configured services and connections."""
+        if self._started:
+            return
+        self._started = True
+        config = self.bus.config
+        try:
+            self._start_selectors(config.selectors)
+            for service in config.services:
+                self._listen_config(service)
+            for connection in config.connections:
+                self._connect_config(connection)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_selectors(self, configs: Iterable[SelectorConfig]) -> None:
+        configs = tuple(configs) or (SelectorConfig(name=DEFAULT_SELECTOR, is_default=True),)
+        defaults = [c.name for c in configs if c.is_default]
+        self._default = defaults[0] if defaults else configs[0].name
+        for c in configs:
+            if c.kind is not DispatcherKind.ASYNCIO:
+                logger.info(
+                    "selector {}: type {} is accepted for eBus compatibility; every selector "
+                    "runs an asyncio event loop",
+                    c.name,
+                    c.kind.value,
+                )
+            selector = Selector(c.name)
+            self._selectors[c.name] = selector
+            selector.start()
+
+    def _selector(self, name: str | None, what: str) -> Selector:
+        selector = self._selectors.get(name or self._default)
+        if selector is None:
+            known = ", ".join(sorted(self._selectors))
+            raise UsageError(
+                f"{what}: there is no selector named {name!r}; this node has {known} "
+                "(configure it under actorbus.net.selectors)"
+            )
+        return selector
+
+    def _listen_config(self, c: ServiceConfig) -> None:
+        settings = LinkSettings(
+            heartbeat_delay=c.heartbeat_delay_ms / 1000,
+            heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
+            message_queue_size=c.message_queue_size,
+            input_buffer_size=c.input_buffer_size,
+            output_buffer_size=c.output_buffer_size,
+            byte_order=_byte_order(c.byte_order),
+        )
+        self.listen(
+            c.port,
+            c.host,
+            name=c.name,
+            address_filter=c.address_filter,
+            settings=settings,
+            service_selector=c.service_selector,
+            connection_selector=c.connection_selector,
+        )
+
+    def _connect_config(self, c: ConnectionConfig) -> None:
+        settings = LinkSettings(
+            heartbeat_delay=c.heartbeat_delay_ms / 1000,
+            heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
+            message_queue_size=c.message_queue_size,
+            input_buffer_size=c.input_buffer_size,
+            output_buffer_size=c.output_buffer_size,
+            byte_order=_byte_order(c.byte_order),
+        )
+        self.connect(
+            c.host,
+            c.port,
+            name=c.name,
+            settings=settings,
+            bind_port=c.bind_port,
+            reconnect=c.reconnect,
+            reconnect_delay=c.reconnect_delay_ms / 1000,
+            selector=c.selector,
+        )
+
+    # ----------------------------------------------------------- services, links
+
+    def listen(
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        *,
+        name: str | None = None,
+        address_filter: Iterable[str] = (),
+        settings: LinkSettings | None = None,
+        service_selector: str | None = None,
+        connection_selector: str | None = None,
+    ) -> Service:
+        """Open a listening service; see :meth:`Bus.listen`."""
+        self._check_open("listen()")
+        if name is None:
+            name = f"service-{self._next()}"
+        selector = self._selector(service_selector, f"service {name!r}")
+        conn_selector = self._selector(connection_selector or service_selector, f"service {name!r}")
+        service = Service(
+            self,
+            name=name,
+            host=host,
+            port=port,
+            address_filter=tuple(address_filter),
+            settings=settings or LinkSettings(),
+            selector=selector,
+            connection_selector=conn_selector,
+        )
+        with self._lock:
+            self._services.append(service)
+        try:
+            service._open()
+        except BaseException:
+            with self._lock:
+                self._services.remove(service)
+            raise
+        return service
+
+    def connect(
+        self,
+        host: str,
+        port: int,
+        *,
+        name: str | None = None,
+        settings: LinkSettings | None = None,
+        bind_host: str | None = None,
+        bind_port: int = 0,
+        reconnect: bool = False,
+        reconnect_delay: float = 5.0,
+        selector: str | None = None,
+    ) -> Link:
+        """Dial a remote node's service; see :meth:`Bus.connect`."""
+        self._check_open("connect()")
+        if type(port) is not int or not 0 < port <= 65535:
+            raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
+        if type(bind_port) is not int or not 0 <= bind_port <= 65535:
+            raise UsageError(f"connect(bind_port={bind_port!r}): expected a port from 0 to 65535")
+        if type(reconnect_delay) not in (int, float) or not 0 <= reconnect_delay < float("inf"):
+            raise UsageError(
+                f"connect(reconnect_delay={reconnect_delay!r}): expected a finite number of "
+                "seconds >= 0"
+            )
+        if name is None:
+            name = f"{host}:{port}"
+        sel = self._selector(selector, f"connection {name!r}")
+        link = Link(
+            self,
+            sel,
+            settings or LinkSettings(),
+            name=name,
+            initiator=True,
+            host=host,
+            port=port,
+            bind_host=bind_host,
+            bind_port=bind_port,
+            reconnect=reconnect,
+            reconnect_delay=float(reconnect_delay),
+        )
+        with self._lock:
+            self._links.append(link)
+        sel.call(link._start)
+        return link
+
+    def _accepted(self, service: Service, sock: Any, host: str, port: int, address: str) -> None:
+        """(service loop) A service accepted ``sock``: make its link on the
+        connection selector."""
+        selector = service.connection_selector
+        link = Link(
+            self,
+            selector,
+            service.settings,
+            name=f"{service.name}<-{address}",
+            initiator=False,
+            host=host,
+            port=port,
+            service=service,
+        )
+        with self._lock:
+            if self.closing:
+                sock.close()
+                return
+            self._links.append(link)
+        if selector.on_loop_thread():
+            link._adopt(sock)
+        elif not selector.call(link._adopt, sock):
+            sock.close()
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """Every link that is not closed for good (dialled and accepted)."""
+        with self._lock:
+            return tuple(self._links)
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        with self._lock:
+            return tuple(self._services)
+
+    def link_to(self, node_id: str) -> Link | None:
+        """The link logged on (or logging on) with node ``node_id``, if any."""
+        with self._lock:
+            session = self._peers.get(node_id)
+        return session.link if session is not None else None
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of every service and link, for monitoring (any thread)."""
+        return {
+            "node": self.node_id,
+            "services": {s.name: s.counters for s in self.services},
+            "links": {link.name: link.counters for link in self.links},
+        }
+
+    # ------------------------------------------------------ used by links/services
+
+    def _next(self) -> int:
+        with self._lock:
+            self._counter += 1
+            return self._counter
+
+    def _check_open(self, what: str) -> None:
+        if self.closing:
+            raise UsageError(f"{what} on node {self.node_id} whose network is closed")
+
+    def _claim(self, session: _Session, peer: str) -> str | None:
+        """Claim ``peer`` for ``session`` (the one-link rule); the refusal reason, or None."""
+        if peer == self.node_id:
+            return f"node {peer!r} cannot link to itself (both ends have the same node id)"
+        victim: _Session | None = None
+        with self._lock:
+            if self.closing:
+                return "the node is closing"
+            old = self._peers.get(peer)
+            if old is not None and not old.ended:
+                ours = session.link.initiator
+                if old.link.initiator == ours or (not ours and old.logged_on):
+                    return (
+                        f"node {peer!r} already has a link to node {self.node_id!r}; only one "
+                        "link may exist between two nodes"
+                    )
+                # The two nodes dialled each other: both keep the link dialled by the
+                # node with the smaller id.
+                winner = min(self.node_id, peer)
+                if ours != (winner == self.node_id):
+                    return (
+                        f"nodes {self.node_id!r} and {peer!r} dialled each other; the link "
+                        f"dialled by {winner!r} is kept"
+                    )
+                victim = old
+            self._peers[peer] = session
+        if victim is not None:
+            reason = (
+                f"nodes {self.node_id!r} and {peer!r} dialled each other; the link dialled "
+                f"by {min(self.node_id, peer)!r} is kept"
+            )
+            selector = victim.link.selector
+            if selector.on_loop_thread():
+                victim.logoff(reason)
+            else:
+                selector.call(victim.logoff, reason)
+        return None
+
+    def _release(self, session: _Session) -> None:
+        peer = session.peer
+        if peer is None:
+            return
+        with self._lock:
+            if self._peers.get(peer) is session:
+                del self._peers[peer]
+
+    def _forget(self, link: Link) -> None:
+        with self._lock:
+            if link not in self._links:
+                return
+            self._links.remove(link)
+        if link.service is not None:
+            link.service._retire(link)
+
+    def _publish(self, message: Notification) -> None:
+        try:
+            self.bus._publish_system(message)
+        except Error as exc:  # the bus is closing under us: nobody is listening
+            logger.debug("node {}: system notification not published: {}", self.node_id, exc)
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Log off every link ("node closing"), close the services, stop the I/O
+        threads.  Waits at most about ``timeout`` seconds.  Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.closing = True
+            services = list(self._services)
+            links = list(self._links)
+        for selector in self._selectors.values():
+            if selector.on_loop_thread():
+                raise UsageError(
+                    "Bus.close() from a network I/O thread would wait for itself; close "
+                    "the bus from another thread"
+                )
+        for service in services:
+            service._close(timeout)
+        by_selector: dict[Selector, list[Link]] = {}
+        for link in links:
+            by_selector.setdefault(link.selector, []).append(link)
+        futures = []
+        for selector, group in by_selector.items():
+            coro = _close_links(group, "node closing", timeout)
+            try:
+                futures.append(asyncio.run_coroutine_threadsafe(coro, selector.loop))
+            except RuntimeError:
+                coro.close()
+        for future in futures:
+            try:
+                future.result(timeout + 2 * _ABORT_WAIT)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+        for selector in self._selectors.values():
+            selector.stop(timeout)
+        with self._lock:
+            self._links.clear()
+            self._peers.clear()
+
+
+#: How long close waits for aborted sockets to report they are gone.
+_ABORT_WAIT = 1.0
+
+
+async def _close_links(links: list[Link], reason: str, timeout: float) -> None:
+    """(loop) Log off ``links``, wait for their sockets to close, abort stragglers."""
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[None]] = []
+    for link in links:
+        future: asyncio.Future[None] = loop.create_future()
+        waits.append(future)
+        link._close_on_loop(reason, _setter(future))
+    if waits:
+        await asyncio.wait(waits, timeout=timeout)
+    stragglers: list[asyncio.Future[None]] = []
+    for link in links:
+        session = link._session
+        if session is not None and not session.lost and session.transport is not None:
+            future = loop.create_future()
+            session.on_closed.append(_setter(future))
+            stragglers.append(future)
+            session.abort()
+    if stragglers:
+        await asyncio.wait(stragglers, timeout=_ABORT_WAIT)
+    # Give cancelled dials one turn of the loop to let go of their sockets.
+    await asyncio.sleep(0)
+
+
+def _setter(future: asyncio.Future[None]) -> Callable[[], None]:
+    def done() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    return done
+
+
+def _byte_order(value: str) -> Any:
+    order = value.lower()
+    if order not in ("big", "little"):
+        raise ConfigError(f"byteOrder={value!r}: expected big or little")
+    return order

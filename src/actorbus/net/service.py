@@ -1,0 +1,275 @@
+"""Services: listening TCP ports that accept links from other nodes.
+
+A :class:`Service` binds its socket on the caller's thread (so a bad address or
+a port in use is an error raised by :meth:`Bus.listen` or at bus start), then
+accepts on its *service selector*.  Each accepted socket is checked against the
+service's **positive address filter** — a list of hosts (``"10.1.0.5"``) and
+endpoints (``"10.1.0.5:7000"``); when the list is not empty, a peer matching no
+entry is closed at once and counted in ``refused`` — and otherwise becomes a
+:class:`~actorbus.net.link.Link` on the *connection selector*, which runs the
+logon.  ``ServiceStarted`` and ``ConnectionAccepted`` system notifications are
+published on the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .._log import logger
+from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
+from ..errors import ConfigError, UsageError
+from .link import Link, LinkSettings, LinkStats, _endpoint
+
+if TYPE_CHECKING:
+    from .node import NodeNet, Selector
+
+__all__ = ["Service", "ServiceStats"]
+
+_BACKLOG: Final = 128
+#: Pause after accept() fails (out of file descriptors, ...) before trying again.
+_ACCEPT_RETRY: Final = 0.1
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStats:
+    """Counters of one service."""
+
+    #: Connections accepted (admitted by the address filter).
+    accepted: int
+    #: Connections closed at once because the address filter does not admit the peer.
+    refused: int
+    #: Links of this service open now.
+    open_links: int
+    #: The counters of every link this service accepted, open or closed, summed.
+    links: LinkStats
+
+
+class Service:
+    """A listening port (see the module docstring).  Made by :meth:`Bus.listen`
+    or by the bus for each configured service."""
+
+    def __init__(
+        self,
+        net: NodeNet,
+        *,
+        name: str,
+        host: str,
+        port: int,
+        address_filter: tuple[str, ...],
+        settings: LinkSettings,
+        selector: Selector,
+        connection_selector: Selector,
+    ) -> None:
+        if type(port) is not int or not 0 <= port <= 65535:
+            raise UsageError(
+                f"service {name!r}: port={port!r}; expected 1..65535, or 0 for any free port"
+            )
+        self.name = name
+        self.host = host
+        self.settings = settings
+        self.selector = selector
+        self.connection_selector = connection_selector
+        #: the bound port (the one the OS chose when 0 was asked for).
+        self.port = port
+        self.address_filter = address_filter
+        self._filter = _parse_filter(name, address_filter)
+        self._net = net
+        self._sock: socket.socket | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()
+        self._accepted = 0
+        self._refused = 0
+        self._retired = LinkStats()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Service {self.name!r} {self.address}>"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the service listens on."""
+        return _endpoint(self.host, self.port)
+
+    @property
+    def counters(self) -> ServiceStats:
+        """Accepted and refused connections, and the summed counters of its links."""
+        links = [link for link in self._net.links if link.service is self]
+        total = self._retired
+        for link in links:
+            total = total + link.counters
+        with self._lock:
+            return ServiceStats(self._accepted, self._refused, len(links), total)
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        """The links this service accepted that are still open."""
+        return tuple(link for link in self._net.links if link.service is self)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop listening.  Links already accepted stay up (close them, or the bus)."""
+        self._close(timeout)
+
+    # ------------------------------------------------------------------ inside
+
+    def _open(self) -> None:
+        try:
+            infos = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except socket.gaierror as exc:
+            raise ConfigError(
+                f"service {self.name!r}: cannot resolve host {self.host!r} ({exc.strerror}); "
+                "give an address this machine has, e.g. 127.0.0.1 or 0.0.0.0"
+            ) from exc
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"service {self.name!r}: cannot listen on {_endpoint(self.host, self.port)}: "
+                f"{exc.strerror or exc}; choose another port (0 picks a free one) or stop "
+                "what holds it"
+            ) from exc
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self.selector.run(self._start_accepting)
+        logger.info("service {}: listening on {}", self.name, self.address)
+        self._net._publish(ServiceStarted(SYSTEM_SUBJECT, service=self.name, address=self.address))
+
+    def _start_accepting(self) -> None:
+        self._task = self.selector.loop.create_task(self._accept_loop())
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        listener = self._sock
+        assert listener is not None
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(listener)
+            except OSError as exc:
+                logger.warning(
+                    "service {}: accept failed ({}); trying again", self.name, exc.strerror or exc
+                )
+                await asyncio.sleep(_ACCEPT_RETRY)
+                continue
+            self._admit(sock, peer)
+
+    def _admit(self, sock: socket.socket, peer: Any) -> None:
+        host, port = str(peer[0]), int(peer[1])
+        address = _endpoint(host, port)
+        if self._filter and not self._allowed(host, port):
+            sock.close()
+            with self._lock:
+                self._refused += 1
+            logger.warning(
+                "service {}: refused a connection from {}: not in the address filter {}",
+                self.name,
+                address,
+                ", ".join(self.address_filter),
+            )
+            return
+        with self._lock:
+            self._accepted += 1
+        logger.info("service {}: accepted a connection from {}", self.name, address)
+        self._net._publish(
+            ConnectionAccepted(SYSTEM_SUBJECT, service=self.name, remote_address=address)
+        )
+        self._net._accepted(self, sock, host, port, address)
+
+    def _allowed(self, host: str, port: int) -> bool:
+        ip = _normalise(host)
+        if ip is None:
+            return False
+        for allowed_ip, allowed_port in self._filter:
+            if ip == allowed_ip and (allowed_port is None or allowed_port == port):
+                return True
+        return False
+
+    def _retire(self, link: Link) -> None:
+        counters = link.counters
+        with self._lock:
+            self._retired = self._retired + counters
+
+    def _close(self, timeout: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._sock is None:
+            return
+        try:
+            self.selector.run_coroutine(self._stop(), timeout)
+        except RuntimeError:  # the loop is gone: nothing accepts any more
+            pass
+        if self._sock.fileno() >= 0:
+            self._sock.close()
+        logger.info("service {}: closed", self.name)
+
+    async def _stop(self) -> None:
+        task = self._task
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+
+
+def _normalise(host: str) -> IPAddress | None:
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _parse_filter(name: str, entries: Iterable[str]) -> list[tuple[IPAddress, int | None]]:
+    """``["h", "h:port", "[v6]:port", "v6"]`` -> (address, port or None) pairs;
+    host names are resolved once, here."""
+    parsed: list[tuple[IPAddress, int | None]] = []
+    for raw in entries:
+        entry = raw.strip()
+        host, port_text = entry, ""
+        if entry.startswith("["):
+            host, _, rest = entry[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else rest
+        elif entry.count(":") == 1:
+            host, _, port_text = entry.partition(":")
+        port: int | None = None
+        if port_text:
+            if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+                raise ConfigError(
+                    f"service {name!r}: address filter entry {raw!r} has port {port_text!r}; "
+                    "expected a host or host:port with a port from 1 to 65535"
+                )
+            port = int(port_text)
+        ip = _normalise(host)
+        if ip is not None:
+            parsed.append((ip, port))
+            continue
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ConfigError(
+                f"service {name!r}: address filter entry {raw!r} names host {host!r}, which "
+                f"does not resolve ({exc.strerror}); give an IP address or a known host name"
+            ) from exc
+        for info in infos:
+            resolved = _normalise(str(info[4][0]))
+            if resolved is not None and (resolved, port) not in parsed:
+                parsed.append((resolved, port))
+    return parsed

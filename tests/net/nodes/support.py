@@ -1,0 +1,313 @@
+"""Helpers for the link tests: buses, system-notification logs, raw protocol peers,
+subprocess nodes.  Everything here closes what it opens."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from actorbus.bus.bus import Bus
+from actorbus.bus.inbox import Inbox
+from actorbus.bus.system import (
+    SYSTEM_SUBJECT,
+    ConnectionAccepted,
+    LinkLoggedOff,
+    LinkLoggedOn,
+    ServiceStarted,
+)
+from actorbus.net.protocol import (
+    Event,
+    LinkProtocol,
+    LogonAccepted,
+    LogonComplete,
+    LogonRequested,
+    ProtocolSettings,
+    Side,
+)
+from actorbus.testing import Recorder, wait_until
+
+NODE_SCRIPT = Path(__file__).with_name("node.py")
+E = TypeVar("E", bound=Event)
+
+
+@contextlib.contextmanager
+def buses(*node_ids: str, **kwargs: Any) -> Iterator[list[Bus]]:
+    """Buses with the given node ids, all closed on exit."""
+    made: list[Bus] = []
+    try:
+        for node_id in node_ids:
+            made.append(Bus(node_id=node_id, **kwargs))
+        yield made
+    finally:
+        for bus in reversed(made):
+            bus.close()
+
+
+def started(bus: Bus, *actors: Recorder) -> None:
+    """Register and start ``actors`` on ``bus``."""
+    for actor in actors:
+        bus.register(actor)
+    bus.startup(list(actors)).wait(5)
+
+
+def linked(a: Bus, b: Bus, **connect: Any) -> Any:
+    """``b`` dials a service of ``a``; returns (service, link) once logged on."""
+    service = a.listen(0)
+    link = b.connect("127.0.0.1", service.port, **connect)
+    link.wait_logged_on(5)
+    # the accepting side logs on when the dialler's LOGON_COMPLETE arrives
+    wait_for(lambda: any(x.is_logged_on for x in service.links), "the accepted link logs on")
+    return service, link
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    """Wait until ``predicate()`` holds (for state that has no event to wait on)."""
+    if not wait_until(predicate, timeout):
+        raise AssertionError(f"timed out after {timeout} s waiting until {what}")
+
+
+class SystemLog:
+    """Inboxes on a bus's system notifications."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.logged_on: Inbox[LinkLoggedOn] = bus.inbox(LinkLoggedOn, SYSTEM_SUBJECT)
+        self.logged_off: Inbox[LinkLoggedOff] = bus.inbox(LinkLoggedOff, SYSTEM_SUBJECT)
+        self.accepted: Inbox[ConnectionAccepted] = bus.inbox(ConnectionAccepted, SYSTEM_SUBJECT)
+        self.started: Inbox[ServiceStarted] = bus.inbox(ServiceStarted, SYSTEM_SUBJECT)
+
+    @staticmethod
+    def next(inbox: Inbox[Any], timeout: float = 5.0) -> Any:
+        message = inbox.receive(timeout)
+        assert message is not None, f"no {inbox.key} within {timeout} s"
+        return message
+
+
+# ====================================================================== raw peers
+
+
+class RawPeer:
+    """One protocol end driven by hand over a blocking socket: a peer that can
+    complete the logon and then misbehave (stop reading, send garbage, ...)."""
+
+    def __init__(self, sock: socket.socket, side: Side, node_id: str) -> None:
+        self.sock = sock
+        self.proto = LinkProtocol(
+            side,
+            node_id,
+            time.monotonic(),
+            is_known_type=lambda name: True,
+            settings=ProtocolSettings(logon_timeout=0),
+        )
+        self.seen: list[Event] = []
+
+    @classmethod
+    def connect(
+        cls,
+        port: int,
+        node_id: str,
+        *,
+        host: str = "127.0.0.1",
+        rcvbuf: int | None = None,
+    ) -> RawPeer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            if rcvbuf is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            sock.settimeout(5)
+            sock.connect((host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, Side.CLIENT, node_id)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self) -> None:
+        data = self.proto.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def expect(self, kind: type[E], timeout: float = 5.0) -> E:
+        """Read until an event of ``kind`` arrives (others are kept in ``seen``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.proto.events():
+                self.seen.append(event)
+                if isinstance(event, kind):
+                    self.send()
+                    return event
+            self.send()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {kind.__name__} within {timeout} s; saw {self.seen}")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            self.proto.receive_data(data, time.monotonic())
+            if not data:
+                self.seen.extend(self.proto.events())
+                found = [e for e in self.seen if isinstance(e, kind)]
+                if found:
+                    return found[-1]
+                raise AssertionError(f"EOF before {kind.__name__}; saw {self.seen}")
+
+    def read_until_closed(self, timeout: float = 5.0) -> bytes:
+        """Every byte the node sends until it closes the connection."""
+        chunks = []
+        self.sock.settimeout(timeout)
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+
+    def logon(self) -> str:
+        """(client) Log on to the node and complete the handshake; the node's id."""
+        self.proto.logon()
+        self.send()
+        accepted = self.expect(LogonAccepted)
+        self.proto.complete_logon()
+        self.send()
+        self.expect(LogonComplete)
+        return accepted.peer_node_id
+
+    def serve_logon(self, complete: bool = True) -> str:
+        """(server) Accept the node's logon; with ``complete`` also finish it."""
+        requested = self.expect(LogonRequested)
+        self.proto.accept_logon()
+        if complete:
+            self.proto.complete_logon()
+        self.send()
+        return requested.peer_node_id
+
+
+@contextlib.contextmanager
+def raw_listener(host: str = "127.0.0.1") -> Iterator[socket.socket]:
+    """A plain listening socket (a node that speaks the protocol by hand)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        sock.listen(8)
+        sock.settimeout(5)
+        yield sock
+    finally:
+        sock.close()
+
+
+def accept_raw(listener: socket.socket, node_id: str, *, rcvbuf: int | None = None) -> RawPeer:
+    sock, _ = listener.accept()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    return RawPeer(sock, Side.SERVER, node_id)
+
+
+# ============================================================== subprocess nodes
+
+
+class NodeProcess:
+    """A bus node in a subprocess (tests/net/nodes/node.py), killed and reaped on exit."""
+
+    def __init__(self, tmp_path: Path, node_id: str, roles: str, subject: str, props: str) -> None:
+        self.node_id = node_id
+        self.config = tmp_path / f"{node_id}.properties"
+        self.config.write_text(props)
+        self.log = tmp_path / f"{node_id}.log"
+        self.args = [sys.executable, str(NODE_SCRIPT), str(self.config), node_id, roles, subject]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: Any = None
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start the process and wait for its READY line."""
+        assert self.proc is None
+        self._stderr = self.log.open("ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(remaining, 0))
+            if not ready:
+                self.kill()
+                raise AssertionError(f"node {self.node_id} not ready in {timeout} s: {self.tail()}")
+            chunk = os.read(self.proc.stdout.fileno(), 1)
+            if not chunk:
+                self.kill()
+                raise AssertionError(f"node {self.node_id} exited before READY: {self.tail()}")
+            line += chunk
+        assert line.decode().split() == ["READY", self.node_id], line
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL and reap."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Close its stdin (it closes its bus and exits); kill if it does not."""
+        proc = self.proc
+        assert proc is not None
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            code = proc.wait(timeout)
+        finally:
+            self.kill()
+        return code
+
+    def __enter__(self) -> NodeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def client_props(port: int, *, reconnect_delay_ms: int = 50, extra: str = "") -> str:
+    """Properties of a node that dials 127.0.0.1:port (with reconnect)."""
+    return (
+        "actorbus.connections = test\n"
+        "actorbus.connection.test.host = 127.0.0.1\n"
+        f"actorbus.connection.test.port = {port}\n"
+        "actorbus.connection.test.reconnect = true\n"
+        f"actorbus.connection.test.reconnectDelay = {reconnect_delay_ms}\n" + extra
+    )
