@@ -751,9 +751,14 @@ class _SequenceType(FieldType):
         return tuple(self._each(value, self.item.check))
 
     def to_wire(self, value: Any) -> object:
-        if self.item.native:
+        item = self.item
+        if item.native:
             return value
-        enc = self.item.to_wire
+        if type(item) is _StructType:
+            cls = item._cls
+            if cls._ab_enc is None and all(type(v) is cls for v in value):
+                return value  # structs of the declared class are their own wire form
+        enc = item.to_wire
         return tuple([enc(v) for v in value])
 
     def from_wire(self, obj: object) -> object:
