@@ -24,8 +24,11 @@ callback at once on the calling thread; their callbacks only enqueue.
 
 State lives in the :class:`~actorbus.bus.router.Router`, which does all the
 counting under its lock and posts status changes.  The publish path takes no
-lock: the router keeps, per key and per publisher category, an immutable tuple
-of *routes* (one callable per matching subscriber) that it swaps atomically.
+lock: the router keeps, per key and per publisher category, immutable tuples of
+*routes* that it swaps atomically (copy on write).  A subscriber owned by an
+actor is reached by inlining its mailbox's ``post`` in the publish loop
+(``Mailbox.post_parts``: one Python call fewer per delivery); other
+subscribers (inboxes, remote proxies) by calling their route.
 
 Request/reply: :meth:`RequestFeed.request` picks the in-scope repliers that are
 advertised, UP and whose condition accepts the request, and returns a
@@ -70,6 +73,10 @@ class _Phase(enum.Enum):
     OPEN = "open"
     PLACED = "placed"
     CLOSED = "closed"
+
+
+#: module-level alias: a global load is cheaper than ``_Phase.PLACED`` on hot paths.
+_PLACED = _Phase.PLACED
 
 
 def _direct(fn: Callable[..., Any], *args: Any) -> None:
@@ -240,7 +247,7 @@ class PublishFeed(Feed, Generic[N]):
     :meth:`update_feed_state` before publishing; publishing while your declared
     state is DOWN is an error."""
 
-    __slots__ = ("_cb_status", "_declared", "_given_status")
+    __slots__ = ("_cb_status", "_declared", "_given_status", "_mcls", "_subject")
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
 
@@ -249,6 +256,8 @@ class PublishFeed(Feed, Generic[N]):
         self._given_status: Callback | None = None
         self._cb_status: Callback | None = None
         self._declared = False
+        self._mcls: type = self._key.message_class
+        self._subject: str = self._key.subject
 
     def status_callback(self, fn: Callable[[FeedState, PublishFeed[N]], object]) -> None:
         """Set the publish-status callback ``fn(state, feed)`` (only while not advertised)."""
@@ -299,13 +308,23 @@ class PublishFeed(Feed, Generic[N]):
 
     def publish(self, message: N) -> None:
         """Send ``message`` to every in-scope subscriber of this key."""
-        if not self._declared:
+        if (
+            not self._declared
+            or type(message) is not self._mcls
+            or message.subject != self._subject
+        ):
             self._publish_refused(message)
-        key = self._key
-        if type(message) is not key.message_class or message.subject != key.subject:
-            self._publish_refused(message)
-        for route in self._entry.routes[self._cat]:
-            route(message)
+        # One atomic read of this category's routes (see the router): subscribers
+        # posting to a mailbox get Mailbox.post inlined (``post_parts``), the
+        # others (inboxes, remote proxies) are called.
+        local, other = self._entry.routes[self._cat]
+        for put, claim, schedule, mailbox, deliver in local:
+            put((deliver, message))
+            if claim(0, False):
+                schedule(mailbox)
+        if other:
+            for route in other:
+                route(message)
 
     def _publish_refused(self, message: object) -> None:
         key = self._key
@@ -343,7 +362,14 @@ class SubscribeFeed(Feed, Generic[N]):
     runs, so none is delivered after an unsubscribe made on the owner's own thread;
     one made from another thread may race with a delivery already running."""
 
-    __slots__ = ("_cb_message", "_cb_status", "_given_message", "_given_status", "_route")
+    __slots__ = (
+        "_cb_message",
+        "_cb_status",
+        "_given_message",
+        "_given_status",
+        "_inline",
+        "_route",
+    )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
 
@@ -353,15 +379,27 @@ class SubscribeFeed(Feed, Generic[N]):
         self._given_message: Callback | None = None
         self._cb_status: Callback | None = None
         self._cb_message: Callback | None = None
-        self._route: Callable[[Any], None] = self._make_route()
+        # How a publisher reaches this feed.  When the poster is a mailbox's
+        # ``post``, ``_inline`` is ``(put, claim, schedule, mailbox, deliver)``
+        # and the publish loop inlines the post (see ``Mailbox.post_parts``);
+        # otherwise ``_route(message)`` is called: the delivery itself for a
+        # direct poster (remote proxies replace it with their transport), or a
+        # partial that posts it.  Exactly one of the two is set.
+        deliver = self._deliver if self._condition is None else self._deliver_if
+        post = self._post
+        mailbox = getattr(post, "__self__", None)
+        parts = getattr(mailbox, "post_parts", None) if post is not _direct else None
+        self._inline: tuple[Any, ...] | None = None
+        self._route: Callable[[Any], None] | None = None
+        if parts is not None:
+            put, claim, schedule = parts()
+            self._inline = (put, claim, schedule, mailbox, deliver)
+        elif post is _direct:
+            self._route = deliver
+        else:
+            import functools
 
-    def _make_route(self) -> Callable[[Any], None]:
-        post, deliver = self._post, self._deliver
-        if post is _direct:
-            return deliver
-        import functools
-
-        return functools.partial(post, deliver)
+            self._route = functools.partial(post, deliver)
 
     def status_callback(self, fn: Callable[[FeedState, SubscribeFeed[N]], object]) -> None:
         """Set the feed-status callback ``fn(state, feed)`` (only while not subscribed)."""
@@ -394,15 +432,16 @@ class SubscribeFeed(Feed, Generic[N]):
         self._router._retract_subscriber(self)
         self._phase = _Phase.OPEN
 
+    # The delivery task, run on the owner's dispatcher: drop the message if the
+    # feed was retracted since it was queued; check the condition just before
+    # delivering.  While placed, ``_cb_message`` is set (subscribe() resolved it).
     def _deliver(self, message: Any) -> None:
-        if self._phase is not _Phase.PLACED:
-            return
-        cond = self._condition
-        if cond is not None and not cond(message):
-            return
-        cb = self._cb_message
-        if cb is not None:
-            cb(message, self)
+        if self._phase is _PLACED:
+            self._cb_message(message, self)  # type: ignore[misc]
+
+    def _deliver_if(self, message: Any) -> None:
+        if self._phase is _PLACED and self._condition(message):  # type: ignore[misc]
+            self._cb_message(message, self)  # type: ignore[misc]
 
     def _fire_status(self, up: bool) -> None:
         if self._phase is _Phase.PLACED and self._cb_status is not None:
@@ -571,7 +610,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
         feed = self.feed
-        feed._post(feed._deliver_reply, self, reply, max(remaining, 0))
+        feed._post(feed._deliver_reply, (self, reply, max(remaining, 0)))
         if remaining <= 0:
             self._finish()
         return True
@@ -627,7 +666,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, self, error, max(remaining, 0))
+        self.feed._post(self.feed._deliver_reply, (self, error, max(remaining, 0)))
         if remaining <= 0:
             self._finish()
 
@@ -645,7 +684,7 @@ class RequestHandle(Generic[Q]):
         for incoming in active:
             incoming.feed._send_cancel(incoming)
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, self, error, 0)
+        self.feed._post(self.feed._deliver_reply, (self, error, 0))
         self._finish()
 
     def __repr__(self) -> str:
@@ -658,7 +697,15 @@ class RequestFeed(Feed, Generic[Q]):
     Told UP (``on_feed_status``) when at least one in-scope replier is advertised
     and UP."""
 
-    __slots__ = ("_cb_reply", "_cb_status", "_given_reply", "_given_status", "_reply_by_class")
+    __slots__ = (
+        "_cb_reply",
+        "_cb_status",
+        "_given_reply",
+        "_given_status",
+        "_mcls",
+        "_reply_by_class",
+        "_subject",
+    )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
 
@@ -669,6 +716,8 @@ class RequestFeed(Feed, Generic[Q]):
         self._cb_status: Callback | None = None
         self._cb_reply: Callback | None = None
         self._reply_by_class: dict[type, Callback] = {}
+        self._mcls: type = self._key.message_class
+        self._subject: str = self._key.subject
 
     def status_callback(self, fn: Callable[[FeedState, RequestFeed[Q]], object]) -> None:
         """Set the feed-status callback ``fn(state, feed)``."""
@@ -727,9 +776,10 @@ class RequestFeed(Feed, Generic[Q]):
         accepts it.  Raises :class:`~actorbus.RequestError` at once when there is
         none.  With ``timeout`` (seconds), the request ends with an ERROR reply
         "timed out after …" if repliers are still active then."""
-        self._require(_Phase.PLACED, "request()")
-        key = self._key
-        if type(message) is not key.message_class or message.subject != key.subject:
+        if self._phase is not _PLACED:
+            self._require(_PLACED, "request()")
+        if type(message) is not self._mcls or message.subject != self._subject:
+            key = self._key
             raise UsageError(
                 f"request() on feed {key} got {MessageKey.of(message) if isinstance(message, Message) else message!r}; "
                 f"a request feed sends only its own key"
@@ -738,7 +788,10 @@ class RequestFeed(Feed, Generic[Q]):
             raise UsageError(f"request() timeout must be > 0 seconds, found {timeout!r}")
         return self._router._request(self, message, timeout)
 
-    def _deliver_reply(self, handle: RequestHandle[Q], reply: Reply, remaining: int) -> None:
+    def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int]) -> None:
+        # one argument, (handle, reply, remaining): a one-argument task is the
+        # mailbox's cheapest kind
+        handle, reply, remaining = item
         if handle._cancelled:
             return
         cb = self._reply_by_class.get(type(reply), self._cb_reply)
@@ -854,7 +907,7 @@ class ReplyFeed(Feed, Generic[Q]):
         self._post(self._deliver_request, incoming)
 
     def _deliver_request(self, incoming: IncomingRequest[Q]) -> None:
-        if not incoming.is_active:
+        if incoming._final or incoming.cancelled:
             self._outstanding.pop(incoming.id, None)
             return
         cb = self._cb_request

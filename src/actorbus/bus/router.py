@@ -20,9 +20,14 @@ side; a feed whose state differs from what it last reported gets a status task
 posted to its owner's mailbox — so callbacks fire only on change, in the order
 the changes happened, and never under the owner's feet.
 
-Publishing takes no lock: ``entry.routes[c]`` is an immutable tuple of the
-delivery callables of the subscribers matching category c, rebuilt (copy on
-write) whenever a subscriber comes or goes.  A publish is one loop over it.
+Publishing takes no lock: ``entry.routes[c]`` is an immutable pair of tuples
+``(local, other)`` for the subscribers matching category c, replaced (copy on
+write, under the lock) whenever a subscriber comes or goes, so a publisher
+reads it with one atomic load.  ``local`` holds, per subscriber whose poster is
+an actor's mailbox, ``(put, claim, schedule, mailbox, deliver)``: the publish
+loop inlines ``Mailbox.post`` with them, which saves a Python call per
+delivery.  ``other`` holds the delivery callables of the rest (inboxes, remote
+proxies).  Subscribers keep their placement order in both.
 
 Remote peers
 ------------
@@ -76,6 +81,11 @@ class Role(enum.Enum):
     REQUESTOR = "requestor"
 
 
+#: per category: (inlined mailbox posts, other delivery callables); see the module doc.
+_Routes = tuple[tuple[tuple[Any, ...], ...], tuple[Callable[[Any], None], ...]]
+_NO_ROUTES: _Routes = ((), ())
+
+
 class _Entry:
     __slots__ = (
         "key",
@@ -97,7 +107,7 @@ class _Entry:
         self.subs: list[SubscribeFeed[Any]] = []
         self.repliers: tuple[ReplyFeed[Any], ...] = ()
         self.requestors: list[RequestFeed[Any]] = []
-        self.routes: list[tuple[Callable[[Any], None], ...]] = [(), (), (), ()]
+        self.routes: list[_Routes] = [_NO_ROUTES] * 4
         self.up_pubs = [0, 0, 0, 0]
         self.subs_n = [0, 0, 0, 0]
         self.up_reps = [0, 0, 0, 0]
@@ -192,7 +202,7 @@ class Router:
             entry = self._live_entry(feed)
             entry.subs.append(feed)
             entry.subs_n[feed._cat] += 1
-            self._rebuild_routes(entry)
+            self._add_route(entry, feed)
             feed._reported = False
             self._report(feed, _any(entry.up_pubs, MATCHING[feed._cat]))
             self._refresh_publishers(entry)
@@ -203,12 +213,41 @@ class Router:
             entry.subs.remove(feed)
             entry.subs_n[feed._cat] -= 1
             feed._reported = False
-            self._rebuild_routes(entry)
+            self._drop_route(entry, feed)
             self._refresh_publishers(entry)
 
-    def _rebuild_routes(self, entry: _Entry) -> None:
-        subs = entry.subs
-        entry.routes = [tuple(s._route for s in subs if MATCH[c][s._cat]) for c in range(4)]
+    # Route tables are replaced, never changed in place (publishers read them
+    # without the lock).  Appending keeps placement order, as a rebuild would.
+    @staticmethod
+    def _add_route(entry: _Entry, feed: SubscribeFeed[Any]) -> None:
+        routes = list(entry.routes)
+        inline, route, cat = feed._inline, feed._route, feed._cat
+        for c in range(4):
+            if MATCH[c][cat]:
+                local, other = routes[c]
+                if inline is not None:
+                    routes[c] = ((*local, inline), other)
+                elif route is not None:
+                    routes[c] = (local, (*other, route))
+        entry.routes = routes
+
+    @staticmethod
+    def _drop_route(entry: _Entry, feed: SubscribeFeed[Any]) -> None:
+        routes = list(entry.routes)
+        inline, cat = feed._inline, feed._cat
+        for c in range(4):
+            if MATCH[c][cat]:
+                local, other = routes[c]
+                if inline is not None:
+                    kept = list(local)
+                    kept.remove(
+                        inline
+                    )  # no two feeds' tuples are equal (their ``deliver`` differs)
+                    routes[c] = (tuple(kept), other)
+                else:
+                    route = feed._route
+                    routes[c] = (local, tuple(r for r in other if r is not route))
+        entry.routes = routes
 
     # ------------------------------------------------------------------ repliers
     def _place_replier(self, feed: ReplyFeed[Any]) -> None:
@@ -283,11 +322,11 @@ class Router:
 
     # ------------------------------------------------------------ request/reply
     def _choose(self, feed: RequestFeed[Any], message: Message) -> list[ReplyFeed[Any]]:
-        cat = feed._cat
+        match = MATCH[feed._cat]
         return [
             r
             for r in feed._entry.repliers
-            if r._declared and MATCH[cat][r._cat] and r._accepts(message)
+            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message))
         ]
 
     def _request(
@@ -549,7 +588,12 @@ class RemoteParty:
         if pub is None or not pub._declared:
             self.unexpected += 1
             return
-        for route in pub._entry.routes[CAT_REMOTE]:
+        local, other = pub._entry.routes[CAT_REMOTE]
+        for put, claim, schedule, mailbox, deliver in local:
+            put((deliver, message))
+            if claim(0, False):
+                schedule(mailbox)
+        for route in other:
             route(message)
 
     def request(self, request_id: int, message: Message) -> None:
