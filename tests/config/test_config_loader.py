@@ -428,6 +428,11 @@ def test_a_full_service(tmp_path: Path) -> None:
     )
 
 
+def test_service_port_0_means_any_free_port(tmp_path: Path) -> None:
+    cfg = load(tmp_path, "actorbus.services=s\nactorbus.service.s.port=0\n")
+    assert cfg.services[0].port == 0
+
+
 def test_the_unnamed_service_form(tmp_path: Path) -> None:
     cfg = load(tmp_path, "eBus.service.port=12345\neBus.service.byteOrder=big_endian\n")
     assert cfg.services == (ServiceConfig(name="default", port=12345, byte_order="big"),)
@@ -437,7 +442,7 @@ def test_the_unnamed_service_needs_a_port(tmp_path: Path) -> None:
     detail = fails(tmp_path, "# x\nactorbus.service.host=h\n", 2, "actorbus.service.port")
     assert detail == (
         "actorbus.service.port: missing; service 'default' (configured from line 2) needs it: "
-        "expected an integer 1..65535"
+        "expected an integer 0..65535"
     )
 
 
@@ -459,7 +464,7 @@ def test_a_named_service_needs_its_port(tmp_path: Path) -> None:
     )
     assert detail == (
         "actorbus.service.api.port: missing; service 'api' (listed in actorbus.services on this "
-        "line) needs it: expected an integer 1..65535"
+        "line) needs it: expected an integer 0..65535"
     )
 
 
@@ -485,9 +490,9 @@ def test_a_selector_reference_without_selectors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "value", "expected"),
     [
-        ("port", "0", "expected an integer 1..65535"),
-        ("port", "65536", "expected an integer 1..65535"),
-        ("port", "http", "expected an integer 1..65535"),
+        ("port", "-1", "expected an integer 0..65535"),
+        ("port", "65536", "expected an integer 0..65535"),
+        ("port", "http", "expected an integer 0..65535"),
         ("host", "two words", "expected a host name or IP address (not empty, no spaces)"),
         ("inputBufferSize", "-1", "expected an integer >= 0 (bytes)"),
         ("outputBufferSize", "big", "expected an integer >= 0 (bytes)"),
