@@ -22,6 +22,7 @@ def test_public_api_is_exported() -> None:
         "DefaultState",
         "DiagramFormat",
         "EventArgumentError",
+        "FsmActor",
         "FsmEngine",
         "GraphvizNotFoundError",
         "Machine",
