@@ -1,0 +1,189 @@
+"""Run every benchmark and print one table of all results.
+
+Every ``benchmarks/*.py`` that exposes ``main()`` is imported and its ``main()``
+called with no arguments (``sys.argv`` is set to just the script's path while it
+runs, for scripts that read their options from the command line); the rows it
+returns are collected.  Files whose name starts with ``_`` and this file are
+skipped, and so is a module without ``main``.
+
+The row format is documented in :mod:`_common`: ``name``, ``value``, ``unit``,
+``baseline_name``, ``baseline_value``, ``ratio``, ``budget``, ``ok``, ``note``.
+Rows that miss keys, or use another shape, are shown as well as they can be.
+
+A module that raises (on import or in ``main()``), or returns something that is
+not a list of dicts, becomes a failing row and the run goes on.  The exit
+status is 1 when any module crashed, else 0: budgets are reported (``MISS``),
+not enforced.
+
+Run: ``.venv/bin/python benchmarks/run_all.py [--only NAME ...] [--isolate]``.
+``--isolate`` runs each module in its own fresh interpreter, so threads or
+memory a benchmark leaves behind cannot slow the next one down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Row, normalise, print_table, row
+
+__all__ = ["discover", "main", "run_module"]
+
+HERE = Path(__file__).resolve().parent
+
+
+def discover(only: list[str] | None = None) -> list[Path]:
+    """The benchmark scripts, sorted by name (optionally only those named)."""
+    me = Path(__file__).resolve().name
+    paths = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name != me)
+    if only:
+        wanted = {n.removesuffix(".py") for n in only}
+        unknown = wanted - {p.stem for p in paths}
+        if unknown:
+            raise SystemExit(
+                f"no benchmark named {', '.join(sorted(unknown))}; "
+                f"have: {', '.join(p.stem for p in paths)}"
+            )
+        paths = [p for p in paths if p.stem in wanted]
+    return paths
+
+
+@contextlib.contextmanager
+def _argv(path: Path) -> Iterator[None]:
+    saved = sys.argv
+    sys.argv = [str(path)]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def _crash(module: str, what: str, exc: BaseException | None = None, detail: str = "") -> Row:
+    text = detail or (f"{type(exc).__name__}: {exc}" if exc is not None else what)
+    r = row(f"{module}: {what}", None, "", budget="runs", ok=False)
+    r["error"] = text
+    return r
+
+
+def _collect(module: str, result: object) -> tuple[list[Row], bool]:
+    """Rows from what ``main()`` returned; (rows, crashed)."""
+    if not isinstance(result, list) or not all(isinstance(r, Mapping) for r in result):
+        return [
+            _crash(module, "main() did not return a list of dicts", detail=repr(result)[:200])
+        ], True
+    return [normalise(r, module) for r in result], False
+
+
+def run_module(path: Path) -> tuple[list[Row], bool, float]:
+    """Import ``path`` and call its ``main()``: (rows, crashed, seconds).  A module
+    without ``main`` gives no rows."""
+    module = path.stem
+    start = time.perf_counter()
+    try:
+        spec = importlib.util.spec_from_file_location(module, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module] = mod
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        traceback.print_exc()
+        return [_crash(module, "import failed", exc)], True, time.perf_counter() - start
+    fn = getattr(mod, "main", None)
+    if not callable(fn):
+        return [], False, time.perf_counter() - start
+    try:
+        with _argv(path):
+            result = fn()
+    except SystemExit as exc:  # argparse errors and the like
+        if exc.code in (0, None):
+            return [], False, time.perf_counter() - start
+        traceback.print_exc()
+        return [_crash(module, f"exited ({exc.code})", exc)], True, time.perf_counter() - start
+    except Exception as exc:
+        traceback.print_exc()
+        return [_crash(module, "main() raised", exc)], True, time.perf_counter() - start
+    rows, crashed = _collect(module, result)
+    return rows, crashed, time.perf_counter() - start
+
+
+def _run_isolated(path: Path) -> tuple[list[Row], bool, float]:
+    """:func:`run_module` in a fresh interpreter; its output streams through."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_file = Path(tmp) / "rows.json"
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(path), str(rows_file)],
+            check=False,
+        )
+        elapsed = time.perf_counter() - start
+        if rows_file.exists():
+            data = json.loads(rows_file.read_text())
+            return [normalise(r) for r in data["rows"]], data["crashed"], elapsed
+    detail = f"the interpreter exited with status {proc.returncode} before reporting rows"
+    return [_crash(path.stem, "crashed", detail=detail)], True, elapsed
+
+
+def _child(path: Path, rows_file: Path) -> int:
+    rows, crashed, _ = run_module(path)
+    payload = {"rows": [dict(r) for r in rows], "crashed": crashed}
+    rows_file.write_text(json.dumps(payload, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks, print the combined table; 1 if any module crashed."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these (file stems)")
+    parser.add_argument(
+        "--isolate", action="store_true", help="run each module in a fresh interpreter"
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write all rows to FILE as JSON")
+    parser.add_argument("--child", nargs=2, metavar=("PATH", "ROWS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(Path(args.child[0]), Path(args.child[1]))
+
+    paths = discover(args.only)
+    all_rows: list[Row] = []
+    timings: list[tuple[str, float, bool]] = []
+    crashes = 0
+    for path in paths:
+        print(f"\n=== {path.name} ===", flush=True)
+        rows, crashed, seconds = (_run_isolated if args.isolate else run_module)(path)
+        crashes += crashed
+        timings.append((path.stem, seconds, crashed))
+        all_rows.extend(rows)
+        sys.stdout.flush()
+
+    print("\n=== all benchmarks ===")
+    print_table(all_rows, notes=False)
+    judged = [r for r in all_rows if r.get("ok") is not None and not r.get("error")]
+    missed = [r for r in judged if r.get("ok") is False]
+    print(
+        f"\n{len(all_rows)} rows from {len(paths)} scripts; {len(judged)} with a budget: "
+        f"{len(judged) - len(missed)} ok, {len(missed)} missed"
+        + (f"; {crashes} script(s) CRASHED" if crashes else "")
+    )
+    for r in all_rows:
+        if r.get("error"):
+            print(f"  CRASH {r.get('name')}: {r.get('error')}")
+    print("time per script: " + ", ".join(f"{n} {s:.0f} s" for n, s, _ in timings))
+    if args.json:
+        Path(args.json).write_text(json.dumps([dict(r) for r in all_rows], indent=2, default=str))
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
