@@ -120,9 +120,10 @@ def normalise(raw: Mapping[str, Any], module: str = "") -> Row:
     """Any dict a benchmark returned, as a :class:`Row`.
 
     Rows in the documented shape pass through (missing keys become ``None``/``""``).
-    Rows in another shape keep their first name-like key as ``name`` and their
-    first numeric field as ``value`` (its key becomes ``unit``); the other
-    fields go into ``note`` so nothing is lost.
+    Rows in another shape keep their first name-like key as ``name``; ``value``
+    is their first rate field (``*_per_s``), else first float, else first number,
+    and its key becomes ``unit``; ``baseline`` (a str) and ``baseline_<that
+    key>`` become the peer; the other fields go into ``note`` so nothing is lost.
     """
     out = Row()
     name = next((raw[k] for k in _NAME_KEYS if isinstance(raw.get(k), str)), None)
@@ -146,26 +147,33 @@ def normalise(raw: Mapping[str, Any], module: str = "") -> Row:
         if raw.get("error"):
             out["error"] = str(raw["error"])
         return out
+    numeric = [
+        k
+        for k, v in raw.items()
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and k != "ratio"
+        and not k.startswith("baseline")
+    ]
+    # the value: a rate if there is one, else the first float, else the first number
     value_key = next(
-        (
-            k
-            for k, v in raw.items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and k != "ratio"
-        ),
-        None,
+        (k for k in numeric if k.endswith(("_per_s", "_s_per", "per_second"))),
+        next((k for k in numeric if isinstance(raw[k], float)), numeric[0] if numeric else None),
     )
     out["value"] = _num(raw[value_key]) if value_key is not None else None
     out["unit"] = value_key or ""
-    out["baseline_name"] = None
-    out["baseline_value"] = None
-    out["ratio"] = _num(raw.get("ratio"))
+    base_name = raw.get("baseline") if isinstance(raw.get("baseline"), str) else None
+    base_value = _num(raw.get(f"baseline_{value_key}")) if value_key else None
+    out["baseline_name"] = base_name
+    out["baseline_value"] = base_value
+    ratio = _num(raw.get("ratio"))
+    if ratio is None and out["value"] is not None and base_value:
+        ratio = out["value"] / base_value
+    out["ratio"] = ratio
     out["budget"] = ""
     out["ok"] = raw["ok"] if isinstance(raw.get("ok"), bool) else None
-    rest = {
-        k: v
-        for k, v in raw.items()
-        if k != value_key and v is not name and k not in _NAME_KEYS and k != "ratio"
-    }
+    used = {value_key, "ratio", "baseline", f"baseline_{value_key}", *_NAME_KEYS}
+    rest = {k: v for k, v in raw.items() if k not in used and v is not name}
     out["note"] = ", ".join(f"{k}={_short(v)}" for k, v in rest.items())
     return out
 
