@@ -1,0 +1,204 @@
+"""The fuzz targets under hypothesis (every run), and under atheris for the CI
+budget through ``fuzz/run_ci.py`` (slow): zero crashes, executions per second
+reported."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from reliability_support import SEED, record
+
+FUZZ = Path(__file__).resolve().parents[2] / "fuzz"
+#: The CI budget for all targets together, in seconds.
+CI_BUDGET = 60
+
+
+def _load(name: str) -> ModuleType:
+    path = FUZZ / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"reliability_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+codec_target = _load("fuzz_codec")
+handshake_target = _load("fuzz_handshake")
+protocol_target = _load("fuzz_protocol")
+run_ci = _load("run_ci")
+
+PROPERTY = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(autouse=True)
+def _print_seed() -> None:
+    print(f"hypothesis seed: ACTORBUS_SEED={SEED}")
+
+
+def _mutated(seeds: list[bytes]) -> st.SearchStrategy[bytes]:
+    """A seed input with a few bytes overwritten, inserted or cut off."""
+
+    def mutate(base: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+        data = bytearray(base)
+        for kind, where, value in edits:
+            if not data:
+                data.append(value)
+                continue
+            at = where % len(data)
+            if kind == 0:
+                data[at] = value
+            elif kind == 1:
+                data.insert(at, value)
+            else:
+                del data[at:]
+        return bytes(data)
+
+    edit = st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255))
+    return st.builds(mutate, st.sampled_from(seeds), st.lists(edit, max_size=6))
+
+
+# ---------------------------------------------------------------- the codec
+
+
+@seed(SEED)
+@PROPERTY
+@given(st.binary(max_size=2000))
+def test_codec_target_on_arbitrary_bytes(data: bytes) -> None:
+    codec_target.one_input(data)
+
+
+@seed(SEED)
+@PROPERTY
+@given(_mutated(codec_target.seeds()))
+def test_codec_target_on_mutated_valid_bodies(data: bytes) -> None:
+    codec_target.one_input(data)
+
+
+def test_codec_target_seeds_decode() -> None:
+    for data in codec_target.seeds():
+        cls = codec_target.CLASSES[data[0]]
+        message = codec_target._CODEC.decode(cls, data[2:])
+        assert type(message) is cls
+        codec_target.one_input(data)
+
+
+# ------------------------------------------------------------ the handshake
+
+
+@seed(SEED)
+@PROPERTY
+@given(st.binary(max_size=400))
+def test_handshake_target_on_arbitrary_programs(data: bytes) -> None:
+    handshake_target.one_input(data)
+
+
+@seed(SEED)
+@PROPERTY
+@given(_mutated(handshake_target.seeds()), st.binary(max_size=60))
+def test_handshake_target_on_mutated_logons(data: bytes, more: bytes) -> None:
+    handshake_target.one_input(data + more)
+
+
+def test_handshake_seeds_reach_connected_and_exchange_data() -> None:
+    trace = handshake_target.run(handshake_target.seeds()[1], split=False)
+    finals = [entry for entry in trace if entry[0] == "final"]
+    assert [state for _, _, state, _ in finals] == ["CONNECTED", "CONNECTED"]
+    events = [entry[2] for entry in trace if entry[0] == "event"]
+    assert any(e.startswith("NotificationReceived") for e in events)
+    assert any(e.startswith("RequestReceived") for e in events)
+
+
+# ----------------------------------------------------- the protocol decoder
+
+
+@seed(SEED)
+@PROPERTY
+@given(_mutated(run_ci._protocol_seeds()))
+def test_protocol_target_on_mutated_valid_streams(data: bytes) -> None:
+    protocol_target.one_input(data)
+
+
+# ------------------------------------------------------------- atheris in CI
+
+
+def _run_ci(
+    tmp_path: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    report = tmp_path / "fuzz.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(FUZZ / "run_ci.py"),
+            "--json",
+            str(report),
+            "--seed",
+            str(SEED),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=CI_BUDGET * 3 + 120,
+        check=False,
+    )
+    results = json.loads(report.read_text()) if report.exists() else []
+    return done, results
+
+
+@pytest.mark.slow
+def test_fuzz_targets_run_their_ci_budget_without_a_crash(tmp_path: Path) -> None:
+    done, results = _run_ci(tmp_path, "--budget", str(CI_BUDGET))
+    print(done.stdout)
+    for result in results:
+        record(
+            f"fuzz_{result['target']}",
+            fuzz_execs=result["executions"],
+            execs_per_s=result["execs_per_second"],
+            new_inputs=result["new_units"],
+            fuzz_crashes=int(result["crashed"]),
+            seconds=round(result["seconds"], 1),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [r["target"] for r in results] == ["protocol", "handshake", "codec"]
+    for result in results:
+        assert not result["crashed"], result["error"]
+        assert result["executions"] > 0
+        assert result["execs_per_second"] > 0
+
+
+@pytest.mark.slow
+def test_run_ci_exits_non_zero_and_names_the_input_on_a_crash(tmp_path: Path) -> None:
+    target = tmp_path / "fuzz_planted.py"
+    target.write_text(
+        "def seeds():\n"
+        "    return [b'ab']\n"
+        "def one_input(data):\n"
+        "    if data[:1] == b'Z' and len(data) > 2:\n"
+        "        raise KeyError('planted bug')\n"
+    )
+    artifacts = tmp_path / "crashes"
+    done, results = _run_ci(
+        tmp_path, "--budget", "20", "--targets", str(target), "--artifacts", str(artifacts)
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "CRASH" in done.stdout
+    assert "KeyError: 'planted bug'" in done.stdout
+    [result] = results
+    assert result["crashed"]
+    [crash] = result["crash_files"]
+    assert Path(crash).read_bytes()[:1] == b"Z"
