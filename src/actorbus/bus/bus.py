@@ -35,7 +35,7 @@ from ..config.schema import BusConfig
 from ..errors import UsageError
 from .feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
 from .inbox import Inbox
-from .message import MessageKey, Notification, Reply, Request
+from .message import Message, MessageKey, Notification, Reply, Request
 from .router import Router
 from .scope import FeedState, Scope
 from .system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
@@ -120,7 +120,7 @@ class Bus:
     def startup(self, actors: Any) -> Any:
         """Run ``startup()`` of one actor or several (registering them if needed);
         returns a completion to ``wait(timeout)`` on."""
-        return self.runtime.startup(self._registered(actors))
+        return self.runtime.startup(actors)
 
     def startup_all(self) -> Any:
         """Start every registered actor not yet started."""
@@ -133,12 +133,6 @@ class Bus:
     def shutdown_all(self) -> Any:
         """Stop every started actor."""
         return self.runtime.shutdown_all()
-
-    def _registered(self, actors: Any) -> Any:
-        items = actors if isinstance(actors, Iterable) else [actors]
-        for actor in items:
-            self.runtime.ensure_registered(actor)
-        return actors
 
     def _schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
         return self.runtime.timers.call_later(delay, fn, *args)
@@ -395,7 +389,7 @@ def _ignore(*args: object) -> None:
     """A callback that does nothing."""
 
 
-def _key(cls: Any, subject: Any, family: type) -> MessageKey:
+def _key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
     if not (isinstance(cls, type) and issubclass(cls, family)):
         raise UsageError(f"expected a {family.__name__} subclass, found {cls!r}")
     if not isinstance(subject, str):

@@ -59,7 +59,7 @@ class DispatcherConfig:
     #: how long a spin+park thread sleeps once the spin limit is reached.
     park_time_ns: int = 1_000
     #: accepted for eBus compatibility; Python threads have no OS priority we can
-    #: set portably, so it is recorded and reported, not applied (docs/dispatchers.md).
+    #: set portably, so it is recorded and reported, not applied (docs/actors.md, Dispatchers).
     priority: int = 5
     #: run quantum: after a task, an actor that has run longer than this goes
     #: back on the run queue if it still has tasks.  Not preemptive.
