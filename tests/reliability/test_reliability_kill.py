@@ -55,6 +55,7 @@ def test_requests_in_flight_all_end_when_the_replier_node_dies(tmp_path: Path, h
         finally:
             if how == "SIGSTOP":
                 node.kill(signal.SIGKILL)
+        link_reason = link.wait_closed(10)  # no reconnect: the link is over
         last = max(t for t, *_ in ends) - killed_at
         statuses = {status for _, _, status, _ in ends}
         reasons = {reason for *_, reason in ends}
@@ -65,7 +66,7 @@ def test_requests_in_flight_all_end_when_the_replier_node_dies(tmp_path: Path, h
             errors=sum(1 for e in ends if e[2] is ReplyStatus.ERROR),
             last_end_after_s=round(last, 3),
             heartbeat_timeout_s=HEARTBEAT_TIMEOUT,
-            link_reason=link.last_reason,
+            link_reason=link_reason,
         )
         assert len(ends) == REQUESTS
         assert len({handle_id for _, handle_id, _, _ in ends}) == REQUESTS
