@@ -61,12 +61,6 @@ class Hold(Request, type_name="reliability.Hold"):
     n: int
 
 
-class Unknown(Notification, type_name="reliability.NotKnownOverThere"):
-    """A type the node in the other process does not define."""
-
-    n: int
-
-
 # ------------------------------------------------------------------- figures
 
 #: ``(test, {figure: value})`` rows collected by the tests, printed by conftest.
@@ -635,11 +629,6 @@ def _pump_lines(stream: Any, sink: Callable[[str], None]) -> None:
             sink(line.rstrip("\n"))
 
 
-def properties(**entries: Any) -> str:
-    """A properties file body from ``key=value`` pairs (``actorbus.`` added)."""
-    return "".join(f"actorbus.{k.replace('__', '.')}={v}\n" for k, v in entries.items())
-
-
 __all__ = [
     "FIGURES",
     "NODE_SCRIPT",
@@ -654,8 +643,6 @@ __all__ = [
     "Seq",
     "SeqStats",
     "SeqSubscriber",
-    "Unknown",
-    "properties",
     "publish_fence",
     "record",
     "start_actors",

@@ -8,6 +8,7 @@ with the fix.  The reasons say exactly what must change.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,7 @@ from reliability_support import (
     start_actors,
 )
 
+from actorbus.actors import Actor
 from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.net.protocol import FeedState as WireFeedState
@@ -136,6 +138,61 @@ def test_refused_logons_are_counted(served: tuple[Bus, Service, SeqSubscriber, L
         assert isinstance(peer.expect((LogonRejected,)), LogonRejected)
     assert wait_until(lambda: service.counters.open_links == 0, 10)
     assert service.counters.links.refused_logons == 1
+
+
+class _Stuck(Actor):
+    """A subscriber that cannot keep up: it takes nothing until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(name="stuck")
+        self.gate = threading.Event()
+        self.taken = 0
+
+    def startup(self) -> None:
+        self.subscribe(Seq, "/gap", on_message=self._take)
+
+    def _take(self, message: Seq, feed: object) -> None:
+        self.gate.wait(30)
+        self.taken += 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="net/link.py reads a flooding peer as fast as it sends and hands every message "
+    "to the router, so a subscriber that cannot keep up grows its mailbox without bound "
+    "(200,000 messages from one peer: +85 MiB).  Fix: a per-link input backlog limit "
+    "(LinkSettings.input_backlog, default e.g. 10,000): after each batch the session checks "
+    "the mailboxes its proxy publishers route to (len(mailbox) of the local routes) and "
+    "calls transport.pause_reading() above the limit, resume_reading() below half of it; "
+    "TCP then pushes back on the peer, whose output queue limit drops and counts.",
+)
+def test_a_flood_into_a_subscriber_that_cannot_keep_up_is_pushed_back() -> None:
+    frames = 200_000
+    with Bus(node_id="gap-slow") as bus:
+        service = bus.listen(0)
+        stuck = _Stuck()
+        start_actors(bus, stuck)
+        key = (Seq.__type_name__, "/gap")
+        with RawPeer(("127.0.0.1", service.port), "gap-flood") as peer:
+            peer.logon()
+            peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+            for n in range(1, frames + 1):
+                peer.proto.notify(key, ("/gap", 1, n, b"x" * 200))
+            flood = peer.proto.data_to_send()
+            sender = threading.Thread(target=peer.send_raw, args=(flood,), daemon=True)
+            sender.start()
+            try:
+                # the node may read ahead of its subscriber, but not without bound
+                read_all = wait_until(
+                    lambda: service.counters.links.messages_in >= frames, timeout=3
+                )
+                backlog = service.counters.links.messages_in - stuck.taken
+            finally:
+                stuck.gate.set()
+                sender.join(30)
+        assert not read_all, f"read all {frames} with {backlog} waiting for a stuck subscriber"
+        assert backlog <= 20_000
 
 
 @pytest.mark.xfail(
