@@ -552,9 +552,13 @@ def cpu_share(seconds: float = 0.3) -> float:
 
 
 def _best_latency(results: list[tuple[float, list[int]]]) -> tuple[float, float, float]:
-    """(rate, p50 us, p99 us) of the round with the lowest p50."""
-    rate, samples = min(results, key=lambda r: percentile(r[1], 50))
-    return rate, percentile(samples, 50) / 1e3, percentile(samples, 99) / 1e3
+    """(best rate, lowest p50 us, lowest p99 us) over the rounds, each taken on its
+    own: noise only ever adds latency, and both sides are judged the same way."""
+    return (
+        max(rate for rate, _ in results),
+        min(percentile(samples, 50) for _, samples in results) / 1e3,
+        min(percentile(samples, 99) for _, samples in results) / 1e3,
+    )
 
 
 def throughput_rows(rounds: int, scale: float) -> list[Row]:
@@ -643,7 +647,10 @@ def request_rows(rounds: int, scale: float) -> list[Row]:
                 baseline_value=p_p50,
                 budget=f"<= {factor:g}x peer",
                 ok=p50 <= factor * p_p50,
-                note=f"{n:,} sequential round trips per round, round with the best p50 of {rounds}",
+                note=(
+                    f"{n:,} sequential round trips per round; p50, p99 and rate are each "
+                    f"the best of {rounds} rounds"
+                ),
             )
         )
         rows.append(
