@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,7 +69,7 @@ class Node:
 
 
 @pytest.fixture
-def configs(tmp_path: Path) -> Iterator[dict[str, Path]]:
+def configs(tmp_path: Path) -> dict[str, Path]:
     port = str(free_port())
     out = {}
     for role in ("calculator", "source", "sink"):
@@ -78,7 +77,7 @@ def configs(tmp_path: Path) -> Iterator[dict[str, Path]]:
         path = tmp_path / f"{role}.properties"
         path.write_text(text)
         out[role] = path
-    yield out
+    return out
 
 
 def test_three_processes_compute_averages_and_survive_a_calculator_restart(
