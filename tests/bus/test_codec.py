@@ -205,6 +205,7 @@ EXTREMES: list[tuple[str, Any]] = [
     ("dec", Decimal("9" * 5000 + ".5")),
     ("s", ""),
     ("s", "ünïcødé ✓ 日本 🚀"),
+    ("subject", 'ünïcødé ✓ 日本 🚀 / "q"'),
     ("s", "\x00"),
     ("raw", b""),
     ("when", dt.datetime.min),

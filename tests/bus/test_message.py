@@ -614,8 +614,14 @@ def test_message_key_parse_round_trip(subject: str) -> None:
     assert MessageKey.parse(f"  {key}  ") == key
 
 
+class KeyProbeUnique(Notification):
+    pass
+
+
 def test_message_key_parse_by_short_name_and_registry() -> None:
-    assert MessageKey.parse('DataPoint:"/demo"') == MessageKey(DataPoint, "/demo")
+    probe = MessageKey(KeyProbeUnique, "/demo")
+    assert MessageKey.parse('KeyProbeUnique:"/demo"') == probe
+    assert MessageKey.parse(f'{__name__}.KeyProbeUnique:"/demo"') == probe
     assert MessageKey.parse(f'{__name__}.DataPoint:"/demo"') == MessageKey(DataPoint, "/demo")
     only = {"x.Q": Quote}
     assert MessageKey.parse('x.Q:"a"', registry=only) == MessageKey(Quote, "a")
