@@ -5,6 +5,7 @@ system notifications, counters, configuration."""
 from __future__ import annotations
 
 import threading
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
 from actorbus.bus.bus import Bus
-from actorbus.bus.message import Reply, ReplyStatus
+from actorbus.bus.message import Field, Notification, Reply, ReplyStatus
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
 from actorbus.net.link import LinkStatus
@@ -298,3 +299,40 @@ def test_bus_listen_errors_say_what_to_do() -> None:
             a.connect("127.0.0.1", service.port, heartbeat_delay=-1)
     with pytest.raises(UsageError, match="is closed"):
         a.listen(0)
+
+
+class Leg(Field, type_name="linktest.Leg"):
+    price: Decimal
+
+
+class OptionLeg(Leg, type_name="linktest.OptionLeg"):
+    strike: Decimal
+
+
+class Quote(Notification, type_name="linktest.Quote"):
+    legs: tuple[Leg, ...]
+    note: str | None = None
+
+
+def test_rich_messages_cross_intact() -> None:
+    """Nested structs of a subclass (ext values), decimals, optional fields."""
+    with buses("A", "B") as (a, b):
+        linked(a, b)
+        inbox = b.inbox(Quote, "/q")
+        p = a.publisher(Quote, "/q")
+        wait_for(lambda: p.feed_state is UP, "B subscribed")
+        sent = [
+            Quote(
+                "/q",
+                legs=(
+                    Leg(price=Decimal("1.5")),
+                    OptionLeg(price=Decimal("2"), strike=Decimal("3.25")),
+                ),
+            ),
+            Quote("/q", legs=(), note="empty"),
+        ]
+        for quote in sent:
+            p.publish(quote)
+        got = [inbox.receive(5), inbox.receive(5)]
+        assert got == sent
+        assert type(got[0].legs[1]) is OptionLeg

@@ -614,6 +614,8 @@ class _Session(asyncio.BufferedProtocol):
         self.corrupt = 0
         self.unknown = 0
         self.keys: dict[WireKey, MessageKey | None] = {}
+        #: notification classes by wire key, for the hot path (filled on first use)
+        self.notified: dict[WireKey, type[Message]] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: float | None = None
         self._unexpected_party: RemoteParty | None = None
@@ -719,6 +721,9 @@ class _Session(asyncio.BufferedProtocol):
             self.loop.time(),
             is_known_type=_known_message_type,
             settings=settings.protocol_settings(),
+            # nested structs of a subclass travel as ext values the codec reads;
+            # one that does not is a corrupt frame (the link closes, it is counted)
+            ext_hook=codec.ext_hook,
         )
         link._session_started(self, self.address)
         if link._closing or link._net.closing:
@@ -903,29 +908,29 @@ class _Session(asyncio.BufferedProtocol):
         assert proto is not None
         next_event = proto.next_event
         party = self.party
-        keys = self.keys
+        notify = party.notify if party is not None else None
+        notified = self.notified
+        decode = _from_wire
         try:
             while True:
                 event = next_event()
                 if event is None:
                     return True
-                if type(event) is NotificationReceived and party is not None:
-                    key: MessageKey | None = keys.get(event.key, _UNRESOLVED)
-                    if key is _UNRESOLVED:
-                        key = self._resolve(event.key)
-                    if key is None:
-                        self.unknown += 1
+                # The hot path: a notification on a key seen before.
+                if event.__class__ is NotificationReceived and notify is not None:
+                    cls = notified.get(event.key)
+                    if cls is not None:
+                        try:
+                            message = decode(cls, event.body)
+                        except CodecError as exc:
+                            self._corrupt_body(MessageKey(cls, event.key[1]), exc)
+                            return False
+                        notify(message)
                         continue
-                    try:
-                        message = _from_wire(key.message_class, event.body)
-                    except CodecError as exc:
-                        self._corrupt_body(key, exc)
-                        return False
-                    party.notify(message)
-                    continue
                 if not self._event(event):
                     return False
                 party = self.party
+                notify = party.notify if party is not None else None
         except ProtocolError as exc:
             self._log.warning("link {} ({}): {}", self.name, self.address, exc)
             self._end(f"protocol error: {exc}", _TELL)
@@ -966,7 +971,17 @@ class _Session(asyncio.BufferedProtocol):
     def _event(self, event: Event) -> bool:
         """(loop) Every event but the common notification; False once ended."""
         party = self.party
-        if type(event) is RequestReceived:
+        if type(event) is NotificationReceived:
+            key = self._key_of(event.key, Notification)
+            if key is not None and party is not None:
+                self.notified[event.key] = key.message_class
+                try:
+                    message = _from_wire(key.message_class, event.body)
+                except CodecError as exc:
+                    self._corrupt_body(key, exc)
+                    return False
+                party.notify(message)
+        elif type(event) is RequestReceived:
             key = self._key_of(event.key, Request)
             if key is not None and party is not None:
                 try:

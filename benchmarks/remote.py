@@ -1,0 +1,544 @@
+"""Remote links between two processes, next to raw asyncio+uvloop sockets doing the
+same work in the same run.
+
+What is measured (each number the best of ``--rounds`` rounds, our rounds
+interleaved with the baseline's so background load hits both alike; every round
+starts two fresh processes on 127.0.0.1):
+
+(a) **one-way notifications/s** — process *source* publishes N notifications of
+    ``Point`` (subject, timestamp, an int, a 32-byte payload; built before the
+    clock starts) from its main thread as fast as ``publish()`` returns; process
+    *sink* counts them in a subscriber actor's callback.  Rate = N / (time the
+    last one is counted - time the first ``publish()`` began), both read from
+    ``time.monotonic_ns()``, which is one clock for every process on the host.
+    Baseline: a uvloop client packs the same frames (msgpack array with the same
+    fields and a 4-byte length prefix, the very bytes a link sends) and writes
+    them 100 frames per ``write()``, awaiting ``drain()``; a uvloop server reads
+    them with one streaming ``msgpack.Unpacker`` and counts.  A second baseline
+    row writes one frame per ``write()``, for reference.  Budget: >= 40 % of
+    the 100-frames-per-write baseline.
+(b) **request/reply round trip** — a requestor actor in one process sends the
+    next request from its reply callback to a replier actor in the other that
+    answers at once; each round trip is timed with ``perf_counter_ns`` from
+    ``request()`` to the reply callback.  Baseline: one uvloop client writes a
+    request frame and awaits the reply frame from a uvloop server that answers
+    in ``data_received``.  Budget: p50 <= 2x the baseline; p99 reported.
+
+Run: ``.venv/bin/python benchmarks/remote.py [--quick]`` (about a minute; a
+process role runs when ``--role`` is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Row, best_of, percentile, print_table, row
+
+from actorbus.actors import Actor
+from actorbus.bus.bus import Bus
+from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
+from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
+from actorbus.bus.scope import FeedState
+
+__all__ = ["main"]
+
+SUBJECT = "/bench/points"
+PAYLOAD = b"p" * 32
+BATCH = 100  # frames per write in the batched baseline
+TIMEOUT = 120.0
+#: A request with no reply after this long is counted as lost, not timed.
+LOST_AFTER = 2.0
+
+
+class Point(Notification, type_name="bench.Point"):
+    value: int
+    payload: bytes
+
+
+class Pong(Reply, type_name="bench.Pong"):
+    value: int
+
+
+class Ping(Request, type_name="bench.Ping", replies=(Pong,)):
+    value: int
+
+
+def _uvloop() -> asyncio.AbstractEventLoop:
+    import uvloop
+
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+def _say(*words: object) -> None:
+    print(*words, flush=True)
+
+
+# ============================================================ process roles: ours
+
+
+class _Sink(Actor):
+    def __init__(self, n: int) -> None:
+        super().__init__(name="sink")
+        self.n = n
+        self.count = 0
+        self.done = threading.Event()
+        self.t_last = 0
+
+    def startup(self) -> None:
+        self.subscribe(Point, SUBJECT, on_message=self.got)
+
+    def got(self, message: Point, feed: Any) -> None:
+        self.count += 1
+        if self.count == self.n:
+            self.t_last = time.monotonic_ns()
+            self.done.set()
+
+
+def role_ours_sink(n: int) -> None:
+    with Bus(node_id="sink") as bus:
+        service = bus.listen(0)
+        sink = _Sink(n)
+        bus.register(sink)
+        bus.startup(sink).wait(10)
+        _say("PORT", service.port)
+        if not sink.done.wait(TIMEOUT):
+            raise SystemExit(f"sink: only {sink.count} of {n} notifications arrived")
+        _say("DONE", sink.t_last, bus.links[0].counters.messages_in)
+
+
+def role_ours_source(n: int, port: int) -> None:
+    with Bus(node_id="source") as bus:
+        up = threading.Event()
+        bus.connect("127.0.0.1", port).wait_logged_on(10)
+        feed = bus.publisher(
+            Point, SUBJECT, on_status=lambda state, f: up.set() if state is FeedState.UP else None
+        )
+        messages = [Point(SUBJECT, value=i, payload=PAYLOAD) for i in range(n)]
+        if not up.wait(10):
+            raise SystemExit("source: the sink never subscribed")
+        publish = feed.publish
+        t0 = time.monotonic_ns()
+        for message in messages:
+            publish(message)
+        t1 = time.monotonic_ns()
+        _say("SENT", t0, t1)
+        sys.stdin.read()  # keep the link up until the parent has the sink's result
+
+
+class _Replier(Actor):
+    def startup(self) -> None:
+        self.replier(Ping, SUBJECT, on_request=self.answer)
+
+    def answer(self, request: IncomingRequest[Ping]) -> None:
+        request.reply(Pong(SUBJECT, value=request.request.value))
+
+
+def role_ours_replier() -> None:
+    with Bus(node_id="replier") as bus:
+        service = bus.listen(0)
+        replier = _Replier(name="replier")
+        bus.register(replier)
+        bus.startup(replier).wait(10)
+        _say("PORT", service.port)
+        sys.stdin.read()
+
+
+class _Requestor(Actor):
+    def __init__(self, n: int, warmup: int) -> None:
+        super().__init__(name="requestor")
+        self.n = n
+        self.warmup = warmup
+        self.sent_at = 0
+        self.times: list[int] = []
+        self.done = threading.Event()
+        self.up = threading.Event()
+        self.feed: RequestFeed[Ping] | None = None
+        self.ping = Ping(SUBJECT, value=1)
+        self.lost = 0
+
+    def startup(self) -> None:
+        self.feed = self.requestor(Ping, SUBJECT, on_reply=self.got, on_status=self.status)
+
+    def status(self, state: FeedState, feed: Any) -> None:
+        if state is FeedState.UP:
+            self.up.set()
+
+    def go(self) -> None:
+        self.send()
+
+    def send(self) -> None:
+        assert self.feed is not None
+        self.sent_at = time.perf_counter_ns()
+        self.feed.request(self.ping, timeout=LOST_AFTER)
+
+    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Ping]) -> None:
+        now = time.perf_counter_ns()
+        if remaining:
+            return
+        if reply.status is ReplyStatus.ERROR:
+            self.lost += 1  # timed out: not a round trip (see LOST_AFTER)
+        else:
+            self.times.append(now - self.sent_at)
+        if len(self.times) + self.lost < self.n + self.warmup:
+            self.send()
+        else:
+            self.done.set()
+
+
+def role_ours_requestor(n: int, port: int) -> None:
+    with Bus(node_id="requestor") as bus:
+        bus.connect("127.0.0.1", port).wait_logged_on(10)
+        requestor = _Requestor(n, warmup=max(n // 10, 100))
+        bus.register(requestor)
+        bus.startup(requestor).wait(10)
+        if not requestor.up.wait(10):
+            raise SystemExit("requestor: the replier never came up")
+        requestor.post(requestor.go)
+        if not requestor.done.wait(TIMEOUT):
+            raise SystemExit("requestor: round trips did not finish")
+        times = sorted(requestor.times[requestor.warmup :])
+        _say("RTT", percentile(times, 50) / 1000, percentile(times, 99) / 1000, requestor.lost)
+
+
+# ============================================================= process roles: raw
+
+_PREFIX = struct.Struct(">I")
+
+
+def _notify_frame(i: int, seq: int) -> bytes:
+    # The frame a link sends: [NOTIFY=21, seq, key id, body], body = the wire form.
+    body = msgpack.packb((21, seq, 0, (SUBJECT, 1_700_000_000_000 + i, i, PAYLOAD)))
+    return _PREFIX.pack(len(body)) + body
+
+
+class _Frames:
+    """Length-prefixed msgpack frames from a byte stream, with one streaming
+    Unpacker (the same technique the link protocol uses)."""
+
+    def __init__(self) -> None:
+        self.unpacker = msgpack.Unpacker(use_list=False, raw=False)
+        self.buffered = 0
+        self.need = -1
+
+    def feed(self, data: bytes) -> list[Any]:
+        unpacker = self.unpacker
+        unpacker.feed(data)
+        buffered = self.buffered + len(data)
+        need = self.need
+        frames = []
+        while True:
+            if need < 0:
+                if buffered < 4:
+                    break
+                need = _PREFIX.unpack(unpacker.read_bytes(4))[0]
+                buffered -= 4
+            if buffered < need:
+                break
+            frames.append(unpacker.unpack())
+            buffered -= need
+            need = -1
+        self.buffered, self.need = buffered, need
+        return frames
+
+
+class _CountingProtocol(asyncio.Protocol):
+    def __init__(self, n: int, done: asyncio.Future[int]) -> None:
+        self.n = n
+        self.done = done
+        self.count = 0
+        self.frames = _Frames()
+
+    def data_received(self, data: bytes) -> None:
+        count = self.count
+        for frame in self.frames.feed(data):
+            if frame[0] == 21:
+                count += 1
+        self.count = count
+        if count >= self.n and not self.done.done():
+            self.done.set_result(time.monotonic_ns())
+
+
+def role_raw_sink(n: int) -> None:
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+        server = await loop.create_server(lambda: _CountingProtocol(n, done), "127.0.0.1", 0)
+        _say("PORT", server.sockets[0].getsockname()[1])
+        t_last = await asyncio.wait_for(done, TIMEOUT)
+        _say("DONE", t_last, n)
+        server.close()
+        await server.wait_closed()
+
+    asyncio.set_event_loop(_uvloop())
+    asyncio.get_event_loop().run_until_complete(run())
+
+
+def role_raw_source(n: int, port: int, batch: int) -> None:
+    async def run() -> None:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        values = list(range(n))
+        t0 = time.monotonic_ns()
+        frames: list[bytes] = []
+        for i in values:
+            frames.append(_notify_frame(i, i + 1))
+            if len(frames) >= batch:
+                writer.write(b"".join(frames))
+                frames.clear()
+                await writer.drain()
+        if frames:
+            writer.write(b"".join(frames))
+        await writer.drain()
+        _say("SENT", t0, time.monotonic_ns())
+        await loop.run_in_executor(None, sys.stdin.read)
+        writer.close()
+        await writer.wait_closed()
+
+    loop = _uvloop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(run())
+
+
+class _EchoProtocol(asyncio.Protocol):
+    """Answers every request frame with a reply frame (as a replier node would)."""
+
+    def __init__(self) -> None:
+        self.frames = _Frames()
+        self.transport: Any = None
+        self.seq = 0
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        out = []
+        for frame in self.frames.feed(data):
+            # [REQUEST=22, seq, kid, request_id, (subject, ts, value)]
+            #   -> [REPLY=24, seq, kid, request_id, status, (mask, subject, ts, status, value)]
+            self.seq += 1
+            body = frame[4]
+            reply = msgpack.packb((24, self.seq, 1, frame[3], 0, (0, body[0], body[1], 0, body[2])))
+            out.append(_PREFIX.pack(len(reply)) + reply)
+        if out:
+            self.transport.write(b"".join(out))
+
+
+def role_raw_replier() -> None:
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_EchoProtocol, "127.0.0.1", 0)
+        _say("PORT", server.sockets[0].getsockname()[1])
+        await loop.run_in_executor(None, sys.stdin.read)
+        server.close()
+        await server.wait_closed()
+
+    loop = _uvloop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(run())
+
+
+class _AskingProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.frames = _Frames()
+        self.waiter: asyncio.Future[Any] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        for frame in self.frames.feed(data):
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(frame)
+
+
+def role_raw_requestor(n: int, port: int) -> None:
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        transport, proto = await loop.create_connection(_AskingProtocol, "127.0.0.1", port)
+        warmup = max(n // 10, 100)
+        times: list[int] = []
+        for i in range(n + warmup):
+            start = time.perf_counter_ns()
+            body = (SUBJECT, 1_700_000_000_000 + i, i)
+            frame = msgpack.packb((22, i + 1, 0, i, body))
+            proto.waiter = loop.create_future()
+            transport.write(_PREFIX.pack(len(frame)) + frame)
+            await proto.waiter
+            times.append(time.perf_counter_ns() - start)
+        transport.close()
+        got = sorted(times[warmup:])
+        _say("RTT", percentile(got, 50) / 1000, percentile(got, 99) / 1000, 0)
+
+    loop = _uvloop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(run())
+
+
+# ==================================================================== the parent
+
+
+class _Proc:
+    """A role in a subprocess, read line by line; killed and reaped on exit."""
+
+    def __init__(self, *args: object) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--role", *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+
+    def expect(self, word: str) -> list[str]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        parts = line.split()
+        if not parts or parts[0] != word:
+            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
+        return parts[1:]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> _Proc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _one_way(kind: str, n: int, batch: int = BATCH) -> float:
+    """Notifications per second from a source process to a sink process."""
+    with _Proc(f"{kind}-sink", n) as sink:
+        port = int(sink.expect("PORT")[0])
+        extra = (batch,) if kind == "raw" else ()
+        with _Proc(f"{kind}-source", n, port, *extra) as source:
+            t0, _ = map(int, source.expect("SENT"))
+            t_last, _count = map(int, sink.expect("DONE"))
+    return n / ((t_last - t0) / 1e9)
+
+
+def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
+    """(p50 us, p99 us, requests lost) of ``n`` sequential round trips."""
+    with _Proc(f"{kind}-replier") as replier:
+        port = int(replier.expect("PORT")[0])
+        with _Proc(f"{kind}-requestor", n, port) as requestor:
+            p50, p99, lost = requestor.expect("RTT")
+    return float(p50), float(p99), int(lost)
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    """Run the benchmark, print a table, return its rows."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer messages and rounds")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    n_notify = 50_000 if args.quick else 200_000
+    n_rtt = 2_000 if args.quick else 10_000
+    rounds = 1 if args.quick else args.rounds
+
+    ours_rate, raw_rate, raw_single = [], [], []
+    for _ in range(rounds):
+        ours_rate.append(_one_way("ours", n_notify))
+        raw_rate.append(_one_way("raw", n_notify, BATCH))
+        raw_single.append(_one_way("raw", n_notify, 1))
+    ours_rtt, raw_rtt = [], []
+    for _ in range(rounds):
+        ours_rtt.append(_round_trip("ours", n_rtt))
+        raw_rtt.append(_round_trip("raw", n_rtt))
+
+    rate, base, single = max(ours_rate), max(raw_rate), max(raw_single)
+    ours_p, raw_p = (
+        best_of(ours_rtt, key=lambda r: r[0], lowest=True),
+        best_of(raw_rtt, key=lambda r: r[0], lowest=True),
+    )
+    note = f"N={n_notify}, best of {rounds}; 2 processes on 127.0.0.1"
+    rows = [
+        row(
+            "one-way notify, link (pub -> sub actor)",
+            rate,
+            "msg/s",
+            baseline_name=f"raw uvloop, {BATCH} frames/write",
+            baseline_value=base,
+            budget=">= 0.40x",
+            ok=rate >= 0.40 * base,
+            note=note,
+        ),
+        row(
+            "one-way notify, link (pub -> sub actor)",
+            rate,
+            "msg/s",
+            baseline_name="raw uvloop, 1 frame/write",
+            baseline_value=single,
+            note=note,
+        ),
+        row(
+            "request/reply round trip p50 (actors)",
+            ours_p[0],
+            "us",
+            baseline_name="raw uvloop request/reply p50",
+            baseline_value=raw_p[0],
+            budget="<= 2.0x",
+            ok=ours_p[0] <= 2.0 * raw_p[0],
+            note=f"{n_rtt} sequential round trips, best of {rounds}; "
+            f"lost requests: {sum(r[2] for r in ours_rtt)}",
+        ),
+        row(
+            "request/reply round trip p99 (actors)",
+            ours_p[1],
+            "us",
+            baseline_name="raw uvloop request/reply p99",
+            baseline_value=raw_p[1],
+            note="same runs as p50",
+        ),
+    ]
+    print_table(rows)
+    return rows
+
+
+def _role(argv: list[str]) -> None:
+    role, *rest = argv
+    values = [int(v) for v in rest]
+    if role == "ours-sink":
+        role_ours_sink(*values)
+    elif role == "ours-source":
+        role_ours_source(*values)
+    elif role == "ours-replier":
+        role_ours_replier()
+    elif role == "ours-requestor":
+        role_ours_requestor(*values)
+    elif role == "raw-sink":
+        role_raw_sink(*values)
+    elif role == "raw-source":
+        role_raw_source(*values)
+    elif role == "raw-replier":
+        role_raw_replier()
+    elif role == "raw-requestor":
+        role_raw_requestor(*values)
+    else:
+        raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--role":
+        _role(sys.argv[2:])
+    else:
+        main()
