@@ -15,4 +15,4 @@ class MovingAverage(Notification, type_name="demo.calculator.MovingAverage"):
     """The moving average over the last ``count`` points."""
 
     average: float
-    count: int  # type: ignore[assignment]  # (see message.py: TYPE_CHECKING view of _Record)
+    count: int

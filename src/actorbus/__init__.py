@@ -8,7 +8,9 @@ from __future__ import annotations
 from . import _log  # noqa: F401  (disables the library logger at import)
 from ._log import enable_logging
 from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
+from .bus._types import SocketAddress
 from .bus.bus import Bus
+from .bus.codec import Codec
 from .bus.feeds import (
     IncomingRequest,
     PublishFeed,
@@ -52,6 +54,7 @@ __all__ = [
     "Bus",
     "BusConfig",
     "CallbackError",
+    "Codec",
     "CodecError",
     "Completion",
     "ConfigError",
@@ -84,6 +87,7 @@ __all__ = [
     "RequestHandle",
     "Scope",
     "ServiceStarted",
+    "SocketAddress",
     "SubscribeFeed",
     "TimerHandle",
     "UsageError",

@@ -274,7 +274,7 @@ def _slow_from_wire(cls: type[Message] | type[Field], obj: object) -> Any:
             raise _decode_error(cls, f"field {f.name}: {exc.describe()}") from None
         except CodecError as exc:  # from a nested struct's decoder
             raise _decode_error(cls, f"field {f.name}: {exc}") from exc
-    return tuple.__new__(cls, out)
+    return tuple.__new__(cls, out)  # type: ignore[type-var]
 
 
 # ------------------------------------------------------------------------ public API

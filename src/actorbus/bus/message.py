@@ -43,7 +43,7 @@ import re
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -549,7 +549,22 @@ def _not_compiled(obj: object) -> Any:
     raise CodecError("base classes Message and Field have no wire form; declare a subclass")
 
 
-class _Record(tuple):  # type: ignore[type-arg]
+if TYPE_CHECKING:
+    # Type checkers see records as plain classes, not tuples: a field may then be
+    # named like a tuple method (``count``, ``index``) without a type error.  At run
+    # time records *are* tuples (see the module docstring).
+    class _TupleBase:
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+        def __iter__(self) -> Iterator[Any]: ...
+        def __len__(self) -> int: ...
+        def __getitem__(self, index: int) -> Any: ...
+else:
+    _TupleBase = tuple
+
+
+class _Record(_TupleBase):
     """Shared behaviour of messages and field structs."""
 
     __slots__ = ()
@@ -562,7 +577,7 @@ class _Record(tuple):  # type: ignore[type-arg]
     _ab_dec: ClassVar[Callable[[Any], Any]] = _not_compiled
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and tuple.__eq__(self, other)
+        return type(self) is type(other) and tuple.__eq__(self, other)  # type: ignore[operator]
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
