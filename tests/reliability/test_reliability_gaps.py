@@ -102,13 +102,6 @@ def test_unknown_types_are_logged_once_with_the_type_name(
         logs.wait_for("no.such.Type", "gap-u", timeout=2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bus/router.py RemoteParty.notify/reply count `unexpected` without a log line.  "
-    "Fix: log once per party and key: 'remote node P sent K without advertising it (or "
-    "while its feed is DOWN); dropped and counted (unexpected)'.",
-)
 def test_unexpected_notifications_are_logged_once_with_the_key(
     served: tuple[Bus, Service, SeqSubscriber, LogCapture],
 ) -> None:
@@ -195,15 +188,6 @@ def test_a_flood_into_a_subscriber_that_cannot_keep_up_is_pushed_back() -> None:
         assert backlog <= 20_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bus/feeds.py PublishFeed.publish returns None, so a message published after the "
-    "link's subscriber proxy went away and before the publisher's DOWN status arrived "
-    "reaches nobody and nobody counts it (the reliability tests close that window by "
-    "holding the router lock).  Fix: `def publish(self, message) -> int`, returning "
-    "len(local) + len(other) of the routes it read (0 = no subscriber took it).",
-)
 def test_publish_says_how_many_subscribers_took_the_message() -> None:
     with Bus(node_id="gap-pub") as bus:
         feed = bus.publisher(Seq, "/nobody")

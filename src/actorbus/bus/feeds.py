@@ -306,8 +306,12 @@ class PublishFeed(Feed, Generic[N]):
         """True when advertised, declared UP, and at least one subscriber is there."""
         return self._declared and self._reported
 
-    def publish(self, message: N) -> None:
-        """Send ``message`` to every in-scope subscriber of this key."""
+    def publish(self, message: N) -> int:
+        """Send ``message`` to every in-scope subscriber of this key.
+
+        Returns how many subscribers took it (local subscribers, inboxes and remote
+        links — before subscriber conditions run): 0 means nobody was there, e.g.
+        between the last subscriber leaving and this publisher's DOWN status."""
         if (
             not self._declared
             or type(message) is not self._mcls
@@ -325,6 +329,8 @@ class PublishFeed(Feed, Generic[N]):
         if other:
             for route in other:
                 route(message)
+            return len(local) + len(other)
+        return len(local)
 
     def _publish_refused(self, message: object) -> None:
         key = self._key

@@ -466,6 +466,7 @@ class RemoteParty:
         self._attached = True
         #: notifications/requests from the peer on keys it never advertised, dropped
         self.unexpected = 0
+        self._logged: set[MessageKey] = set()
 
     def __repr__(self) -> str:
         return f"<RemoteParty {self.name}>"
@@ -586,7 +587,11 @@ class RemoteParty:
         """A notification from the peer: deliver to our subscribers that match it."""
         pub = self._pubs.get(MessageKey.of(message))
         if pub is None or not pub._declared:
-            self.unexpected += 1
+            self._unexpected(
+                MessageKey.of(message),
+                "sent a notification on {key} without advertising it (or while its feed "
+                "is DOWN); dropped and counted (unexpected)",
+            )
             return
         local, other = pub._entry.routes[CAT_REMOTE]
         for put, claim, schedule, mailbox, deliver in local:
@@ -630,7 +635,12 @@ class RemoteParty:
     def reply(self, request_id: int, reply: Reply) -> None:
         incoming = self._out.get(request_id)
         if incoming is None:
-            self.unexpected += 1
+            self._unexpected(
+                MessageKey.of(reply),
+                "sent a reply {key} for request #"
+                f"{request_id}, which is not outstanding (finished, cancelled or never "
+                "sent); dropped and counted (unexpected)",
+            )
             return
         request_cls = type(incoming.request)
         if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
@@ -651,6 +661,13 @@ class RemoteParty:
         if handle is not None:
             self._in_ids.pop(handle.id, None)
             handle.cancel()
+
+    def _unexpected(self, key: MessageKey, text: str) -> None:
+        """Count something the peer should not have sent; log it once per key."""
+        self.unexpected += 1
+        if key not in self._logged:
+            self._logged.add(key)
+            logger.warning("remote node {}: " + text.replace("{key}", "{}"), self.name, key)
 
     def _ab_noop(self, event: threading.Event) -> None:
         """Used by in-process test links to flush: sets ``event`` in order."""
