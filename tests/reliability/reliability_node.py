@@ -132,7 +132,11 @@ def main() -> int:
             elif name == "report":
                 fields: dict[str, Any] = {"links": link_totals(bus)}
                 if publisher is not None:
-                    fields.update(sent=publisher.sent, refused=publisher.refused)
+                    fields.update(
+                        sent=publisher.sent,
+                        refused=publisher.refused,
+                        unrouted=publisher.unrouted,
+                    )
                 if subscriber is not None:
                     fields.update(dataclasses.asdict(subscriber.stats))
                 emit("report", **fields)

@@ -79,15 +79,13 @@ def record(test: str, **values: Any) -> None:
 
 class CountingPublisher:
     """Publishes ``Seq(n)`` for n = 1..total from its own thread, at about ``rate``
-    per second, only while its feed is up, and counts exactly what it published.
+    per second, while its feed is up, and counts exactly what happened to each.
 
-    Publishing goes through a non-actor publish feed whose status callback runs
-    at once, under the router's lock, when the last subscriber (here: the link)
-    goes away.  Holding that same lock around "is anyone subscribed? then
-    publish" makes the check and the publish one step, so every message counted
-    as ``sent`` was handed to the link, and none is published into a feed with
-    no subscriber and forgotten.  (``PublishFeed.publish`` returns nothing that
-    would say so; see docs/reliability.md.)
+    ``sent`` counts every ``publish()`` made (so n = 1..sent); ``unrouted`` those
+    that reached no subscriber (``publish()`` returned 0: the link went away
+    between the ``is_feed_up()`` check and the publish, before this feed's DOWN
+    status arrived).  While the feed is DOWN it publishes nothing and waits
+    (``refused`` counts the waits).
     """
 
     def __init__(
@@ -109,6 +107,8 @@ class CountingPublisher:
         self.batch = batch
         self.pad = pad
         self.sent = 0
+        #: publishes that reached no subscriber (publish() returned 0).
+        self.unrouted = 0
         #: times a batch found the feed down and waited for it to come back.
         self.refused = 0
         self.states = EventLog()
@@ -142,7 +142,6 @@ class CountingPublisher:
         return self
 
     def _run(self) -> None:
-        lock = self.bus.router._lock  # see the class docstring
         feed = self.feed
         started = time.monotonic()
         n = 0
@@ -154,10 +153,10 @@ class CountingPublisher:
                         self._cond.wait_for(lambda: self._up or self._stop.is_set(), 1.0)
                         continue
                 end = min(self.total, n + self.batch)
-                with lock:
-                    while n < end and feed.is_feed_up():
-                        n += 1
-                        feed.publish(Seq(self.subject, n=n, pad=self.pad))
+                while n < end and feed.is_feed_up():
+                    n += 1
+                    if not feed.publish(Seq(self.subject, n=n, pad=self.pad)):
+                        self.unrouted += 1
                 self.sent = n
                 ahead = started + n / self.rate - time.monotonic()
                 if ahead > 0:
@@ -189,15 +188,19 @@ class CountingPublisher:
 
 
 def publish_fence(bus: Bus, subject: str, timeout: float = 10.0) -> None:
-    """Publish one ``Seq(n=0)`` once the feed is up: the subscriber's sight of it
-    proves everything sent before it on this connection has been taken in."""
+    """Publish one ``Seq(n=0)`` that reaches the subscriber's link: the
+    subscriber's sight of it proves everything sent before it on this connection
+    has been taken in."""
     up = threading.Event()
+    down = threading.Event()
 
     def status(state: FeedState, feed: PublishFeed[Seq]) -> None:
         if state is FeedState.UP:
+            down.clear()
             up.set()
         else:
             up.clear()
+            down.set()
 
     feed = bus.publisher(Seq, subject, on_status=status)
     try:
@@ -205,10 +208,9 @@ def publish_fence(bus: Bus, subject: str, timeout: float = 10.0) -> None:
         while True:
             if not up.wait(max(0.0, deadline - time.monotonic())):
                 raise AssertionError(f"fence feed {subject} never came UP")
-            with bus.router._lock:
-                if feed.is_feed_up():
-                    feed.publish(Seq(subject, n=0))
-                    return
+            if feed.publish(Seq(subject, n=0)):
+                return
+            down.wait(max(0.0, deadline - time.monotonic()))  # it went: wait for DOWN
     finally:
         feed.close()
 

@@ -231,7 +231,10 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
     written = sender.messages_out - 1  # the fence
     taken_in = receiver.messages_in - 1
     in_flight_lost = written - taken_in
-    dropped = sender.dropped + in_flight_lost + receiver.unexpected + receiver.unknown_types
+    unrouted = publisher.unrouted
+    dropped = (
+        unrouted + sender.dropped + in_flight_lost + receiver.unexpected + receiver.unknown_types
+    )
     states = subscriber.states()
     record(
         name,
@@ -245,6 +248,7 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
         sent=sent,
         delivered=stats.delivered,
         dropped_reported=dropped,
+        unrouted=unrouted,
         dropped_unwritten=sender.dropped,
         lost_in_flight=in_flight_lost,
         duplicates=stats.duplicates,

@@ -3,7 +3,8 @@
 Each test states the behaviour docs/reliability.md asks for and is a strict
 ``xfail`` until the code it names is changed: when the fix lands the test
 passes, ``xfail_strict`` turns that into a failure, and the marker is removed
-with the fix.  The reasons say exactly what must change.
+with the fix (the test then stays as a regression test).  The reasons say
+exactly what must change.
 """
 
 from __future__ import annotations

@@ -136,7 +136,8 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
     sent = done["sent"]
     delivered = got_report["delivered"]
     in_flight_lost = (sender["messages_out"] - 1) - (receiver["messages_in"] - 1)  # fence
-    dropped = sender["dropped"] + in_flight_lost + receiver["unexpected"]
+    unrouted = sent_report["unrouted"]
+    dropped = unrouted + sender["dropped"] + in_flight_lost + receiver["unexpected"]
     all_states = _states(subscriber, 0.0)
     record(
         "netns_loss_cut_blackhole",
@@ -145,6 +146,7 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
         sent=sent,
         delivered=delivered,
         dropped_reported=dropped,
+        unrouted=unrouted,
         dropped_unwritten=sender["dropped"],
         lost_in_flight=in_flight_lost,
         duplicates=got_report["duplicates"],
