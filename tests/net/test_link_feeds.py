@@ -4,6 +4,8 @@ system notifications, counters, configuration."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +18,7 @@ from actorbus.bus.bus import Bus
 from actorbus.bus.message import Field, Notification, Reply, ReplyStatus
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
+from actorbus.net import node as node_module
 from actorbus.net.link import LinkStatus
 from actorbus.testing import Recorder
 
@@ -336,3 +339,27 @@ def test_rich_messages_cross_intact() -> None:
         got = [inbox.receive(5), inbox.receive(5)]
         assert got == sent
         assert type(got[0].legs[1]) is OptionLeg
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_links_run_on_either_event_loop_with_nodelay_sockets(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvloop when installed, the standard loop otherwise: both ends of a link
+    send small frames at once (TCP_NODELAY), so a request/reply is never held
+    back by Nagle's algorithm waiting for a delayed ACK."""
+    if loop == "asyncio":
+        monkeypatch.setattr(node_module, "_new_loop", asyncio.new_event_loop)
+    with buses("A", "B") as (a, b):
+        service, link = linked(a, b)
+        for end in (link, service.links[0]):
+            sock = end._session.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            assert ("uvloop" in type(end.selector.loop).__module__) == (loop == "uvloop")
+        rep = Recorder("rep")
+        started(a, rep)
+        rep.auto_reply = lambda inc: Answer("/q", value=inc.request.q)
+        rep.replier(Ask, "/q")
+        wait_for(lambda: b.router.feeds(rep_key(Ask, "/q"))["repliers"] == 1, "B sees A's replier")
+        for q in range(20):
+            assert [r.value for r in b.request_all(Ask("/q", q=q), timeout=5)] == [q]

@@ -711,6 +711,11 @@ class _Session(asyncio.BufferedProtocol):
         link = self.link
         settings = link.settings
         transport.set_write_buffer_limits(high=settings.output_buffer_size)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Small frames must leave at once (Nagle + delayed ACK = 40 ms stalls).
+            # uvloop sets it; asyncio skips sockets that accept() made.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:
             self.address = _endpoint(peername[0], peername[1])

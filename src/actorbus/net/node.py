@@ -468,6 +468,12 @@ class NodeNet:
     def close(self, timeout: float = 5.0) -> None:
         """Log off every link ("node closing"), close the services, stop the I/O
         threads.  Waits at most about ``timeout`` seconds.  Idempotent."""
+        for selector in self._selectors.values():
+            if selector.on_loop_thread():
+                raise UsageError(
+                    "Bus.close() from a network I/O thread would wait for itself; close "
+                    "the bus from another thread"
+                )
         with self._lock:
             if self._closed:
                 return
@@ -475,12 +481,6 @@ class NodeNet:
             self.closing = True
             services = list(self._services)
             links = list(self._links)
-        for selector in self._selectors.values():
-            if selector.on_loop_thread():
-                raise UsageError(
-                    "Bus.close() from a network I/O thread would wait for itself; close "
-                    "the bus from another thread"
-                )
         for service in services:
             service._close(timeout)
         by_selector: dict[Selector, list[Link]] = {}
