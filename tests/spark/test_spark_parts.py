@@ -11,6 +11,7 @@ import textwrap
 import uuid
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -22,7 +23,7 @@ from spark_messages import (
     Summary,
     WindowAvg,
 )
-from spark_support import BASE_MS, all_types, write_journal
+from spark_support import BASE_MS, all_types, readings_plan, write_journal
 
 from actorbus.journal import JournalReader
 from actorbus.spark import SparkOptionError, SparkPipelineError, message_schema
@@ -414,3 +415,70 @@ def test_import_without_pyspark_fails_only_when_used() -> None:
     assert out.returncode == 0, out.stderr
     assert "ok:" in out.stdout
     assert "pip install 'actorbus[spark]'" in out.stdout
+
+
+# ------------------------------------------------------------------ the stream reader's offsets
+
+
+def _stream_reader(path: Path, **options: str) -> Any:
+    from actorbus.spark.source import JournalStreamReader
+
+    opts = SourceOptions.parse({**SOURCE, "path": str(path), **options})
+    return JournalStreamReader(opts, message_schema(Reading))
+
+
+def test_offsets_read_limits_and_available_now(journal_dir: Path) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    write_journal(journal_dir, readings_plan(["/a"], 100, seed=1))
+    reader = _stream_reader(journal_dir, maxRecordsPerTrigger="30")
+    assert reader.initialOffset() == {"seq": 1}
+    assert reader.getDefaultReadLimit() == ReadMaxRows(30)
+    assert reader.latestOffset({"seq": 1}, ReadMaxRows(30)) == {"seq": 31}
+    assert reader.latestOffset({"seq": 91}, ReadMaxRows(30)) == {"seq": 101}
+    assert reader.latestOffset({"seq": 1}, ReadAllAvailable()) == {"seq": 101}
+    assert reader.latestOffset({"seq": 101}, ReadAllAvailable()) == {"seq": 101}
+    assert reader.reportLatestOffset() == {"seq": 101}
+    assert _stream_reader(journal_dir).getDefaultReadLimit() == ReadAllAvailable()
+    assert _stream_reader(journal_dir, startingOffset="latest").initialOffset() == {"seq": 101}
+
+    # availableNow: the end is fixed when the query starts; later records wait
+    reader.prepareForTriggerAvailableNow()
+    write_journal(journal_dir, readings_plan(["/a"], 10, seed=2))
+    assert reader.latestOffset({"seq": 91}, ReadMaxRows(30)) == {"seq": 101}
+    assert reader.latestOffset({"seq": 101}, ReadMaxRows(30)) == {"seq": 101}
+    assert _stream_reader(journal_dir).latestOffset({"seq": 101}, ReadAllAvailable()) == {
+        "seq": 111
+    }
+    parts = reader.partitions({"seq": 1}, {"seq": 111})
+    assert [(p.start, p.end) for p in parts] == [(1, 111)]
+    assert pa.Table.from_batches(list(reader.read(parts[0]))).num_rows == 110
+
+
+def test_offsets_from_elsewhere_and_replaced_journals_are_refused(journal_dir: Path) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    write_journal(journal_dir, readings_plan(["/a"], 10, seed=1))
+    reader = _stream_reader(journal_dir)
+    with pytest.raises(SparkPipelineError, match="not an actorbus journal offset"):
+        reader.latestOffset({"offset": 5}, ReadAllAvailable())
+    with pytest.raises(SparkPipelineError, match=r"seq 500 but journal .* ends at seq 10"):
+        reader.latestOffset({"seq": 500}, ReadAllAvailable())
+
+
+def test_records_lost_to_retention_fail_or_are_skipped(journal_dir: Path) -> None:
+    from actorbus.journal import Retention
+    from actorbus.spark.source import JournalRange
+
+    plan = readings_plan(["/a"], 2_000, seed=3)
+    write_journal(
+        journal_dir, plan, frame=50, segment_bytes=4096, retention=Retention(max_bytes=40_000)
+    )
+    first = JournalReader(journal_dir).first_seq()
+    assert first > 1
+    strict = _stream_reader(journal_dir)
+    with pytest.raises(SparkPipelineError, match=rf"records 1\.\.{first - 1} .* are gone"):
+        list(strict.read(JournalRange(1, 2_001)))
+    lenient = _stream_reader(journal_dir, failOnDataLoss="false")
+    rows = pa.Table.from_batches(list(lenient.read(JournalRange(1, 2_001))))
+    assert rows.column("seq").to_pylist() == list(range(first, 2_001))

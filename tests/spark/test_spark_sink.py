@@ -5,6 +5,7 @@ the duplicates a restarted query sends."""
 from __future__ import annotations
 
 import datetime as dt
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,55 @@ def test_rows_arrive_as_typed_notifications_and_replays_carry_the_batch_id(
     assert content(again) == content(first)
     deduplicated = {(m.batch_id, m.subject, m.window_start) for m in both}
     assert len(deduplicated) == len(expected)
+
+
+def _failure(start: Any) -> str:
+    """The error text of a query that fails when started or while it runs."""
+    try:
+        query = start()
+    except Exception as exc:  # noqa: BLE001 - pyspark wraps our error
+        return str(exc)
+    try:
+        with pytest.raises(Exception) as err:  # noqa: PT011 - pyspark wraps our error
+            query.awaitTermination(QUERY_TIMEOUT)
+    finally:
+        query.stop()
+    return str(err.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_sink_errors_say_what_is_wrong(spark: Any, tmp_path: Path, journal_dir: Path) -> None:
+    from pyspark.sql import functions as F
+
+    write_journal(journal_dir, readings_plan(LISTENED, 5, seed=SEED))
+    # rows shaped like WindowAvg without an aggregation: errors come sooner
+    averages = source(spark, journal_dir).select(
+        "subject",
+        F.col("timestamp").alias("window_start"),
+        F.col("value").alias("average"),
+        F.col("seq_no").alias("n"),
+    )
+
+    # nobody listens at the port: the task cannot log on
+    port = _free_port()
+    text = _failure(
+        lambda: to_bus(averages, port, tmp_path / "c1", subjectColumn="subject", connectTimeout="5")
+    )
+    assert f"could not log on to the bus node at 127.0.0.1:{port}" in text
+
+    # a column the message class does not have, and a field without a column
+    extra = averages.withColumn("extra", F.lit(1))
+    text = _failure(lambda: to_bus(extra, port, tmp_path / "c2", subjectColumn="subject"))
+    assert "['extra'] are not fields of WindowAvg" in text
+    short = averages.drop("n")
+    text = _failure(lambda: to_bus(short, port, tmp_path / "c3", subjectColumn="subject"))
+    assert "WindowAvg.n (int) has no default" in text
+
+    # a sink option that does not exist
+    text = _failure(lambda: to_bus(averages, port, tmp_path / "c4", subjectColum="subject"))
+    assert "did you mean 'subjectColumn'" in text
