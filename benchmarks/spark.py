@@ -146,7 +146,7 @@ def _in_memory_source() -> Any:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    class Reader(DataSourceStreamReader):  # type: ignore[misc]
+    class Reader(DataSourceStreamReader):
         def __init__(self, rows: int) -> None:
             self.rows = rows
 
@@ -170,7 +170,7 @@ def _in_memory_source() -> Any:
                 {"value": list(range(lo, hi))}, schema=pa.schema([("value", pa.int64())])
             )
 
-    class InMemory(DataSource):  # type: ignore[misc]
+    class InMemory(DataSource):
         @classmethod
         def name(cls) -> str:
             return "actorbus_bench_in_memory"
@@ -188,7 +188,7 @@ class _Batches:
     """A query listener: the progress of each batch of one query; an event after ``k``."""
 
     def __init__(self, spark: Any) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
+        from pyspark.sql.streaming.listener import StreamingQueryListener
 
         outer = self
         self.progress: list[dict[str, Any]] = []
@@ -196,7 +196,7 @@ class _Batches:
         self.query_id: str | None = None
         self.enough = threading.Event()
 
-        class Listener(StreamingQueryListener):  # type: ignore[misc]
+        class Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:
                 pass
 
@@ -307,10 +307,12 @@ def spark_rows(work: Path, batches: int, rounds: int = 2) -> list[Row]:
         return work / f"checkpoint-{next(n)}"
 
     def steady(progress: list[dict[str, Any]]) -> float:
-        return statistics.median(p["rows"] / (p["ms"] / 1000) for p in progress[warm:] if p["ms"])
+        return float(
+            statistics.median(p["rows"] / (p["ms"] / 1000) for p in progress[warm:] if p["ms"])
+        )
 
     def per_batch_ms(progress: list[dict[str, Any]]) -> float:
-        return statistics.median(p["ms"] for p in progress[warm:])
+        return float(statistics.median(p["ms"] for p in progress[warm:]))
 
     ours: list[float] = []
     base: list[float] = []

@@ -482,3 +482,13 @@ def test_records_lost_to_retention_fail_or_are_skipped(journal_dir: Path) -> Non
     lenient = _stream_reader(journal_dir, failOnDataLoss="false")
     rows = pa.Table.from_batches(list(lenient.read(JournalRange(1, 2_001))))
     assert rows.column("seq").to_pylist() == list(range(first, 2_001))
+
+
+def test_public_names_resolve() -> None:
+    import actorbus.spark as spark_pkg
+
+    assert sorted(spark_pkg.__all__) == sorted(dir(spark_pkg))
+    for name in spark_pkg.__all__:
+        assert getattr(spark_pkg, name) is not None, name
+    assert spark_pkg.ActorbusDataSource.name() == spark_pkg.FORMAT == "actorbus"
+    assert spark_pkg.message_schema is message_schema
