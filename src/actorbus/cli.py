@@ -92,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         help="at the end, write the calculator's machine with its current state highlighted",
     )
 
+    spark = demos.add_parser(
+        "spark",
+        help="bus feeds -> journal -> Spark windowed averages -> back onto the bus",
+        add_help=False,
+    )
+    del spark  # its options are the Spark demo's own: main() hands them over unparsed
+
     diag = sub.add_parser("diagram", help="render a state machine")
     diag.add_argument("machine", help="a .sm file, or module:Class of a StateMachine")
     diag.add_argument(
@@ -208,6 +215,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``actorbus`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["demo", "spark"]:
+        enable_logging("WARNING")
+        from demos.spark_pipeline.run import main as spark_main
+
+        return spark_main(argv[2:])
     parser = _parser()
     args = parser.parse_args(argv)
     enable_logging(args.log_level)
