@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statemachine import State, StateMachine
+from demos.calculator.machine import CalculatorMachine
+from statemachine import StateMachine
 
 from actorbus.fsm import (
-    DefaultState,
-    Machine,
     TransitionNotAllowed,
     compile_machine,
     load_sm,
@@ -33,27 +32,7 @@ CALCULATOR_SM = ROOT / "demos" / "calculator" / "calculator.sm"
 WINDOW = 3
 
 
-class CalculatorMachine(Machine):
-    """The same machine as calculator.sm, declared in Python."""
-
-    Initializing = State(initial=True, enter="open_feeds")
-    FeedDown = State(enter=["mark_average_down", "clear_window"])
-    Collecting = State()
-    Publishing = State(enter=["mark_average_up", "publish_average"])
-    Shutdown = State(final=True, enter="close_feeds")
-    Default = DefaultState()
-
-    feed_up = (
-        Initializing.to(Collecting) | FeedDown.to(Collecting) | Default.to.itself(internal=True)
-    )
-    data = (
-        Collecting.to(Publishing, cond="window_full_after", on="add")
-        | Collecting.to.itself(internal=True, on="add")
-        | Publishing.to.itself(internal=True, on=["add", "publish_average"])
-        | Default.to.itself(internal=True)
-    )
-    feed_down = Default.to(FeedDown)
-    shutdown = Default.to(Shutdown)
+# The Python twin of calculator.sm is the demo's own declaration.
 
 
 class RecordingCalculator:

@@ -35,7 +35,8 @@ from ..config.schema import BusConfig
 from ..errors import UsageError
 from .feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
 from .inbox import Inbox
-from .message import Message, MessageKey, Notification, Reply, Request
+from .message import MessageKey, Notification, Reply, Request
+from .owner import checked_key
 from .router import Router
 from .scope import FeedState, Scope
 from .system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
@@ -175,7 +176,7 @@ class Bus:
         condition: Callable[[N], bool] | None = None,
     ) -> Inbox[N]:
         """Subscribe synchronously: ``inbox.receive(timeout)`` returns messages."""
-        key = _key(message_class, subject, Notification)
+        key = checked_key(message_class, subject, Notification)
         feed: SubscribeFeed[N] = SubscribeFeed(self.router, None, key, scope, condition=condition)
         return Inbox(feed)
 
@@ -191,7 +192,7 @@ class Bus:
         """An advertised publish feed for code that is not an actor (declared UP
         unless ``up=False``).  ``on_status`` runs on whichever thread changed the
         state, so it must be thread-safe."""
-        key = _key(message_class, subject, Notification)
+        key = checked_key(message_class, subject, Notification)
         feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope)
         feed.status_callback(on_status if on_status is not None else _ignore)
         feed.advertise()
@@ -387,11 +388,3 @@ class Bus:
 
 def _ignore(*args: object) -> None:
     """A callback that does nothing."""
-
-
-def _key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
-    if not (isinstance(cls, type) and issubclass(cls, family)):
-        raise UsageError(f"expected a {family.__name__} subclass, found {cls!r}")
-    if not isinstance(subject, str):
-        raise UsageError(f"subject must be a str, found {subject!r}")
-    return MessageKey(cls, subject)

@@ -220,6 +220,15 @@ class Feed:
     def _retract(self) -> None:
         raise NotImplementedError  # pragma: no cover - every subclass defines it
 
+    def _enter_placed(self, place: Callable[[Any], None]) -> None:
+        """Mark the feed placed and tell the router; undo the mark if it refuses."""
+        self._phase = _Phase.PLACED
+        try:
+            place(self)
+        except BaseException:
+            self._phase = _Phase.OPEN
+            raise
+
     def close(self) -> None:
         """Retract if placed and make the feed unusable.  Closing twice is harmless."""
         if self._phase is _Phase.CLOSED:
@@ -270,12 +279,7 @@ class PublishFeed(Feed, Generic[N]):
         self._cb_status = self._resolve(
             self._given_status, "on_publish_status", "status", required=True
         )
-        self._phase = _Phase.PLACED
-        try:
-            self._router._place_publisher(self)
-        except BaseException:
-            self._phase = _Phase.OPEN
-            raise
+        self._enter_placed(self._router._place_publisher)
 
     def unadvertise(self) -> None:
         """Retract the advertisement; the feed may be advertised again."""
@@ -422,12 +426,7 @@ class SubscribeFeed(Feed, Generic[N]):
         self._require(_Phase.OPEN, "subscribe()")
         self._cb_message = self._resolve(self._given_message, "on_message", "message", True)
         self._cb_status = self._resolve(self._given_status, "on_feed_status", "status", False)
-        self._phase = _Phase.PLACED
-        try:
-            self._router._place_subscriber(self)
-        except BaseException:
-            self._phase = _Phase.OPEN
-            raise
+        self._enter_placed(self._router._place_subscriber)
 
     def unsubscribe(self) -> None:
         """Stop receiving; the feed may subscribe again."""
@@ -761,12 +760,7 @@ class RequestFeed(Feed, Generic[Q]):
         )
         self._cb_reply = generic
         self._cb_status = self._resolve(self._given_status, "on_feed_status", "status", False)
-        self._phase = _Phase.PLACED
-        try:
-            self._router._place_requestor(self)
-        except BaseException:
-            self._phase = _Phase.OPEN
-            raise
+        self._enter_placed(self._router._place_requestor)
 
     def unsubscribe(self) -> None:
         """Stop; outstanding requests are cancelled."""
@@ -857,12 +851,7 @@ class ReplyFeed(Feed, Generic[Q]):
         self._require(_Phase.OPEN, "advertise()")
         self._cb_request = self._resolve(self._given_request, "on_request", "request", True)
         self._cb_cancel = self._resolve(self._given_cancel, "on_cancel", "cancel", False)
-        self._phase = _Phase.PLACED
-        try:
-            self._router._place_replier(self)
-        except BaseException:
-            self._phase = _Phase.OPEN
-            raise
+        self._enter_placed(self._router._place_replier)
 
     def unadvertise(self) -> None:
         """Retract; outstanding requests get an ERROR reply."""

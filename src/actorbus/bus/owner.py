@@ -46,7 +46,8 @@ def _default_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _check_key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
+def checked_key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
+    """The key for ``cls``/``subject``, or UsageError when they cannot make one."""
     if not (isinstance(cls, type) and issubclass(cls, family)):
         raise UsageError(
             f"expected a {family.__name__} subclass, found {cls!r}; this feed carries "
@@ -111,7 +112,7 @@ class FeedOwner:
         self, message_class: type[N], subject: str, scope: Scope = Scope.LOCAL_AND_REMOTE
     ) -> PublishFeed[N]:
         """Open (not yet advertise) a publish feed for ``message_class:subject``."""
-        key = _check_key(message_class, subject, Notification)
+        key = checked_key(message_class, subject, Notification)
         router, post = self._ab_feed_context()
         return PublishFeed(router, self, key, scope, post=post)
 
@@ -123,7 +124,7 @@ class FeedOwner:
         condition: Callable[[N], bool] | None = None,
     ) -> SubscribeFeed[N]:
         """Open (not yet subscribe) a subscribe feed."""
-        key = _check_key(message_class, subject, Notification)
+        key = checked_key(message_class, subject, Notification)
         router, post = self._ab_feed_context()
         return SubscribeFeed(router, self, key, scope, post=post, condition=condition)
 
@@ -131,7 +132,7 @@ class FeedOwner:
         self, message_class: type[Q], subject: str, scope: Scope = Scope.LOCAL_AND_REMOTE
     ) -> RequestFeed[Q]:
         """Open (not yet subscribe) a request feed."""
-        key = _check_key(message_class, subject, Request)
+        key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
         return RequestFeed(router, self, key, scope, post=post)
 
@@ -143,7 +144,7 @@ class FeedOwner:
         condition: Callable[[Q], bool] | None = None,
     ) -> ReplyFeed[Q]:
         """Open (not yet advertise) a reply feed."""
-        key = _check_key(message_class, subject, Request)
+        key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
         return ReplyFeed(router, self, key, scope, post=post, condition=condition)
 
