@@ -125,17 +125,20 @@ def test_remote_continuing_replies_then_error_and_no_replier_error() -> None:
             incoming.reply(Reply("/q", status=ReplyStatus.ERROR, reason="gave up"))  # type: ignore[attr-defined]
 
         rep.replier(Ask, "/q", on_request=answer)
-        wait_for(lambda: b.router.feeds(rep_key(Ask, "/q"))["repliers"] == 1, "B sees A's replier")
+        replier_up(b, Ask, "/q")
         replies = b.request_all(Ask("/q", q=3), timeout=5)
         assert [type(r) for r in replies] == [Answer, Reply]
         assert replies[0].status is ReplyStatus.OK_CONTINUING
         assert replies[1].status is ReplyStatus.ERROR and replies[1].reason == "gave up"
 
 
-def rep_key(cls: type, subject: str) -> object:
-    from actorbus.bus.message import MessageKey
-
-    return MessageKey(cls, subject)
+def replier_up(bus: Bus, cls: type[Ask], subject: str) -> None:
+    """Wait until a requestor on ``bus`` sees a replier UP (remote ones included)."""
+    watcher = Recorder("watcher")
+    started(bus, watcher)
+    feed = watcher.requestor(cls, subject)
+    watcher.log.wait_for(lambda ev: ("feed_status", feed.key, UP) in ev)
+    feed.close()
 
 
 def test_cancel_crosses_the_link() -> None:
@@ -360,6 +363,6 @@ def test_links_run_on_either_event_loop_with_nodelay_sockets(
         started(a, rep)
         rep.auto_reply = lambda inc: Answer("/q", value=inc.request.q)
         rep.replier(Ask, "/q")
-        wait_for(lambda: b.router.feeds(rep_key(Ask, "/q"))["repliers"] == 1, "B sees A's replier")
+        replier_up(b, Ask, "/q")
         for q in range(20):
             assert [r.value for r in b.request_all(Ask("/q", q=q), timeout=5)] == [q]

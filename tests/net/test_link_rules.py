@@ -220,8 +220,8 @@ def test_malformed_input_closes_that_link_and_the_node_keeps_serving(
             raw.send_raw(garbage)
             answer = raw.read_until_closed()  # the node says why (LOGON_REJECT), then closes
             assert b"protocol error" in answer, what
-        wait_for(lambda: service.counters.links.corrupt_frames == 1, "the frame is counted")
-        assert service.counters.open_links == 1
+        wait_for(lambda: service.counters.open_links == 1, "the node closed the garbage connection")
+        assert service.counters.links.corrupt_frames == 1
         still_serving(a, b, "/after-garbage")
 
 

@@ -251,6 +251,8 @@ class LinkStats:
     #: TCP connections made (dialled or accepted), and logons completed.
     connections: int = 0
     logons: int = 0
+    #: Logons this node refused (one link per pair of nodes, or its own node id).
+    refused_logons: int = 0
     #: Dial attempts after the first (a client link that lost or never got its
     #: connection and tried again).
     reconnects: int = 0
@@ -613,6 +615,8 @@ class _Session(asyncio.BufferedProtocol):
         self.on_closed: list[Callable[[], object]] = []
         self.corrupt = 0
         self.unknown = 0
+        self.refused_logons = 0
+        self._unknown_logged: set[str] = set()
         self.keys: dict[WireKey, MessageKey | None] = {}
         #: notification classes by wire key, for the hot path (filled on first use)
         self.notified: dict[WireKey, type[Message]] = {}
@@ -645,6 +649,27 @@ class _Session(asyncio.BufferedProtocol):
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,
             heartbeats_in=c.heartbeats_in,
+            refused_logons=self.refused_logons,
+        )
+
+    def _known_type(self, type_name: str) -> bool:
+        """The protocol's ``is_known_type``, asked once per key the peer defines."""
+        if _known_message_type(type_name):
+            return True
+        self._unknown_type(type_name, "")
+        return False
+
+    def _unknown_type(self, type_name: str, detail: str) -> None:
+        if type_name in self._unknown_logged:
+            return
+        self._unknown_logged.add(type_name)
+        self._log.warning(
+            "link {}: node {} sends {} messages{}, a type this node does not define; "
+            "they are dropped and counted (unknown_types)",
+            self.name,
+            self.peer,
+            type_name,
+            f" {detail}" if detail else "",
         )
 
     # ------------------------------------------------ PartyTransport (any thread)
@@ -724,7 +749,7 @@ class _Session(asyncio.BufferedProtocol):
             side,
             link._net.node_id,
             self.loop.time(),
-            is_known_type=_known_message_type,
+            is_known_type=self._known_type,
             settings=settings.protocol_settings(),
             # nested structs of a subclass travel as ext values the codec reads;
             # one that does not is a corrupt frame (the link closes, it is counted)
@@ -955,6 +980,10 @@ class _Session(asyncio.BufferedProtocol):
             key = self._resolve(wire_key)
         if key is None or not issubclass(key.message_class, family):
             self.unknown += 1
+            if key is not None:
+                self._unknown_type(
+                    wire_key[0], f"as {family.__name__.lower()}s, which it is not here"
+                )
             return None
         return key
 
@@ -970,8 +999,22 @@ class _Session(asyncio.BufferedProtocol):
         )
         proto = self.proto
         assert proto is not None
+        self.link._count_dropped(self._discard_events(proto))
         proto.logoff("a message body did not decode")
         self._end(f"corrupt {key} message body: {exc}", _TELL)
+
+    @staticmethod
+    def _discard_events(proto: LinkProtocol) -> int:
+        """Take the events still waiting (the link is closing); the data messages
+        among them were read but are not delivered: their count."""
+        dropped = 0
+        try:
+            while (event := proto.next_event()) is not None:
+                if event.__class__ in _DATA_EVENTS:
+                    dropped += 1
+        except ProtocolError:
+            pass  # a later frame is broken too: the link closes either way
+        return dropped
 
     def _event(self, event: Event) -> bool:
         """(loop) Every event but the common notification; False once ended."""
@@ -1087,6 +1130,7 @@ class _Session(asyncio.BufferedProtocol):
         link = self.link
         refusal = link._net._claim(self, peer)
         if refusal is not None:
+            self.refused_logons += 1
             self._log.info(
                 "link {} ({}): refusing node {}: {}", self.name, self.address, peer, refusal
             )
@@ -1236,6 +1280,9 @@ class _Session(asyncio.BufferedProtocol):
 
 
 _SENDING: Final = (LinkState.SYNCING, LinkState.CONNECTED)
+_DATA_EVENTS: Final = frozenset(
+    {NotificationReceived, RequestReceived, ReplyReceived, RequestAcknowledged, CancelReceived}
+)
 _UNRESOLVED: Final[Any] = object()
 
 

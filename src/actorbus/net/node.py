@@ -454,8 +454,9 @@ class NodeNet:
             if link not in self._links:
                 return
             self._links.remove(link)
-        if link.service is not None:
-            link.service._retire(link)
+            if link.service is not None:
+                # under the same lock, so the service's counters never miss it
+                link.service._retire(link)
 
     def _publish(self, message: Notification) -> None:
         try:

@@ -101,12 +101,15 @@ class Service:
     @property
     def counters(self) -> ServiceStats:
         """Accepted and refused connections, and the summed counters of its links."""
-        links = [link for link in self._net.links if link.service is self]
-        total = self._retired
+        net = self._net
+        with net._lock:  # a link is either open here or retired, never both or neither
+            links = [link for link in net._links if link.service is self]
+            with self._lock:
+                total = self._retired
+                accepted, refused = self._accepted, self._refused
         for link in links:
             total = total + link.counters
-        with self._lock:
-            return ServiceStats(self._accepted, self._refused, len(links), total)
+        return ServiceStats(accepted, refused, len(links), total)
 
     @property
     def links(self) -> tuple[Link, ...]:
@@ -171,9 +174,9 @@ class Service:
         host, port = str(peer[0]), int(peer[1])
         address = _endpoint(host, port)
         if self._filter and not self._allowed(host, port):
-            sock.close()
             with self._lock:
-                self._refused += 1
+                self._refused += 1  # counted before the peer can see the close
+            sock.close()
             logger.warning(
                 "service {}: refused a connection from {}: not in the address filter {}",
                 self.name,
