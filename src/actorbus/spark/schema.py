@@ -45,7 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..bus._types import SocketAddress
+from ..bus import SocketAddress
 from ..bus.codec import decode
 from ..bus.message import Field, FieldSpec, MessageKey, Notification
 from ..errors import CodecError

@@ -58,7 +58,7 @@ from pyspark.sql.types import (
 )
 
 from .._log import logger
-from ..bus._types import SocketAddress
+from ..bus import SocketAddress
 from ..bus.bus import Bus
 from ..bus.feeds import PublishFeed
 from ..bus.message import Field, FieldSpec, MessageKey, Notification, lookup_type
