@@ -79,6 +79,8 @@ def test_second_link_is_rejected_whichever_side_dials() -> None:
         off_a2 = SystemLog.next(log_a.logged_off)
         assert off_a2.reason.startswith("logon rejected by the peer: node 'A' already has a link")
         assert first.is_logged_on and a.links[0].is_logged_on
+        assert service_a.counters.links.refused_logons == 1
+        assert service_b.counters.links.refused_logons == 1
         still_serving(a, b, "/still")
 
 
@@ -236,10 +238,15 @@ def test_a_body_that_does_not_decode_closes_the_link() -> None:
             raw.expect(Subscribed)  # the inbox on A subscribes
             assert inbox.wait_up(5)
             raw.proto.notify(COUNTER, ("/c", "not a timestamp", "not an int"))
+            for n in range(5):  # read with the bad one, never delivered: dropped
+                raw.proto.notify(COUNTER, ("/c", 1, n, b""))
             raw.send()
             assert raw.expect(LogoffReceived).reason == "a message body did not decode"
-        wait_for(lambda: service.counters.links.corrupt_frames == 1, "the body is counted")
+        wait_for(lambda: service.counters.open_links == 0, "the link is closed")
+        counters = service.counters.links
+        assert (counters.messages_in, counters.corrupt_frames, counters.dropped) == (6, 1, 5)
         wait_for(lambda: not inbox.is_up, "the feed went down with the link")
+        assert inbox.receive_nowait() is None
 
 
 def test_unknown_types_are_counted_and_ignored() -> None:

@@ -109,6 +109,7 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from .node import NodeNet, Selector
+    from .service import Service
 
 __all__ = ["Link", "LinkSettings", "LinkStats", "LinkStatus"]
 
@@ -312,7 +313,7 @@ class Link:
         bind_port: int = 0,
         reconnect: bool = False,
         reconnect_delay: float = 5.0,
-        service: Any = None,
+        service: Service | None = None,
     ) -> None:
         self.name = name
         self.initiator = initiator
@@ -330,14 +331,13 @@ class Link:
         self._cond = threading.Condition()
         self._status = LinkStatus.CONNECTING
         self._peer: str | None = None
-        self._address = f"{host}:{port}"
+        self._address = _endpoint(host, port)
         self._totals = _Totals()
         self._session: _Session | None = None
         self._closing = False
         self._retry: asyncio.TimerHandle | None = None
         self._dialing: asyncio.Task[None] | None = None
         self._failures = 0
-        self._logons_seen = 0
         self._last_reason: str | None = None
 
     def __repr__(self) -> str:
@@ -417,11 +417,11 @@ class Link:
         logged on (reconnect tests use it); TimeoutError otherwise."""
         with self._cond:
             if not self._cond.wait_for(
-                lambda: self._logons_seen >= count and self._status is LinkStatus.LOGGED_ON,
+                lambda: self._totals.logons >= count and self._status is LinkStatus.LOGGED_ON,
                 timeout,
             ):
                 raise TimeoutError(
-                    f"link {self.name!r}: {self._logons_seen} logons after {timeout:g} s, "
+                    f"link {self.name!r}: {self._totals.logons} logons after {timeout:g} s, "
                     f"expected {count} (status {self._status.value}; last reason: "
                     f"{self._last_reason})"
                 )
@@ -536,7 +536,6 @@ class Link:
         with self._cond:
             self._peer = peer
             self._totals.logons += 1
-            self._logons_seen += 1
             self._status = LinkStatus.LOGGED_ON
             self._cond.notify_all()
 
@@ -570,7 +569,7 @@ class Link:
     def _backoff(self) -> float:
         base = self.reconnect_delay
         cap = max(base, min(base * RECONNECT_BACKOFF_FACTOR, MAX_RECONNECT_BACKOFF))
-        return float(min(base * (2**self._failures), cap))
+        return float(min(base * (2 ** min(self._failures, 32)), cap))
 
     def _count_dropped(self, n: int) -> None:
         if n:
@@ -656,20 +655,20 @@ class _Session(asyncio.BufferedProtocol):
         """The protocol's ``is_known_type``, asked once per key the peer defines."""
         if _known_message_type(type_name):
             return True
-        self._unknown_type(type_name, "")
+        self._unknown_type(type_name, "a type this node does not define")
         return False
 
-    def _unknown_type(self, type_name: str, detail: str) -> None:
+    def _unknown_type(self, type_name: str, why: str) -> None:
+        """Log once per link and type name why its frames are dropped."""
         if type_name in self._unknown_logged:
             return
         self._unknown_logged.add(type_name)
         self._log.warning(
-            "link {}: node {} sends {} messages{}, a type this node does not define; "
-            "they are dropped and counted (unknown_types)",
+            "link {}: node {} sends {} messages, {}; they are dropped and counted (unknown_types)",
             self.name,
             self.peer,
             type_name,
-            f" {detail}" if detail else "",
+            why,
         )
 
     # ------------------------------------------------ PartyTransport (any thread)
@@ -982,7 +981,9 @@ class _Session(asyncio.BufferedProtocol):
             self.unknown += 1
             if key is not None:
                 self._unknown_type(
-                    wire_key[0], f"as {family.__name__.lower()}s, which it is not here"
+                    wire_key[0],
+                    f"used as {family.__name__} messages, but here the type is a "
+                    f"{_family_name(key.message_class)}",
                 )
             return None
         return key
@@ -1284,6 +1285,13 @@ _DATA_EVENTS: Final = frozenset(
     {NotificationReceived, RequestReceived, ReplyReceived, RequestAcknowledged, CancelReceived}
 )
 _UNRESOLVED: Final[Any] = object()
+
+
+def _family_name(cls: type[Message]) -> str:
+    for family in (Notification, Request, Reply):
+        if issubclass(cls, family):
+            return family.__name__
+    return cls.__name__
 
 
 def _endpoint(host: str, port: int) -> str:
