@@ -123,6 +123,8 @@ MAX_RECONNECT_BACKOFF: Final = 30.0
 _MIN_READ_BUFFER: Final = 4_096
 #: How long an orderly close waits for the socket to drain before aborting it.
 _CLOSE_GRACE: Final = 1.0
+#: Most pending items encoded per write; more wait for the next turn of the loop.
+_MAX_BATCH: Final = 512
 
 # Pending-item opcodes (a notification is queued as the message itself).
 _ADVERTISE: Final = 1
@@ -802,6 +804,9 @@ class _Session(asyncio.BufferedProtocol):
         self.paused = False
         if not self.ended:
             self._write()
+            if self.pending and not self.scheduled:
+                self.scheduled = True
+                self.loop.call_soon(self._flush)
 
     # ---------------------------------------------------------------- outbound
 
@@ -825,14 +830,17 @@ class _Session(asyncio.BufferedProtocol):
                     "the peer does not read fast enough",
                     _ABORT,
                 )
-                return
-            self._drain(proto)
-            return
-        self._drain(proto)
+            return  # resume_writing() flushes
+        self._drain(proto, _MAX_BATCH)
         data = proto.data_to_send()
         if data:
             assert self.transport is not None
             self.transport.write(data)
+        if self.pending and not self.scheduled and not self.ended:
+            # More is waiting: write this batch now so the peer can work on it
+            # while the next one is encoded (bounded batches pipeline better).
+            self.scheduled = True
+            self.loop.call_soon(self._flush)
 
     def _waiting(self, proto: LinkProtocol, limit: int) -> int:
         """Data messages waiting: encoded in the protocol, and still pending."""
@@ -844,14 +852,16 @@ class _Session(asyncio.BufferedProtocol):
             1 for item in list(pending) if item.__class__ is not tuple or item[0] in _DATA_OPS
         )
 
-    def _drain(self, proto: LinkProtocol) -> None:
-        """Encode the items pending now.  Items that producers add meanwhile wait
-        for the flush they schedule: a busy publisher cannot keep the loop here."""
+    def _drain(self, proto: LinkProtocol, most: int | None = None) -> None:
+        """Encode the items pending now (at most ``most``).  Items that producers
+        add meanwhile wait for the flush they schedule: a busy publisher cannot
+        keep the loop here."""
         pending = self.pending
         popleft = pending.popleft
         notify = proto.notify
         to_wire = _to_wire
-        for _ in range(len(pending)):
+        count = len(pending) if most is None else min(len(pending), most)
+        for _ in range(count):
             item = popleft()
             try:
                 if item.__class__ is not tuple:
