@@ -114,6 +114,7 @@ def node() -> Iterator[Node]:
             connections=counters.accepted,
             corrupt_frames=counters.links.corrupt_frames,
             unknown_types=counters.links.unknown_types,
+            refused_logons=counters.links.refused_logons,
             unexpected=counters.links.unexpected,
             dropped=counters.links.dropped,
         )
@@ -188,6 +189,7 @@ def test_a_valid_frame_before_logon_is_garbage_too(node: Node) -> None:
 
 
 def test_logon_claiming_another_nodes_id_is_refused(node: Node) -> None:
+    before = node.counters()
     logged_off = node.bus.inbox(LinkLoggedOff, SYSTEM_SUBJECT)
     try:
         with RawPeer(node.address, "node-h") as peer:  # node-h is already linked
@@ -203,6 +205,8 @@ def test_logon_claiming_another_nodes_id_is_refused(node: Node) -> None:
         assert "already has a link" in message.reason
     finally:
         logged_off.close()
+    wait_until(lambda: node.counters().refused_logons > before.refused_logons)
+    assert _delta(before, node.counters())["refused_logons"] == 1
     node.healthy_progress()
 
 
@@ -253,6 +257,10 @@ def test_unknown_message_types_are_counted_and_the_link_stays(node: Node) -> Non
     delta = _delta(before, node.counters())
     assert delta["unknown_types"] == 3
     assert "corrupt_frames" not in delta
+    # logged once for the link and type, not once per frame
+    assert (
+        len(node.logs.matching("node stranger sends no.such.Type messages", "unknown_types")) == 1
+    )
     node.healthy_progress()
 
 

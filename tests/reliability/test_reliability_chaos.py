@@ -232,8 +232,14 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
     taken_in = receiver.messages_in - 1
     in_flight_lost = written - taken_in
     unrouted = publisher.unrouted
+    # (the receiver's own `dropped`: data read after a corrupt body; it sends no data)
     dropped = (
-        unrouted + sender.dropped + in_flight_lost + receiver.unexpected + receiver.unknown_types
+        unrouted
+        + sender.dropped
+        + in_flight_lost
+        + receiver.dropped
+        + receiver.unexpected
+        + receiver.unknown_types
     )
     states = subscriber.states()
     record(

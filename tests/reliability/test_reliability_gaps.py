@@ -50,15 +50,6 @@ def _advertised(peer: RawPeer, subscriber: SeqSubscriber) -> tuple[str, str]:
     return key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="net/link.py _Session._corrupt_body calls proto.logoff(), which discards the "
-    "events parsed after the bad body in the same read; their data frames were counted in "
-    "messages_in but are neither delivered nor counted.  Fix: before logoff, take the "
-    "remaining events with proto.next_event() and count every data event "
-    "(Notification/Request/Reply/RequestAcknowledged/CancelReceived) in LinkStats.dropped.",
-)
 def test_messages_after_a_corrupt_body_in_the_same_read_are_counted(
     served: tuple[Bus, Service, SeqSubscriber, LogCapture],
 ) -> None:
@@ -80,15 +71,6 @@ def test_messages_after_a_corrupt_body_in_the_same_read_are_counted(
     assert delivered + counters.corrupt_frames + counters.dropped == counters.messages_in
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="net/link.py counts frames about unknown types (LinkStats.unknown_types) but logs "
-    "nothing.  Fix: in _Session._key_of (and for the protocol's own count, on the first "
-    "KEY_DEF of an unknown type) log once per link and type name: 'link L: node P sends "
-    "<type name> messages, a type this node does not define; they are dropped and counted "
-    "(unknown_types)'.",
-)
 def test_unknown_types_are_logged_once_with_the_type_name(
     served: tuple[Bus, Service, SeqSubscriber, LogCapture],
 ) -> None:
@@ -116,14 +98,6 @@ def test_unexpected_notifications_are_logged_once_with_the_key(
         logs.wait_for("/never-advertised", "gap-x", timeout=2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="a logon refused by the one-link rule (or a node id that is this node's own) is "
-    "logged and published as LinkLoggedOff, but no counter says how often it happens.  Fix: "
-    "add `refused_logons: int` to net/link.py LinkStats (summed like the others, so it shows "
-    "in ServiceStats.links) and count it in _Session._logon when _claim() refuses.",
-)
 def test_refused_logons_are_counted(served: tuple[Bus, Service, SeqSubscriber, LogCapture]) -> None:
     bus, service, _, _ = served
     with RawPeer(("127.0.0.1", service.port), "gap-n") as peer:  # this node's own id

@@ -137,7 +137,9 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
     delivered = got_report["delivered"]
     in_flight_lost = (sender["messages_out"] - 1) - (receiver["messages_in"] - 1)  # fence
     unrouted = sent_report["unrouted"]
-    dropped = unrouted + sender["dropped"] + in_flight_lost + receiver["unexpected"]
+    dropped = (
+        unrouted + sender["dropped"] + in_flight_lost + receiver["dropped"] + receiver["unexpected"]
+    )
     all_states = _states(subscriber, 0.0)
     record(
         "netns_loss_cut_blackhole",
