@@ -18,8 +18,8 @@ demo: $(STAMP)
 	$(VENV)/bin/actorbus demo calculator --duration 5
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks demos
-	$(VENV)/bin/ruff format --check src tests benchmarks demos
+	$(VENV)/bin/ruff check src tests benchmarks demos fuzz
+	$(VENV)/bin/ruff format --check src tests benchmarks demos fuzz
 	$(VENV)/bin/mypy
 
 test: lint
@@ -27,6 +27,11 @@ test: lint
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+# A longer fuzz run than CI's (docs/reliability.md): FUZZ_SECONDS in total.
+FUZZ_SECONDS ?= 900
+fuzz: $(STAMP)
+	$(PY) fuzz/run_ci.py --budget $(FUZZ_SECONDS) --corpus .fuzz-corpus
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
