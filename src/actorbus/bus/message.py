@@ -43,7 +43,7 @@ import re
 import sys
 import time
 import typing
-from collections.abc import Iterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
