@@ -15,7 +15,8 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
 from actorbus.bus.bus import Bus
-from actorbus.bus.message import Field, Notification, Reply, ReplyStatus
+from actorbus.bus.feeds import ReplyFeed
+from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
 from actorbus.net import node as node_module
@@ -366,3 +367,28 @@ def test_links_run_on_either_event_loop_with_nodelay_sockets(
         replier_up(b, Ask, "/q")
         for q in range(20):
             assert [r.value for r in b.request_all(Ask("/q", q=q), timeout=5)] == [q]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="bus/router.py RemoteParty.request registers the peer's request id "
+    "(self._in_ids[handle.id] = request_id) only after router._dispatch() returns, but a "
+    "replier may answer before that (inline, as here, or from its dispatcher thread while "
+    "the I/O thread is between the two lines): _proxy_reply then finds no id and drops the "
+    "reply, and the remote requestor waits forever.  Fix: remember the id before "
+    "dispatching (e.g. self._early[id(message)] = request_id; in _proxy_reply fall back to "
+    "self._early.get(id(handle.request)); pop it after _dispatch).",
+)
+def test_a_reply_made_before_dispatch_returns_reaches_the_remote_requestor() -> None:
+    with buses("A", "B") as (a, b):
+        linked(a, b)
+        replier: ReplyFeed[Ask] = ReplyFeed(
+            a.router, None, MessageKey(Ask, "/inline"), Scope.LOCAL_AND_REMOTE
+        )
+        replier.request_callback(lambda inc: inc.reply(Answer("/inline", value=inc.request.q)))
+        replier.advertise()
+        replier.update_feed_state(UP)
+        replier_up(b, Ask, "/inline")
+        replies = b.request_all(Ask("/inline", q=7), timeout=2)
+        assert [(type(r), r.status) for r in replies] == [(Answer, ReplyStatus.OK_FINAL)]
