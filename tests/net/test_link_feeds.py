@@ -369,17 +369,6 @@ def test_links_run_on_either_event_loop_with_nodelay_sockets(
             assert [r.value for r in b.request_all(Ask("/q", q=q), timeout=5)] == [q]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bus/router.py RemoteParty.request registers the peer's request id "
-    "(self._in_ids[handle.id] = request_id) only after router._dispatch() returns, but a "
-    "replier may answer before that (inline, as here, or from its dispatcher thread while "
-    "the I/O thread is between the two lines): _proxy_reply then finds no id and drops the "
-    "reply, and the remote requestor waits forever.  Fix: remember the id before "
-    "dispatching (e.g. self._early[id(message)] = request_id; in _proxy_reply fall back to "
-    "self._early.get(id(handle.request)); pop it after _dispatch).",
-)
 def test_a_reply_made_before_dispatch_returns_reaches_the_remote_requestor() -> None:
     with buses("A", "B") as (a, b):
         linked(a, b)

@@ -347,11 +347,17 @@ class Router:
         message: Message,
         chosen: list[ReplyFeed[Any]],
         timeout: float | None,
+        before_send: Callable[[RequestHandle[Any]], None] | None = None,
     ) -> RequestHandle[Any]:
+        """Make the handle and post the request to ``chosen``.  ``before_send`` sees the
+        handle before any replier can answer (repliers may answer on other threads
+        before this returns)."""
         handle: RequestHandle[Any] = RequestHandle(feed, message)
         incomings = [IncomingRequest(handle, r, message) for r in chosen]
         handle._start(incomings)
         self._requests[handle.id] = handle
+        if before_send is not None:
+            before_send(handle)
         if timeout is not None:
             if self._schedule is None:
                 raise UsageError("request timeouts need a bus with a timer service")
@@ -620,10 +626,13 @@ class RemoteParty:
         self.transport.send_request_ack(request_id, len(chosen))
         if not chosen:
             return
-        handle = router._dispatch(feed, message, chosen, None)
-        if not handle.is_done:
+
+        def remember(handle: RequestHandle[Any]) -> None:
+            # before any replier runs: a reply may come back before _dispatch returns
             self._in[request_id] = handle
             self._in_ids[handle.id] = request_id
+
+        router._dispatch(feed, message, chosen, None, before_send=remember)
 
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
