@@ -25,9 +25,7 @@ def no_leaked_threads() -> Iterator[None]:
     leaked: set[threading.Thread] = set()
     while time.monotonic() < deadline:
         leaked = {
-            t
-            for t in _live_threads() - before
-            if not t.daemon or t.name.startswith("actorbus")
+            t for t in _live_threads() - before if not t.daemon or t.name.startswith("actorbus")
         }
         if not leaked:
             return
