@@ -31,7 +31,12 @@ try:
 except ImportError:
     _atheris = None
 
-with _atheris.instrument_imports() if _atheris is not None else contextlib.nullcontext():
+# Coverage instrumentation only when run as the fuzzer (not when a test imports
+# us), and only of the package under test: msgpack's C core and the standard
+# library would only slow start-up down.
+_INSTRUMENT = _atheris is not None and __name__ == "__main__"
+
+with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
     from actorbus.errors import ProtocolError
     from actorbus.net import (
         PROTOCOL_VERSION,

@@ -488,5 +488,5 @@ def test_net_reexports_the_protocol_api() -> None:
         for value in vars(actorbus.net.protocol).values()
         if isinstance(value, type) and issubclass(value, Event) and value is not Event
     }
-    assert len(events) == 19
+    assert len(events) == 20
     assert all(event.__name__ in exported for event in events)

@@ -131,10 +131,10 @@ def test_advertisements_then_complete_before_connected() -> None:
 
 
 def test_logon_with_extra_fields_is_accepted() -> None:
-    # Later versions may append fields to LOGON; they are ignored here.
+    # Later versions may append fields to LOGON after the session id; they are ignored here.
     srv = server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", {"x": 1}), 0.0)
-    assert srv.next_event() == LogonRequested("cli")
+    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "s-1", {"x": 1}), 0.0)
+    assert srv.next_event() == LogonRequested("cli", "s-1")
 
 
 # ------------------------------------------------------------------- rejecting
@@ -160,14 +160,16 @@ def test_server_rejects_a_second_link_with_the_reason() -> None:
 def test_version_mismatch_is_rejected_with_a_reason() -> None:
     srv = server()
     srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION + 1, "cli"), 0.0)
-    with pytest.raises(ProtocolError, match=r"version 2, this node speaks version 1"):
+    theirs, ours = PROTOCOL_VERSION + 1, PROTOCOL_VERSION
+    with pytest.raises(ProtocolError, match=rf"version {theirs}, this node speaks version {ours}"):
         srv.next_event()
     assert srv.state is LinkState.CLOSED
     answer = srv.data_to_send()
     assert frames_of(answer) == [
         (
             int(FrameType.LOGON_REJECT),
-            "protocol error: protocol version 2 is not supported; this node speaks version 1",
+            f"protocol error: protocol version {theirs} is not supported; this node speaks "
+            f"version {ours}",
         )
     ]
     # The client learns the reason as a rejection.
@@ -176,7 +178,7 @@ def test_version_mismatch_is_rejected_with_a_reason() -> None:
     cli.receive_data(answer, 0.0)
     event = cli.next_event()
     assert isinstance(event, LogonRejected)
-    assert "version 2 is not supported" in event.reason
+    assert f"version {theirs} is not supported" in event.reason
     assert cli.state is LinkState.CLOSED
 
 

@@ -5,9 +5,10 @@ Two buses on loopback, the publisher's link dialled through a
 resets connections and blackholes them longer than the heartbeat timeout.
 What is checked is the guarantee of docs/reliability.md: each message the
 publisher published is delivered exactly once and in order, or it is counted
-as dropped — by the publishing link (``dropped``: never written) or by the pair
-of link counters (``messages_out`` at the sender minus ``messages_in`` at the
-receiver: written to a connection that broke).
+as dropped — by the publishing link (``dropped``: never written; ``lost``:
+written to a connection that broke, learnt from the receiver's RECEIPT at the
+next logon), which must agree with the pair of link counters (``messages_out``
+at the sender minus ``messages_in`` at the receiver).
 """
 
 from __future__ import annotations
@@ -233,10 +234,11 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
     in_flight_lost = written - taken_in
     unrouted = publisher.unrouted
     # (the receiver's own `dropped`: data read after a corrupt body; it sends no data)
+    # `lost` is the sender's own count, from the receiver's RECEIPT at each logon
     dropped = (
         unrouted
         + sender.dropped
-        + in_flight_lost
+        + sender.lost
         + receiver.dropped
         + receiver.unexpected
         + receiver.unknown_types
@@ -256,7 +258,7 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
         dropped_reported=dropped,
         unrouted=unrouted,
         dropped_unwritten=sender.dropped,
-        lost_in_flight=in_flight_lost,
+        lost_in_flight=sender.lost,
         duplicates=stats.duplicates,
         reordered=stats.reordered,
         down_up=f"{states.count(FeedState.DOWN)}/{states.count(FeedState.UP)}",
@@ -268,7 +270,8 @@ def _run_chaos(seed: int, total: int, rate: float, schedule: ChaosSchedule, name
     assert stats.reordered == 0
     assert receiver.duplicates == receiver.gaps == 0  # per-connection sequence numbers
     assert receiver.corrupt_frames == 0  # slicing never breaks a frame
-    assert in_flight_lost >= 0
+    # the sender's count agrees with the pair of nodes' counters
+    assert sender.lost == in_flight_lost >= 0
     # The equation: every message delivered once, or reported dropped.
     assert stats.delivered + dropped == sent, (stats, sender, receiver)
     # ...and the subscriber's own view of the numbers agrees with the counters

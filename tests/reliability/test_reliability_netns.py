@@ -137,8 +137,9 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
     delivered = got_report["delivered"]
     in_flight_lost = (sender["messages_out"] - 1) - (receiver["messages_in"] - 1)  # fence
     unrouted = sent_report["unrouted"]
+    # `lost` is the sender's own count, from the receiver's RECEIPT at each logon
     dropped = (
-        unrouted + sender["dropped"] + in_flight_lost + receiver["dropped"] + receiver["unexpected"]
+        unrouted + sender["dropped"] + sender["lost"] + receiver["dropped"] + receiver["unexpected"]
     )
     all_states = _states(subscriber, 0.0)
     record(
@@ -150,7 +151,7 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
         dropped_reported=dropped,
         unrouted=unrouted,
         dropped_unwritten=sender["dropped"],
-        lost_in_flight=in_flight_lost,
+        lost_in_flight=sender["lost"],
         duplicates=got_report["duplicates"],
         reordered=got_report["reordered"],
         cut_down_after_s=round(down_at - cut_at, 2),
@@ -168,7 +169,8 @@ def test_loss_cut_and_blackhole_over_veth(tmp_path: Path) -> None:
     assert got_report["duplicates"] == 0
     assert got_report["reordered"] == 0
     assert receiver["gaps"] == receiver["duplicates"] == receiver["corrupt_frames"] == 0
-    assert in_flight_lost >= 0
+    # the sender's count agrees with the pair of nodes' counters
+    assert sender["lost"] == in_flight_lost >= 0
     assert delivered + dropped == sent, (got_report, sender, receiver)
     assert got_report["missing"] + (sent - got_report["last"]) == dropped
     assert sender["reconnects"] >= 2

@@ -26,6 +26,7 @@ __all__ = [
     "LogonRequested",
     "LogonTimeout",
     "NotificationReceived",
+    "ReceiptReceived",
     "ReplyReceived",
     "RequestAcknowledged",
     "RequestReceived",
@@ -47,17 +48,23 @@ class Event:
 
 @dataclass(slots=True)
 class LogonRequested(Event):
-    """(server) A client asked to log on.  Call ``accept_logon()`` or ``reject_logon()``."""
+    """(server) A client asked to log on.  Call ``accept_logon()`` or ``reject_logon()``.
+
+    ``peer_session`` is the client's session (incarnation) id, "" if it sent none."""
 
     peer_node_id: str
+    peer_session: str = ""
 
 
 @dataclass(slots=True)
 class LogonAccepted(Event):
     """(client) The server accepted the logon.  Send advertisements, then
-    ``complete_logon()``; or refuse this server with ``reject_logon(reason)``."""
+    ``complete_logon()``; or refuse this server with ``reject_logon(reason)``.
+
+    ``peer_session`` is the server's session (incarnation) id, "" if it sent none."""
 
     peer_node_id: str
+    peer_session: str = ""
 
 
 @dataclass(slots=True)
@@ -65,6 +72,16 @@ class LogonRejected(Event):
     """(client) The server refused the logon.  The link is closed."""
 
     reason: str
+
+
+@dataclass(slots=True)
+class ReceiptReceived(Event):
+    """The peer's RECEIPT: how many data frames it has received from this node's
+    session (``peer_session`` as the peer knows it) over earlier connections.
+
+    Arrives at most once per link, before :class:`LogonComplete`."""
+
+    received: int
 
 
 @dataclass(slots=True)

@@ -94,6 +94,7 @@ from .protocol import (
     LogonTimeout,
     NotificationReceived,
     ProtocolSettings,
+    ReceiptReceived,
     ReplyReceived,
     RequestAcknowledged,
     RequestReceived,
@@ -241,6 +242,10 @@ class LinkStats:
     #: Data messages that never reached the socket: queued when the link died,
     #: over the queue limit, too large to send, or sent to a link already gone.
     dropped: int = 0
+    #: Data messages written to a connection that broke and never read by the
+    #: peer, learnt from the peer's RECEIPT at the next logon (a peer that
+    #: restarted: everything its last receipt did not cover).
+    lost: int = 0
     #: Frames that broke the protocol, or message bodies that did not decode.
     corrupt_frames: int = 0
     #: Frames about a message type this node does not define (dropped).
@@ -286,6 +291,7 @@ class _Totals:
     """Link-level counts not kept by the protocol (loop thread, plus the lock)."""
 
     dropped: int = 0
+    lost: int = 0
     connections: int = 0
     logons: int = 0
     reconnects: int = 0
@@ -387,6 +393,7 @@ class Link:
                 + live
                 + LinkStats(
                     dropped=totals.dropped,
+                    lost=totals.lost,
                     connections=totals.connections,
                     logons=totals.logons,
                     reconnects=totals.reconnects,
@@ -575,6 +582,11 @@ class Link:
         cap = max(base, min(base * RECONNECT_BACKOFF_FACTOR, MAX_RECONNECT_BACKOFF))
         return float(min(base * (2 ** min(self._failures, 32)), cap))
 
+    def _count_lost(self, n: int) -> None:
+        if n:
+            with self._cond:
+                self._totals.lost += n
+
     def _count_dropped(self, n: int) -> None:
         if n:
             with self._cond:
@@ -610,6 +622,8 @@ class _Session(asyncio.BufferedProtocol):
         self.paused = False
         self.logged_on = False
         self.peer: str | None = None
+        #: the peer's session id, once this connection claimed the peer
+        self.peer_session: str | None = None
         self.party: RemoteParty | None = None
         self.proto: LinkProtocol | None = None
         self.transport: asyncio.Transport | None = None
@@ -759,6 +773,7 @@ class _Session(asyncio.BufferedProtocol):
             # nested structs of a subclass travel as ext values the codec reads;
             # one that does not is a corrupt frame (the link closes, it is counted)
             ext_hook=codec.ext_hook,
+            session_id=link._net.session_id,
         )
         link._session_started(self, self.address)
         if link._closing or link._net.closing:
@@ -1127,7 +1142,9 @@ class _Session(asyncio.BufferedProtocol):
                 self.peer,
             )
         elif type(event) is LogonRequested or type(event) is LogonAccepted:
-            return self._logon(event.peer_node_id)
+            return self._logon(event.peer_node_id, event.peer_session)
+        elif type(event) is ReceiptReceived:
+            self._receipt(event.received)
         elif type(event) is LogonComplete:
             self._maybe_logged_on()
         elif type(event) is LogoffReceived:
@@ -1160,7 +1177,7 @@ class _Session(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------- logon
 
-    def _logon(self, peer: str) -> bool:
+    def _logon(self, peer: str, session: str) -> bool:
         proto = self.proto
         assert proto is not None
         self.peer = peer
@@ -1176,6 +1193,19 @@ class _Session(asyncio.BufferedProtocol):
             return False
         if proto.side is Side.SERVER:
             proto.accept_logon()
+        self.peer_session = session
+        received, lost = link._net.receipts.logon(peer, session)
+        if lost:
+            link._count_lost(lost)
+            self._log.warning(
+                "link {}: node {} restarted (new session {!r}); {} data messages written to "
+                "its previous session were never acknowledged and are counted as lost",
+                self.name,
+                peer,
+                session,
+                lost,
+            )
+        proto.receipt(received)
         party = link._net.router.attach(peer, self)  # queues every advertisement now
         self.party = self._unexpected_party = party
         self._drain(proto)
@@ -1184,6 +1214,23 @@ class _Session(asyncio.BufferedProtocol):
         self._maybe_logged_on()
         self._arm_if_earlier()
         return True
+
+    def _receipt(self, received: int) -> None:
+        """The peer's RECEIPT: count what the earlier connections lost in flight."""
+        peer, session = self.peer, self.peer_session
+        if peer is None or session is None:
+            return
+        lost = self.link._net.receipts.receipt(peer, session, received)
+        if lost:
+            self.link._count_lost(lost)
+            self._log.warning(
+                "link {}: node {} read {} data messages from this node in total; {} written "
+                "to a connection that broke never arrived and are counted as lost (nothing is resent)",
+                self.name,
+                peer,
+                received,
+                lost,
+            )
 
     def _maybe_logged_on(self) -> None:
         proto = self.proto
@@ -1297,6 +1344,12 @@ class _Session(asyncio.BufferedProtocol):
         party, self.party = self.party, None
         if party is not None:
             party.detach(reason)
+        if self.peer is not None and self.peer_session is not None and proto is not None:
+            # before the claim goes: the next connection's receipts count this one
+            counters = proto.counters
+            net.receipts.ended(
+                self.peer, self.peer_session, counters.messages_out, counters.messages_in
+            )
         net._release(self)
         if transport is not None:  # every connection that was made says how it ended
             net._publish(

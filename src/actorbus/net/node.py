@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import secrets
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._log import logger
 from ..config.schema import ConnectionConfig, DispatcherKind, SelectorConfig, ServiceConfig
 from ..errors import ConfigError, Error, UsageError
+from ._receipts import Receipts
 from .link import Link, LinkSettings, _Session
 from .service import Service
 
@@ -161,6 +163,11 @@ class NodeNet:
         self.bus = bus
         self.node_id: str = bus.node_id
         self.router: Router = bus.router
+        #: This incarnation of the node, sent in LOGON / LOGON_ACCEPT: a peer
+        #: that sees it change knows the node restarted (receipts start afresh).
+        self.session_id: str = secrets.token_hex(8)
+        #: Per peer node: data frames written and read, for RECEIPT frames.
+        self.receipts = Receipts()
         #: True once close() began: no reconnects, no new links.
         self.closing = False
         self._lock = threading.Lock()

@@ -14,7 +14,7 @@ asyncio link) drives it with four kinds of calls:
   order the bytes arrived.  A peer that breaks a rule makes ``next_event()``
   raise :class:`~actorbus.errors.ProtocolError` exactly once, after the events
   of the frames that came before the bad one.
-* **commands in** — ``logon()``, ``accept_logon()``, ``advertise()``,
+* **commands in** — ``logon()``, ``accept_logon()``, ``receipt()``, ``advertise()``,
   ``notify()``, ... each queue one frame (plus a KEY_DEF the first time a key is
   used on this link).
 * **bytes out** — ``data_to_send()`` returns everything queued as one ``bytes``
@@ -61,6 +61,13 @@ dropped and counted; a jump is counted and reported as :class:`SequenceGap`
 before the frame's own event.  Over TCP neither happens with a correct peer;
 the numbers are the basis of later loss-free transports.
 
+Receipts: a node that wants to learn what a broken connection lost sends, once
+per link after acceptance and before its LOGON_COMPLETE, ``receipt(n)``: the
+data frames it received from the peer's session (the ``session_id`` of its
+LOGON / LOGON_ACCEPT) over earlier connections.  The peer gets
+:class:`ReceiptReceived` before its :class:`LogonComplete`; the bookkeeping
+across connections belongs to the shell.
+
 Wire format: ``docs/protocol.md`` is the reference.
 """
 
@@ -97,6 +104,7 @@ from actorbus.net._events import (
     LogonRequested,
     LogonTimeout,
     NotificationReceived,
+    ReceiptReceived,
     ReplyReceived,
     RequestAcknowledged,
     RequestReceived,
@@ -140,6 +148,7 @@ __all__ = [
     "LogonTimeout",
     "NotificationReceived",
     "ProtocolSettings",
+    "ReceiptReceived",
     "ReplyReceived",
     "ReplyStatus",
     "RequestAcknowledged",
@@ -165,6 +174,10 @@ _MAX_PREFIX_VALUE: Final = 0xFFFF_FFFF
 _PREFIX: Final = 4
 #: Longest node id, in UTF-8 bytes.
 _MAX_NODE_ID: Final = 255
+#: Longest session (incarnation) id, in UTF-8 bytes.
+_MAX_SESSION_ID: Final = 64
+#: Largest count a RECEIPT may carry.
+_MAX_COUNT: Final = (1 << 64) - 1
 #: Reasons sent to the peer are cut to this many UTF-8 bytes.
 _MAX_REASON: Final = 512
 _MAX_KEY_ID: Final = 0xFFFF_FFFF
@@ -178,6 +191,7 @@ _LOGOFF: Final = int(FrameType.LOGOFF)
 _HEARTBEAT: Final = int(FrameType.HEARTBEAT)
 _HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
 _KEY_DEF: Final = int(FrameType.KEY_DEF)
+_RECEIPT: Final = int(FrameType.RECEIPT)
 _ADVERTISE: Final = int(FrameType.ADVERTISE)
 _RETRACT: Final = int(FrameType.RETRACT)
 _SUBSCRIBE: Final = int(FrameType.SUBSCRIBE)
@@ -372,6 +386,17 @@ def _node_id_problem(node_id: str) -> str | None:
     return None
 
 
+def _session_problem(session_id: str) -> str | None:
+    """Why the str ``session_id`` is not a valid session id, or None ("" is valid)."""
+    try:
+        size = len(session_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode text"
+    if size > _MAX_SESSION_ID:
+        return f"it has {size} UTF-8 bytes, expected at most {_MAX_SESSION_ID}"
+    return None
+
+
 def _wire_text(reason: str) -> str:
     """``reason`` cut to ``_MAX_REASON`` UTF-8 bytes, so a closing frame always fits."""
     data = reason.encode("utf-8", "replace")
@@ -408,6 +433,7 @@ class LinkProtocol:
         is_known_type: Callable[[str], bool],
         settings: ProtocolSettings | None = None,
         ext_hook: Callable[[int, bytes], object] | None = None,
+        session_id: str = "",
     ) -> None:
         if not isinstance(side, Side):
             raise UsageError(f"LinkProtocol side={side!r}: expected Side.CLIENT or Side.SERVER")
@@ -417,8 +443,18 @@ class LinkProtocol:
                 f"LinkProtocol node_id={_show(node_id)}: {problem}; use a short id "
                 "unique to this node"
             )
+        problem = _session_problem(session_id) if type(session_id) is str else "expected a str"
+        if problem is not None:
+            raise UsageError(
+                f"LinkProtocol session_id={_show(session_id)}: {problem}; use a short random "
+                "id made once per process (or '' for none)"
+            )
         self.side: Final = side
         self.node_id: Final = node_id
+        #: This node's session (incarnation) id, sent in LOGON / LOGON_ACCEPT.
+        self.session_id: Final = session_id
+        #: The peer's session id, once its LogonRequested / LogonAccepted was taken.
+        self.peer_session: str | None = None
         self.settings: Final = settings if settings is not None else ProtocolSettings()
         self.counters = LinkCounters()
         #: The peer's node id, once its LogonRequested / LogonAccepted was taken.
@@ -433,6 +469,7 @@ class LinkProtocol:
         self._is_known_type = is_known_type
         self._created = now
         self._sent_complete = False
+        self._sent_receipt = False
         self._peer_complete = False  # the LogonComplete event was taken
 
         # -- output
@@ -450,6 +487,7 @@ class LinkProtocol:
         self._rx_open = False  # post-logon frames are legal
         self._rx_done = False  # no more parsing: closed, or a closing event is queued
         self._rx_complete = False  # the peer's LOGON_COMPLETE was parsed
+        self._rx_receipt = False  # the peer's RECEIPT was parsed
         self._rx_seq = 0
         self._in_keys: dict[int, WireKey] = {}  # known types only
         self._in_unknown: dict[int, WireKey] = {}
@@ -483,6 +521,7 @@ class LinkProtocol:
             _HEARTBEAT: self._on_heartbeat,
             _HEARTBEAT_REPLY: self._on_heartbeat_reply,
             _KEY_DEF: self._on_key_def,
+            _RECEIPT: self._on_receipt,
             _ADVERTISE: self._on_advertise,
             _RETRACT: self._on_retract,
             _SUBSCRIBE: self._on_subscribe,
@@ -649,7 +688,10 @@ class LinkProtocol:
         if self.side is not Side.CLIENT:
             raise UsageError("logon() on the server side; only the client sends LOGON")
         self._require(LinkState.IDLE, "logon")
-        self._queue((_LOGON, PROTOCOL_VERSION, self.node_id), "logon")
+        frame: tuple[object, ...] = (_LOGON, PROTOCOL_VERSION, self.node_id)
+        if self.session_id:
+            frame = (*frame, self.session_id)
+        self._queue(frame, "logon")
         self._set_state(LinkState.LOGON_SENT)
         self._rx_phase = LinkState.LOGON_SENT
 
@@ -662,7 +704,10 @@ class LinkProtocol:
                 "accept_logon() on the client side; the client reacts to LogonAccepted"
             )
         self._require(LinkState.LOGON_RECEIVED, "accept_logon")
-        self._queue((_LOGON_ACCEPT, self.node_id), "accept_logon")
+        frame: tuple[object, ...] = (_LOGON_ACCEPT, self.node_id)
+        if self.session_id:
+            frame = (*frame, self.session_id)
+        self._queue(frame, "accept_logon")
         self._set_state(LinkState.SYNCING)
         self._rx_phase = LinkState.SYNCING
         self._rx_open = True
@@ -682,6 +727,20 @@ class LinkProtocol:
         self._queue((frame_type, _wire_text(reason)), "reject_logon")
         self._close(f"logon rejected here: {reason}")
         self._events.clear()
+
+    def receipt(self, received: int) -> None:
+        """Send RECEIPT: ``received`` data frames arrived here from the peer's
+        session over earlier connections.  At most once, after acceptance and
+        before ``complete_logon()``."""
+        self._require(LinkState.SYNCING, "receipt")
+        if self._sent_complete or self._sent_receipt:
+            raise UsageError(
+                "receipt() after complete_logon() or twice; RECEIPT is sent at most once "
+                "per link, before LOGON_COMPLETE"
+            )
+        self._check_uint(received, "received", "receipt")
+        self._queue((_RECEIPT, received), "receipt")
+        self._sent_receipt = True
 
     def complete_logon(self) -> None:
         """Send LOGON_COMPLETE: every advertisement of this node has been sent."""
@@ -718,7 +777,9 @@ class LinkProtocol:
             )
         up = self._check_feed_state(feed_state, what)
         kid = self._key_id(key, what)
-        self._queue_sequenced(_ADVERTISE, (kid, role_value, int(scope), up), what, data=False)
+        self._queue_sequenced(
+            _ADVERTISE, (kid, role_value, int(scope), up), what, data=False, key=key
+        )
 
     def retract(self, key: WireKey, role: Role) -> None:
         """Withdraw a publisher/replier advertisement of ``key``."""
@@ -740,7 +801,7 @@ class LinkProtocol:
         if type(up) is not bool:
             raise UsageError(f"feed_status({key!r}) with up={up!r}: expected a bool")
         kid = self._key_id(key, what)
-        self._queue_sequenced(_FEED_STATUS, (kid, role_value, up), what, data=False)
+        self._queue_sequenced(_FEED_STATUS, (kid, role_value, up), what, data=False, key=key)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.
@@ -753,6 +814,7 @@ class LinkProtocol:
             kid = self._out_keys.get(key)
         except TypeError:
             kid = None  # unhashable: _key_id explains
+        new_key = kid is None
         if kid is None:
             kid = self._key_id(key, "notify")
         seq = self._tx_seq + 1
@@ -763,6 +825,8 @@ class LinkProtocol:
         size = len(packed)
         if size > self._max_frame:
             raise self._too_large("notify", key, size)
+        if new_key:
+            self._define(key, kid, "notify")
         self._out.append(self._prefix(size) + packed)
         self._tx_seq = seq
         self._data_queued += 1
@@ -773,7 +837,7 @@ class LinkProtocol:
         self._check_sending(what)
         self._check_uint(request_id, "request_id", what)
         kid = self._key_id(key, what)
-        self._queue_sequenced(_REQUEST, (kid, request_id, body), what, data=True)
+        self._queue_sequenced(_REQUEST, (kid, request_id, body), what, data=True, key=key)
 
     def request_ack(self, request_id: int, repliers: int) -> None:
         """Tell the requestor how many local repliers took request ``request_id``."""
@@ -791,7 +855,9 @@ class LinkProtocol:
         if _member(_STATUSES, status) is None:
             raise UsageError(f"reply() with status={status!r}: expected a ReplyStatus")
         kid = self._key_id(key, what)
-        self._queue_sequenced(_REPLY, (kid, request_id, int(status), body), what, data=True)
+        self._queue_sequenced(
+            _REPLY, (kid, request_id, int(status), body), what, data=True, key=key
+        )
 
     def cancel(self, request_id: int) -> None:
         """Tell the peer our request ``request_id`` is cancelled."""
@@ -860,7 +926,10 @@ class LinkProtocol:
             raise UsageError(f"{what}() with {name}={value!r}: expected an int from 0 to 2**64-1")
 
     def _key_id(self, key: WireKey, what: str) -> int:
-        """This side's id for ``key``, queueing its KEY_DEF on first use."""
+        """This side's id for ``key`` (the next free one on first use).
+
+        A new key is defined by ``_define()`` once the frame using it has been
+        encoded, so a command refused for its body queues nothing."""
         if (
             type(key) is not tuple
             or len(key) != 2
@@ -873,11 +942,12 @@ class LinkProtocol:
                 "of str with a non-empty type name"
             )
         kid = self._out_keys.get(key)
-        if kid is None:
-            kid = len(self._out_keys)
-            self._queue((_KEY_DEF, kid, key[0], key[1]), what)
-            self._out_keys[key] = kid
-        return kid
+        return len(self._out_keys) if kid is None else kid
+
+    def _define(self, key: WireKey, kid: int, what: str) -> None:
+        """Queue the KEY_DEF of a key used for the first time."""
+        self._queue((_KEY_DEF, kid, key[0], key[1]), what)
+        self._out_keys[key] = kid
 
     def _send_role_frame(
         self, frame_type: int, key: WireKey, role: Role, allowed: dict[int, Role], what: str
@@ -885,26 +955,40 @@ class LinkProtocol:
         self._check_sending(what)
         role_value = self._check_role(role, allowed, what)
         kid = self._key_id(key, what)
-        self._queue_sequenced(frame_type, (kid, role_value), what, data=False)
+        self._queue_sequenced(frame_type, (kid, role_value), what, data=False, key=key)
 
     def _queue_sequenced(
-        self, frame_type: int, fields: tuple[object, ...], what: str, *, data: bool
+        self,
+        frame_type: int,
+        fields: tuple[object, ...],
+        what: str,
+        *,
+        data: bool,
+        key: WireKey | None = None,
     ) -> None:
         seq = self._tx_seq + 1
-        self._queue((frame_type, seq, *fields), what)
+        packed = self._encode((frame_type, seq, *fields), what)
+        if key is not None and key not in self._out_keys:
+            self._define(key, fields[0], what)  # type: ignore[arg-type]
+        self._out.append(packed)
         self._tx_seq = seq
         if data:
             self._data_queued += 1
 
     def _queue(self, frame: tuple[object, ...], what: str) -> None:
+        self._out.append(self._encode(frame, what))
+
+    def _encode(self, frame: tuple[object, ...], what: str) -> bytes:
+        """``frame`` with its length prefix; raises (and queues nothing) when it
+        cannot be encoded or is above ``max_frame_size``."""
         try:
-            packed = self._pack(frame)
+            packed: bytes = self._pack(frame)
         except _ENCODE_ERRORS as exc:
             raise self._unencodable(what, None, exc) from exc
         size = len(packed)
         if size > self._max_frame:
             raise self._too_large(what, None, size)
-        self._out.append(self._prefix(size) + packed)
+        return self._prefix(size) + packed
 
     @staticmethod
     def _unencodable(what: str, key: WireKey | None, exc: Exception) -> UsageError:
@@ -951,9 +1035,11 @@ class LinkProtocol:
             raise item.error
         if isinstance(item, LogonRequested):
             self.peer_node_id = item.peer_node_id
+            self.peer_session = item.peer_session
             self._set_state(LinkState.LOGON_RECEIVED)
         elif isinstance(item, LogonAccepted):
             self.peer_node_id = item.peer_node_id
+            self.peer_session = item.peer_session
             self._set_state(LinkState.SYNCING)
         elif isinstance(item, LogonComplete):
             self._peer_complete = True
@@ -1141,6 +1227,16 @@ class LinkProtocol:
             raise self._malformed(frame, f"node id {_show(node_id)}: {problem}")
         return node_id
 
+    def _session(self, frame: tuple[object, ...], index: int) -> str:
+        """The optional session id at ``index`` ("" when the frame is shorter)."""
+        if len(frame) <= index:
+            return ""
+        session = self._text(frame, index, "session id")
+        problem = _session_problem(session)
+        if problem is not None:
+            raise self._malformed(frame, f"session id {_show(session)}: {problem}")
+        return session
+
     def _uint(self, frame: tuple[object, ...], index: int, what: str) -> int:
         value = frame[index]
         if type(value) is not int or value < 0:
@@ -1218,16 +1314,19 @@ class LinkProtocol:
                 f"version {PROTOCOL_VERSION}",
             )
         node_id = self._node_id(frame, 2)
+        session = self._session(frame, 3)
         self._rx_phase = LinkState.LOGON_RECEIVED
-        self._events.append(LogonRequested(node_id))
+        self._events.append(LogonRequested(node_id, session))
 
     def _on_logon_accept(self, frame: tuple[object, ...]) -> None:
         self._expect_logon_answer(frame)
-        self._length(frame, 2)
+        if len(frame) not in (2, 3):
+            raise self._malformed(frame, f"{len(frame)} elements, expected 2 or 3")
         node_id = self._node_id(frame, 1)
+        session = self._session(frame, 2)
         self._rx_phase = LinkState.SYNCING
         self._rx_open = True
-        self._events.append(LogonAccepted(node_id))
+        self._events.append(LogonAccepted(node_id, session))
 
     def _on_logon_reject(self, frame: tuple[object, ...]) -> None:
         self._expect_logon_answer(frame)
@@ -1261,6 +1360,20 @@ class LinkProtocol:
         reason = self._text(frame, 1, "reason")
         self._rx_done = True
         self._events.append(LogoffReceived(reason))
+
+    def _on_receipt(self, frame: tuple[object, ...]) -> None:
+        self._length(frame, 2)
+        received = self._uint(frame, 1, "received count")
+        if received > _MAX_COUNT:
+            raise self._malformed(frame, f"received count {received} is above 2**64-1")
+        if self._rx_complete:
+            raise _Reject(
+                "RECEIPT after LOGON_COMPLETE; it belongs to the logon", "RECEIPT after logon"
+            )
+        if self._rx_receipt:
+            raise _Reject("duplicate RECEIPT", "duplicate RECEIPT")
+        self._rx_receipt = True
+        self._events.append(ReceiptReceived(received))
 
     def _on_heartbeat(self, frame: tuple[object, ...]) -> None:
         self._length(frame, 1)

@@ -98,7 +98,7 @@ class RawPeer:
     """One protocol end driven by hand over a blocking socket: a peer that can
     complete the logon and then misbehave (stop reading, send garbage, ...)."""
 
-    def __init__(self, sock: socket.socket, side: Side, node_id: str) -> None:
+    def __init__(self, sock: socket.socket, side: Side, node_id: str, session: str = "") -> None:
         self.sock = sock
         self.proto = LinkProtocol(
             side,
@@ -106,6 +106,7 @@ class RawPeer:
             time.monotonic(),
             is_known_type=lambda name: True,
             settings=ProtocolSettings(logon_timeout=0),
+            session_id=session,
         )
         self.seen: list[Event] = []
 
@@ -117,6 +118,7 @@ class RawPeer:
         *,
         host: str = "127.0.0.1",
         rcvbuf: int | None = None,
+        session: str = "",
     ) -> RawPeer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -127,7 +129,7 @@ class RawPeer:
         except BaseException:
             sock.close()
             raise
-        return cls(sock, Side.CLIENT, node_id)
+        return cls(sock, Side.CLIENT, node_id, session)
 
     def close(self) -> None:
         self.sock.close()
@@ -183,11 +185,14 @@ class RawPeer:
             chunks.append(data)
         return b"".join(chunks)
 
-    def logon(self) -> str:
-        """(client) Log on to the node and complete the handshake; the node's id."""
+    def logon(self, receipt: int | None = None) -> str:
+        """(client) Log on to the node and complete the handshake (sending
+        ``RECEIPT(receipt)`` first unless it is None); the node's id."""
         self.proto.logon()
         self.send()
         accepted = self.expect(LogonAccepted)
+        if receipt is not None:
+            self.proto.receipt(receipt)
         self.proto.complete_logon()
         self.send()
         self.expect(LogonComplete)
