@@ -73,6 +73,7 @@ from ..bus.message import (
 )
 from ..bus.router import RemoteParty
 from ..bus.router import Role as BusRole
+from ..bus.scope import CAT_REMOTE
 from ..bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from ..errors import CodecError, LinkClosedError, ProtocolError, UsageError
 from .protocol import (
@@ -124,6 +125,8 @@ MAX_RECONNECT_BACKOFF: Final = 30.0
 _MIN_READ_BUFFER: Final = 4_096
 #: How long an orderly close waits for the socket to drain before aborting it.
 _CLOSE_GRACE: Final = 1.0
+#: While reading is paused for input back-pressure, the backlog is checked this often (s).
+_BACKLOG_RECHECK: Final = 0.005
 #: Most pending items encoded per write; more wait for the next turn of the loop.
 _MAX_BATCH: Final = 512
 #: Longest a request acknowledgement waits for a reply to share its write (s).
@@ -193,6 +196,11 @@ class LinkSettings:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     #: Close a connection that has not logged on within this many seconds.
     logon_timeout: float = 30.0
+    #: Input back-pressure: when a mailbox the link delivers the peer's
+    #: notifications to holds more than this many tasks, the link stops reading
+    #: the socket until it is below half of it; TCP then pushes back on the
+    #: peer (whose output queue limit drops and counts).  0 = never pause.
+    input_backlog: int = 10_000
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout"):
@@ -202,7 +210,12 @@ class LinkSettings:
                     f"LinkSettings.{name}={value!r}: expected a finite number of seconds >= 0 "
                     "(0 switches the timer off)"
                 )
-        for name in ("message_queue_size", "input_buffer_size", "output_buffer_size"):
+        for name in (
+            "message_queue_size",
+            "input_buffer_size",
+            "output_buffer_size",
+            "input_backlog",
+        ):
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise UsageError(f"LinkSettings.{name}={value!r}: expected an int >= 0")
@@ -266,6 +279,9 @@ class LinkStats:
     #: Dial attempts after the first (a client link that lost or never got its
     #: connection and tried again).
     reconnects: int = 0
+    #: Times the link stopped reading because a mailbox it feeds was over
+    #: ``input_backlog`` (input back-pressure).
+    input_pauses: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -620,6 +636,11 @@ class _Session(asyncio.BufferedProtocol):
         self.ended = False
         self.lost = False
         self.paused = False
+        #: reading stopped for input back-pressure (see LinkSettings.input_backlog)
+        self.reading_paused = False
+        self.input_pauses = 0
+        self.backlog_timer: asyncio.TimerHandle | None = None
+        self._keepalive_at = 0.0
         self.logged_on = False
         self.peer: str | None = None
         #: the peer's session id, once this connection claimed the peer
@@ -669,6 +690,7 @@ class _Session(asyncio.BufferedProtocol):
             heartbeats_out=c.heartbeats_out,
             heartbeats_in=c.heartbeats_in,
             refused_logons=self.refused_logons,
+            input_pauses=self.input_pauses,
         )
 
     def _known_type(self, type_name: str) -> bool:
@@ -795,6 +817,8 @@ class _Session(asyncio.BufferedProtocol):
         self.scheduled = True  # sends made while this batch is handled wait for its end
         proto.receive_data(self.view[:nbytes], self.loop.time())
         if self._take_events():
+            if self.party is not None and self.link.settings.input_backlog:
+                self._check_backlog()
             self._arm_if_earlier()
             if self._only_acks_pending():
                 # Our repliers took the peer's requests and usually answer at once:
@@ -806,6 +830,70 @@ class _Session(asyncio.BufferedProtocol):
                     self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
             else:
                 self._flush()
+
+    # ----------------------------------------------------- input back-pressure
+
+    def _backlog(self) -> int:
+        """Tasks in the deepest mailbox the peer's notifications are delivered to."""
+        party = self.party
+        if party is None:
+            return 0
+        deepest = 0
+        for feed in tuple(party._pubs.values()):
+            entry = feed._entry
+            if entry is None:
+                continue
+            for route in entry.routes[CAT_REMOTE][0]:
+                depth: int = route[3].depth
+                deepest = max(deepest, depth)
+        return deepest
+
+    def _check_backlog(self) -> None:
+        """(loop, after each inbound batch) Stop reading while a mailbox is over the limit."""
+        transport = self.transport
+        if self.reading_paused or transport is None or self.ended:
+            return
+        limit = self.link.settings.input_backlog
+        backlog = self._backlog()
+        if backlog <= limit:
+            return
+        transport.pause_reading()
+        self.reading_paused = True
+        self.input_pauses += 1
+        self._keepalive_at = self.loop.time()
+        log = self._log.info if self.input_pauses == 1 else self._log.debug
+        log(
+            "link {}: stopped reading from node {}: a subscriber's mailbox holds {} tasks, "
+            "above input_backlog={}; reading resumes below {} (TCP pushes back on the peer; "
+            "raise input_backlog or speed up the subscriber if this repeats)",
+            self.name,
+            self.peer,
+            backlog,
+            limit,
+            limit // 2,
+        )
+        self.backlog_timer = self.loop.call_later(_BACKLOG_RECHECK, self._recheck_backlog)
+
+    def _recheck_backlog(self) -> None:
+        """(loop, while paused) Read again below half the limit; meanwhile keep the
+        peer from taking our silence for a dead link."""
+        self.backlog_timer = None
+        proto, transport = self.proto, self.transport
+        if self.ended or not self.reading_paused or proto is None or transport is None:
+            return
+        now = self.loop.time()
+        if self._backlog() <= self.link.settings.input_backlog // 2:
+            self.reading_paused = False
+            proto.reading_resumed(now)  # the silence was ours: restart the idle timer
+            transport.resume_reading()
+            self._arm()
+            return
+        delay = self.link.settings.heartbeat_delay
+        if delay and now - self._keepalive_at >= delay / 2 and proto.state in _SENDING:
+            self._keepalive_at = now
+            proto.keepalive()
+            self._write()
+        self.backlog_timer = self.loop.call_later(_BACKLOG_RECHECK, self._recheck_backlog)
 
     def _only_acks_pending(self) -> bool:
         """Only acknowledgements of requests some replier took are pending (few)."""
@@ -1277,8 +1365,8 @@ class _Session(asyncio.BufferedProtocol):
         self.timer = None
         self.timer_at = None
         proto = self.proto
-        if proto is None or self.ended:
-            return
+        if proto is None or self.ended or self.reading_paused:
+            return  # while paused the silence is ours; resuming re-arms the timer
         proto.tick(self.loop.time())
         if self._take_events():
             self._write()
@@ -1318,6 +1406,9 @@ class _Session(asyncio.BufferedProtocol):
         if self.ack_timer is not None:
             self.ack_timer.cancel()
             self.ack_timer = None
+        if self.backlog_timer is not None:
+            self.backlog_timer.cancel()
+            self.backlog_timer = None
         proto, transport = self.proto, self.transport
         if transport is not None and not transport.is_closing():
             if how in (_ORDERLY, _TELL) and not (how == _TELL and self.paused):

@@ -681,6 +681,23 @@ class LinkProtocol:
             else:
                 self._idle_since = now
 
+    def keepalive(self) -> None:
+        """Send a HEARTBEAT now, expecting no answer in time: the shell has stopped
+        reading on purpose (input back-pressure), and this keeps the peer's idle
+        timer from taking the silence for a dead link."""
+        self._check_sending("keepalive")
+        self._queue((_HEARTBEAT,), "keepalive")
+        self.counters.heartbeats_out += 1
+
+    def reading_resumed(self, now: float) -> None:
+        """The shell reads again after pausing on purpose: the silence was this
+        side's, so the idle timer restarts at ``now`` and an unanswered HEARTBEAT
+        is forgotten (its answer is waiting unread)."""
+        if self._state is LinkState.CLOSED:
+            return
+        self._last_rx = self._idle_since = now
+        self._hb_sent_at = None
+
     # ----------------------------------------------------------------- handshake
 
     def logon(self) -> None:
