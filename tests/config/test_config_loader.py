@@ -1135,3 +1135,20 @@ def test_the_unnamed_and_named_default_service_are_one_slot(
         f"{path}:2: actorbus.service.default.port overrides actorbus.service.port from line 1 "
         "(the last one wins)"
     ]
+
+
+def test_input_backlog_for_services_and_connections(tmp_path: Path) -> None:
+    cfg = load(
+        tmp_path,
+        "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.inputBacklog=500\n"
+        "actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=1\n",
+    )
+    assert cfg.services[0].input_backlog == 500
+    assert cfg.connections[0].input_backlog == 10_000  # the default
+    detail = fails(
+        tmp_path,
+        "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.inputBacklog=-1\n",
+        3,
+        "actorbus.service.s.inputBacklog",
+    )
+    assert "expected an integer >= 0" in detail

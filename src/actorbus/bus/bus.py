@@ -295,6 +295,7 @@ class Bus:
         input_buffer_size: int = 65_536,
         output_buffer_size: int = 65_536,
         byte_order: Literal["big", "little"] = "big",
+        input_backlog: int = 10_000,
         service_selector: str | None = None,
         connection_selector: str | None = None,
     ) -> Service:
@@ -304,7 +305,9 @@ class Bus:
         ``address_filter`` admits only the hosts (``"h"``) and endpoints
         (``"h:port"``) listed; others are closed at once and counted.  The other
         settings apply to every link the service accepts (times in seconds, 0 =
-        off; see :class:`~actorbus.net.link.LinkSettings`).  Raises ConfigError
+        off; see :class:`~actorbus.net.link.LinkSettings`); ``input_backlog`` pauses
+        reading a link while a mailbox it feeds holds more tasks than that (0 =
+        never).  Raises ConfigError
         when the port cannot be bound.  Returns the service handle; ``close()``
         stops listening."""
         from ..net.link import LinkSettings
@@ -316,6 +319,7 @@ class Bus:
             input_buffer_size=input_buffer_size,
             output_buffer_size=output_buffer_size,
             byte_order=byte_order,
+            input_backlog=input_backlog,
         )
         service: Service = self._start_net().listen(
             port,
@@ -344,6 +348,7 @@ class Bus:
         input_buffer_size: int = 65_536,
         output_buffer_size: int = 65_536,
         byte_order: Literal["big", "little"] = "big",
+        input_backlog: int = 10_000,
         selector: str | None = None,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
@@ -363,6 +368,7 @@ class Bus:
             input_buffer_size=input_buffer_size,
             output_buffer_size=output_buffer_size,
             byte_order=byte_order,
+            input_backlog=input_backlog,
         )
         link: Link = self._start_net().connect(
             host,

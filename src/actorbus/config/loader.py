@@ -311,6 +311,7 @@ def _link_settings() -> dict[str, _Setting]:
         "messageQueueSize": _integer("message_queue_size", 0, unit="messages, 0 = unlimited"),
         "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
         "heartbeatReplyDelay": _integer("heartbeat_reply_delay_ms", 0, unit="milliseconds"),
+        "inputBacklog": _integer("input_backlog", 0, unit="messages, 0 = never pause"),
     }
 
 

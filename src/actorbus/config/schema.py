@@ -100,6 +100,9 @@ class ServiceConfig:
     message_queue_size: int = 0
     heartbeat_delay_ms: int = 0
     heartbeat_reply_delay_ms: int = 0
+    #: input back-pressure: stop reading a link while a mailbox it feeds holds more
+    #: than this many tasks (resume below half); 0 = never pause.
+    input_backlog: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,8 @@ class ConnectionConfig:
     reconnect_delay_ms: int = 5_000
     heartbeat_delay_ms: int = 0
     heartbeat_reply_delay_ms: int = 0
+    #: input back-pressure (see ServiceConfig.input_backlog).
+    input_backlog: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)

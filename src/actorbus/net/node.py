@@ -235,6 +235,7 @@ class NodeNet:
             input_buffer_size=c.input_buffer_size,
             output_buffer_size=c.output_buffer_size,
             byte_order=_byte_order(c.byte_order),
+            input_backlog=c.input_backlog,
         )
         self.listen(
             c.port,
@@ -254,6 +255,7 @@ class NodeNet:
             input_buffer_size=c.input_buffer_size,
             output_buffer_size=c.output_buffer_size,
             byte_order=_byte_order(c.byte_order),
+            input_backlog=c.input_backlog,
         )
         self.connect(
             c.host,
