@@ -56,15 +56,20 @@ __all__ = [
     "FeedStatusReceived",
     "FrameType",
     "HeartbeatTimeout",
+    "Link",
     "LinkCounters",
     "LinkProtocol",
+    "LinkSettings",
     "LinkState",
+    "LinkStats",
+    "LinkStatus",
     "LogoffReceived",
     "LogonAccepted",
     "LogonComplete",
     "LogonRejected",
     "LogonRequested",
     "LogonTimeout",
+    "NodeNet",
     "NotificationReceived",
     "ProtocolSettings",
     "ReceiptReceived",
@@ -76,9 +81,16 @@ __all__ = [
     "Role",
     "Scope",
     "SequenceGap",
+    "Service",
+    "ServiceStats",
     "Side",
     "Subscribed",
     "Unsubscribed",
     "WireKey",
     "WireValue",
 ]
+
+# The asyncio shells over the protocol (imported last: they need the names above).
+from actorbus.net.link import Link, LinkSettings, LinkStats, LinkStatus
+from actorbus.net.node import NodeNet
+from actorbus.net.service import Service, ServiceStats
