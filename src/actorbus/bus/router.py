@@ -589,12 +589,17 @@ class RemoteParty:
         if sub is not None:
             sub.close()
 
-    def notify(self, message: Message) -> None:
-        """A notification from the peer: deliver to our subscribers that match it."""
-        pub = self._pubs.get(MessageKey.of(message))
+    def notify(self, message: Message, key: MessageKey | None = None) -> None:
+        """A notification from the peer: deliver to our subscribers that match it.
+
+        ``key`` is ``MessageKey.of(message)`` when the caller has it already (the
+        link caches it per wire key); None makes it here."""
+        if key is None:
+            key = MessageKey.of(message)
+        pub = self._pubs.get(key)
         if pub is None or not pub._declared:
             self._unexpected(
-                MessageKey.of(message),
+                key,
                 "sent a notification on {key} without advertising it (or while its feed "
                 "is DOWN); dropped and counted (unexpected)",
             )

@@ -656,8 +656,9 @@ class _Session(asyncio.BufferedProtocol):
         self.refused_logons = 0
         self._unknown_logged: set[str] = set()
         self.keys: dict[WireKey, MessageKey | None] = {}
-        #: notification classes by wire key, for the hot path (filled on first use)
-        self.notified: dict[WireKey, type[Message]] = {}
+        #: ``(decode, key)`` of notifications by wire key, for the hot path (filled
+        #: on first use): the class's compiled decoder and the bus key, resolved once
+        self.notified: dict[WireKey, tuple[Callable[[Any], Any], MessageKey]] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: float | None = None
         #: acknowledgements wait on this timer for a reply to share their write
@@ -1074,28 +1075,29 @@ class _Session(asyncio.BufferedProtocol):
         """(loop) Handle every event the protocol has; False once the session ended."""
         proto = self.proto
         assert proto is not None
-        next_event = proto.next_event
+        next_item = proto.next_item
         party = self.party
         notify = party.notify if party is not None else None
         notified = self.notified
-        decode = _from_wire
         try:
             while True:
-                event = next_event()
+                event = next_item()
                 if event is None:
                     return True
-                # The hot path: a notification on a key seen before.
-                if event.__class__ is NotificationReceived and notify is not None:
-                    cls = notified.get(event.key)
-                    if cls is not None:
+                if type(event) is tuple:
+                    # The hot path: a notification, (wire key, body), on a key seen before.
+                    known = notified.get(event[0])
+                    if known is not None and notify is not None:
                         try:
-                            message = decode(cls, event.body)
+                            message = known[0](event[1])
                         except CodecError as exc:
-                            self._corrupt_body(MessageKey(cls, event.key[1]), exc)
+                            self._corrupt_body(known[1], exc)
                             return False
-                        notify(message)
+                        notify(message, known[1])
                         continue
-                if not self._event(event):
+                    if not self._event(NotificationReceived(*event)):
+                        return False
+                elif not self._event(cast(Event, event)):
                     return False
                 party = self.party
                 notify = party.notify if party is not None else None
@@ -1162,13 +1164,14 @@ class _Session(asyncio.BufferedProtocol):
         if type(event) is NotificationReceived:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:
-                self.notified[event.key] = key.message_class
                 try:
                     message = _from_wire(key.message_class, event.body)
                 except CodecError as exc:
                     self._corrupt_body(key, exc)
                     return False
-                party.notify(message)
+                # decoded once, so the class's decoder is compiled: cache it with the key
+                self.notified[event.key] = (key.message_class._ab_dec, key)
+                party.notify(message, key)
         elif type(event) is RequestReceived:
             key = self._key_of(event.key, Request)
             if key is not None and party is not None:

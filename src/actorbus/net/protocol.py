@@ -333,7 +333,8 @@ class _Failure:
         self.wire_reason = wire_reason
 
 
-_QueueItem = Event | _Failure
+#: A notification is queued as a plain ``(key, body)`` tuple (the hot path).
+_QueueItem = Event | _Failure | tuple[WireKey, WireValue]
 _E = TypeVar("_E", bound=Enum)
 
 #: Events whose taking moves the state (checked on every ``next_event()``).
@@ -617,7 +618,25 @@ class LinkProtocol:
         if not events:
             return None
         event = events.popleft()
+        if event.__class__ is tuple:
+            return NotificationReceived(*event)
         if event.__class__ in _STATEFUL:
+            return self._take(event)
+        return event  # type: ignore[return-value]  # _Failure is in _STATEFUL
+
+    def next_item(self) -> Event | tuple[WireKey, WireValue] | None:
+        """``next_event()`` for a shell's hot loop: a notification comes as a plain
+        ``(key, body)`` tuple instead of a :class:`NotificationReceived` (the same
+        fields, without building an event object per message); everything else,
+        including the ProtocolError it raises, is exactly ``next_event()``."""
+        events = self._events
+        if not events:
+            return None
+        event = events.popleft()
+        cls = event.__class__
+        if cls is tuple:
+            return event  # type: ignore[return-value]  # a (key, body) notification
+        if cls in _STATEFUL:
             return self._take(event)
         return event  # type: ignore[return-value]  # _Failure is in _STATEFUL
 
@@ -1077,7 +1096,7 @@ class LinkProtocol:
             self._close_telling_peer(
                 f"logon timeout: not logged on after {item.waited:.3f}s", "logon timeout"
             )
-        return item
+        return item  # type: ignore[return-value]  # a tuple (notification) is not stateful
 
     # -------------------------------------------------------------------- parser
 
@@ -1092,8 +1111,8 @@ class LinkProtocol:
         in_keys = self._in_keys
         append = self._events.append
         notify_type = _NOTIFY
-        notification = NotificationReceived
         rx_open = self._rx_open
+        rx_seq = self._rx_seq
         buffered = self._buffered
         need = self._frame_len
         pos = tell()  # stream offset where the unread bytes start
@@ -1146,15 +1165,17 @@ class LinkProtocol:
                         and type(frame_type) is int
                         and type(seq) is int
                         and type(kid) is int
-                        and seq == self._rx_seq + 1
+                        and seq == rx_seq + 1
                     ):
                         key = in_keys.get(kid)
                         if key is not None:
-                            self._rx_seq = seq
+                            rx_seq = seq
                             messages += 1
-                            append(notification(key, body))
+                            append((key, body))
                             continue
+                self._rx_seq = rx_seq
                 self._dispatch(frame)
+                rx_seq = self._rx_seq
                 if self._rx_done:
                     break
                 rx_open = self._rx_open
@@ -1164,6 +1185,7 @@ class LinkProtocol:
             # Also reached when is_known_type() raises: keep the parser consistent.
             self._buffered = buffered
             self._frame_len = need
+            self._rx_seq = max(self._rx_seq, rx_seq)
             self.counters.frames_in += frames
             self.counters.messages_in += messages
         if rejection is not None:
@@ -1486,7 +1508,7 @@ class LinkProtocol:
             if key is None:
                 self.counters.unknown_type += 1
             else:
-                self._events.append(NotificationReceived(key, frame[3]))
+                self._events.append((key, frame[3]))
 
     def _on_request(self, frame: tuple[object, ...]) -> None:
         self._length(frame, 5)
