@@ -79,6 +79,10 @@ SETTINGS = ProtocolSettings(
 )
 
 #: Operation names, indexed by ``opcode % len(OPS)``.
+#: the simulated network holds at most about this many bytes per direction
+#: (duplication stops here); the protocol's own limits are far below it
+_WIRE_LIMIT = 1 << 20
+
 OPS = (
     "logon",  # client.logon()
     "accept",  # server.accept_logon()
@@ -313,7 +317,10 @@ def _step(world: _World, program: _Program) -> None:
     elif op == "drop":
         world.wire[index].clear()
     elif op == "duplicate":
-        world.wire[index] += bytes(world.wire[index])
+        # bounded: doubling the bytes in flight on every "duplicate" grows
+        # exponentially (a 69-byte program once asked for 16 GB of wire)
+        if len(world.wire[index]) <= _WIRE_LIMIT:
+            world.wire[index] += bytes(world.wire[index])
     elif op == "tick":
         world.now += program.byte() / 16
         end.tick(world.now)

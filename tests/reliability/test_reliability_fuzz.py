@@ -202,3 +202,18 @@ def test_run_ci_exits_non_zero_and_names_the_input_on_a_crash(tmp_path: Path) ->
     assert result["crashed"]
     [crash] = result["crash_files"]
     assert Path(crash).read_bytes()[:1] == b"Z"
+
+
+def test_handshake_harness_bounds_its_simulated_network() -> None:
+    """Regression: this program asks the simulated network to duplicate the bytes
+    in flight 57 times; the harness once grew its buffer to 16 GB (libFuzzer OOM)."""
+    import base64
+    import resource
+
+    program = base64.b64decode(
+        "AAAH//8CAQ78/ywsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLCwsLA76"
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    handshake_target.one_input(program)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 256, f"RSS grew by {grown_mb:.0f} MB"
