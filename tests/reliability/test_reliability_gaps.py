@@ -1,10 +1,10 @@
-"""Where the runtime still loses, or fails to explain, something silently.
+"""Places where the runtime once lost, or failed to explain, something silently.
 
-Each test states the behaviour docs/reliability.md asks for and is a strict
-``xfail`` until the code it names is changed: when the fix lands the test
-passes, ``xfail_strict`` turns that into a failure, and the marker is removed
-with the fix (the test then stays as a regression test).  The reasons say
-exactly what must change.
+Each test states the behaviour docs/reliability.md asks for.  They were written
+as pinned failures before the fixes (receipts and the sender's ``lost``
+counter, input back-pressure, publish() counts, logging unexpected and unknown
+input once, counting refused logons and data after a corrupt body) and now stay
+as regression tests.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ many of its repliers took the request.
 
 from __future__ import annotations
 
+import abc
 import enum
 import itertools
 import threading
@@ -92,7 +93,7 @@ def _overrides(owner: object, name: str) -> Callable[..., Any] | None:
     return bound
 
 
-class Feed:
+class Feed(abc.ABC):
     """Common life of the four feeds: open → place → retract → close."""
 
     __slots__ = (
@@ -214,11 +215,9 @@ class Feed:
             )
         return found
 
-    def _place(self) -> None:
-        raise NotImplementedError  # pragma: no cover - every subclass defines it
-
+    @abc.abstractmethod
     def _retract(self) -> None:
-        raise NotImplementedError  # pragma: no cover - every subclass defines it
+        """Take the feed out of the router (each role retracts differently)."""
 
     def _enter_placed(self, place: Callable[[Any], None]) -> None:
         """Mark the feed placed and tell the router; undo the mark if it refuses."""
