@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .._log import logger
@@ -739,7 +739,3 @@ class RemoteParty:
 
 def _ignore_message(message: Any, feed: Any) -> None:
     """Proxy subscribers route straight to the transport; this is never reached."""
-
-
-def parties_of(router: Router) -> Iterable[RemoteParty]:
-    return list(router._parties)

@@ -228,15 +228,7 @@ class NodeNet:
         return selector
 
     def _listen_config(self, c: ServiceConfig) -> None:
-        settings = LinkSettings(
-            heartbeat_delay=c.heartbeat_delay_ms / 1000,
-            heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
-            message_queue_size=c.message_queue_size,
-            input_buffer_size=c.input_buffer_size,
-            output_buffer_size=c.output_buffer_size,
-            byte_order=_byte_order(c.byte_order),
-            input_backlog=c.input_backlog,
-        )
+        settings = _settings_of(c)
         self.listen(
             c.port,
             c.host,
@@ -248,15 +240,7 @@ class NodeNet:
         )
 
     def _connect_config(self, c: ConnectionConfig) -> None:
-        settings = LinkSettings(
-            heartbeat_delay=c.heartbeat_delay_ms / 1000,
-            heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
-            message_queue_size=c.message_queue_size,
-            input_buffer_size=c.input_buffer_size,
-            output_buffer_size=c.output_buffer_size,
-            byte_order=_byte_order(c.byte_order),
-            input_backlog=c.input_backlog,
-        )
+        settings = _settings_of(c)
         self.connect(
             c.host,
             c.port,
@@ -556,3 +540,16 @@ def _byte_order(value: str) -> Any:
     if order not in ("big", "little"):
         raise ConfigError(f"byteOrder={value!r}: expected big or little")
     return order
+
+
+def _settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
+    """The link settings a configured service or connection gives its links."""
+    return LinkSettings(
+        heartbeat_delay=c.heartbeat_delay_ms / 1000,
+        heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
+        message_queue_size=c.message_queue_size,
+        input_buffer_size=c.input_buffer_size,
+        output_buffer_size=c.output_buffer_size,
+        byte_order=_byte_order(c.byte_order),
+        input_backlog=c.input_backlog,
+    )
