@@ -174,6 +174,14 @@ def test_simple_round_trip_is_a_plain_array() -> None:
     assert Simple._ab_enc is None  # natives only: the message is its own wire form
 
 
+def test_natives_with_their_exact_types_decode_to_the_class() -> None:
+    wire = ("/demo", 123, 7, 0.5, "x", False)
+    msg = codec_module.from_wire(Simple, wire)
+    assert type(msg) is Simple and msg is not wire
+    assert msg == Simple("/demo", 123, count=7, ratio=0.5, name="x", flag=False)
+    assert msg.count == 7 and msg.flag is False
+
+
 def test_every_type_round_trips() -> None:
     msg = every()
     back = round_trip(msg)

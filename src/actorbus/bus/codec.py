@@ -177,6 +177,17 @@ def _decoder_source(fields: tuple[FieldSpec, ...], is_message: bool) -> str:
         ]
         if fields:
             lines.append(f"    {names} = o")
+        if fields and all(f.type.native for f in fields):
+            # Every value already has its exact type (the common case): the
+            # unpacked tuple holds exactly the field values, so it is reused
+            # as is rather than rebuilt.
+            exact = " and ".join(
+                f"_type(v{p}) is _int and 0 <= v{p} <= _TS_MAX"
+                if is_message and p == 1
+                else f"_type(v{p}) is _t{p}"
+                for p in (f.position for f in fields)
+            )
+            lines += [f"    if {exact}:", "        return _new(_cls, o)"]
         lines.append("    try:")
         body = [line for f in fields for line in convert(f, "        ")]
         lines += body or ["        pass"]
