@@ -189,3 +189,30 @@ def test_public_exports() -> None:
     assert issubclass(actorbus.actors.UnknownDispatcherError, LookupError)
     assert issubclass(actorbus.actors.NotRegisteredError, RegistrationError)
     assert issubclass(actorbus.actors.TimerError, ValueError)
+
+
+@pytest.mark.parametrize("kind", list(DispatcherKind))
+def test_post_each_is_post_per_argument_scheduled_once(kind: DispatcherKind) -> None:
+    d = make_dispatcher(DispatcherConfig(name="each", kind=kind, spin_limit=100))
+    mailbox = Mailbox(d, name="each")
+    ran: list[object] = []
+    done = threading.Event()
+    mailbox.post(ran.append, "before")
+    mailbox.post_each(ran.append, [])
+    mailbox.post_each(ran.append, [1, (2, 3), None])
+    mailbox.post_each(ran.append, ["x"])
+    mailbox.post(done.set)
+    assert mailbox.depth == 6
+    assert d.stats().run_queue_length == 1  # scheduled once
+    d.start()
+    try:
+        assert done.wait(WAIT)
+        assert ran == ["before", 1, (2, 3), None, "x"]
+        assert mailbox.max_depth == 6
+        mailbox.post_each(ran.append, list(range(3000)))
+        done.clear()
+        mailbox.post(done.set)
+        assert done.wait(WAIT)
+        assert ran[5:] == list(range(3000))
+    finally:
+        assert d.stop() == []

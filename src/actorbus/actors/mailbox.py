@@ -24,6 +24,10 @@ garbage collector:
   the protocol of a non-blocking ``Lock.acquire(False)``, at a fifth of the
   cost.
 
+``post_each(fn, args)`` queues ``fn(arg)`` for every ``arg`` the same way,
+with one ``extend`` of the flat list ``fn, arg1, fn, arg2, ...`` (one C call,
+atomic as above), then tries for the token once.
+
 ``post`` appends the task, then tries to take the token.  The one poster that
 takes it puts the mailbox on its dispatcher's run queue; every other poster
 returns at once.  A dispatcher worker that takes the mailbox off the run queue
@@ -155,6 +159,19 @@ class Mailbox:
                 self._queue.extend(task)  # fn, arg: flat
             else:
                 self._queue.extend((_apply, task))
+            if self._claim(0, False):
+                self._schedule(self)
+
+    def post_each(self, fn: Callable[[Any], object], args: list[Any]) -> None:
+        """``post(fn, arg)`` for each of ``args`` in order, in one go: the tasks
+        go into the deque with one ``extend`` (atomic, as a single task's is, so
+        no other poster's task lands between them) and the mailbox is
+        scheduled at most once."""
+        n = len(args)
+        if n:
+            tasks = [fn, fn] * n  # fn, arg, fn, arg, ...: the flat storage
+            tasks[1::2] = args
+            self._queue.extend(tasks)
             if self._claim(0, False):
                 self._schedule(self)
 

@@ -614,19 +614,17 @@ class RemoteParty:
 
     def notify_run(self, messages: list[Message], key: MessageKey) -> None:
         """Notifications from the peer, all on ``key`` and in arrival order: the same
-        as ``notify(m, key)`` for each, with the lookups done once and each mailbox
-        woken once, after all of the run is queued."""
+        as ``notify(m, key)`` for each, with the lookups done once and the run's
+        tasks queued into each subscriber's mailbox in one go
+        (``Mailbox.post_each``), which is woken once."""
         pub = self._pubs.get(key)
         if pub is None or not pub._declared:
             for message in messages:
                 self.notify(message, key)
             return
         local, other = pub._entry.routes[CAT_REMOTE]
-        for put, claim, schedule, mailbox, deliver in local:
-            for message in messages:
-                put((deliver, message))
-            if claim(0, False):
-                schedule(mailbox)
+        for _put, _claim, _schedule, mailbox, deliver in local:
+            mailbox.post_each(deliver, messages)
         for route in other:
             for message in messages:
                 route(message)
