@@ -13,10 +13,15 @@ asyncio link) drives it with four kinds of calls:
 * **events out** — ``next_event()`` / ``events()`` hand the events over in the
   order the bytes arrived.  A peer that breaks a rule makes ``next_event()``
   raise :class:`~actorbus.errors.ProtocolError` exactly once, after the events
-  of the frames that came before the bad one.
+  of the frames that came before the bad one.  Notifications are queued with
+  no object per message: consecutive ones on one key as one *run* of bodies.
+  ``next_item()`` hands one out as a plain ``(key, body)`` tuple,
+  ``next_batch()`` a whole run as ``(key, bodies)``; ``next_event()`` wraps each
+  in a :class:`NotificationReceived`.  The three may be mixed.
 * **commands in** — ``logon()``, ``accept_logon()``, ``receipt()``, ``advertise()``,
   ``notify()``, ... each queue one frame (plus a KEY_DEF the first time a key is
-  used on this link).
+  used on this link); ``notify_many(key, bodies)`` queues one NOTIFY per body
+  with the per-call checks made once.
 * **bytes out** — ``data_to_send()`` returns everything queued as one ``bytes``
   (one socket write per batch).  ``tick(now)`` runs the timers; ``next_deadline()``
   says when to call it next.
@@ -75,7 +80,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from struct import Struct
@@ -333,8 +338,17 @@ class _Failure:
         self.wire_reason = wire_reason
 
 
-#: A notification is queued as a plain ``(key, body)`` tuple (the hot path).
-_QueueItem = Event | _Failure | tuple[WireKey, WireValue]
+class _Run(deque[WireValue]):
+    """Queued in place of events: the bodies of consecutive notifications on
+    one key, in arrival order (the hot path: no object per message).  Only the
+    newest queued item may grow, so order across items is kept."""
+
+    __slots__ = ("key",)
+
+    key: WireKey
+
+
+_QueueItem = Event | _Failure | _Run
 _E = TypeVar("_E", bound=Enum)
 
 #: Events whose taking moves the state (checked on every ``next_event()``).
@@ -617,9 +631,13 @@ class LinkProtocol:
         events = self._events
         if not events:
             return None
-        event = events.popleft()
-        if event.__class__ is tuple:
-            return NotificationReceived(*event)
+        event = events[0]
+        if event.__class__ is _Run:
+            body = event.popleft()
+            if not event:
+                events.popleft()
+            return NotificationReceived(event.key, body)
+        events.popleft()
         if event.__class__ in _STATEFUL:
             return self._take(event)
         return event  # type: ignore[return-value]  # _Failure is in _STATEFUL
@@ -632,10 +650,32 @@ class LinkProtocol:
         events = self._events
         if not events:
             return None
+        event = events[0]
+        cls = event.__class__
+        if cls is _Run:
+            body = event.popleft()  # type: ignore[union-attr]
+            if not event:
+                events.popleft()
+            return (event.key, body)  # type: ignore[union-attr]
+        events.popleft()
+        if cls in _STATEFUL:
+            return self._take(event)
+        return event  # type: ignore[return-value]  # _Failure is in _STATEFUL
+
+    def next_batch(self) -> Event | tuple[WireKey, deque[WireValue]] | None:
+        """``next_item()`` by runs: the notifications that arrived one after the
+        other on one key come as one ``(key, bodies)`` tuple, ``bodies`` a
+        non-empty deque of their bodies in arrival order (the caller's to keep);
+        everything else, including the ProtocolError it raises, is exactly
+        ``next_event()``.  Calls to ``next_event()``, ``next_item()`` and
+        ``next_batch()`` may be mixed: each takes what the others left."""
+        events = self._events
+        if not events:
+            return None
         event = events.popleft()
         cls = event.__class__
-        if cls is tuple:
-            return event  # type: ignore[return-value]  # a (key, body) notification
+        if cls is _Run:
+            return (event.key, event)  # type: ignore[union-attr, return-value]
         if cls in _STATEFUL:
             return self._take(event)
         return event  # type: ignore[return-value]  # _Failure is in _STATEFUL
@@ -866,6 +906,46 @@ class LinkProtocol:
         self._out.append(self._prefix(size) + packed)
         self._tx_seq = seq
         self._data_queued += 1
+
+    def notify_many(self, key: WireKey, bodies: Iterable[object]) -> None:
+        """``notify(key, body)`` for each of ``bodies`` in order, at a lower cost
+        per frame (the checks and lookups are made once).
+
+        Raises what ``notify()`` raises, for the first body that cannot be sent:
+        the frames of the bodies before it stay queued and the bodies after it
+        are not taken (``last_seq_sent`` moved by one per frame queued)."""
+        if not self._sending:
+            self._check_sending("notify")
+        try:
+            kid = self._out_keys.get(key)
+        except TypeError:
+            kid = None  # unhashable: _key_id explains
+        new_key = kid is None
+        if kid is None:
+            kid = self._key_id(key, "notify")
+        pack = self._pack
+        prefix = self._prefix
+        max_frame = self._max_frame
+        out = self._out.append
+        notify_type = _NOTIFY
+        first = seq = self._tx_seq
+        try:
+            for body in bodies:
+                try:
+                    packed = pack((notify_type, seq + 1, kid, body))
+                except _ENCODE_ERRORS as exc:
+                    raise self._unencodable("notify", key, exc) from exc
+                size = len(packed)
+                if size > max_frame:
+                    raise self._too_large("notify", key, size)
+                if new_key:
+                    self._define(key, kid, "notify")
+                    new_key = False
+                out(prefix(size) + packed)
+                seq += 1
+        finally:
+            self._tx_seq = seq
+            self._data_queued += seq - first
 
     def request(self, key: WireKey, request_id: int, body: object) -> None:
         """Queue a request; the peer answers with request_ack() and reply() frames."""
@@ -1109,15 +1189,23 @@ class LinkProtocol:
         read_len = self._read_len
         max_frame = self._max_frame
         in_keys = self._in_keys
-        append = self._events.append
+        events = self._events
         notify_type = _NOTIFY
+        run_type = _Run
         rx_open = self._rx_open
         rx_seq = self._rx_seq
         buffered = self._buffered
         need = self._frame_len
         pos = tell()  # stream offset where the unread bytes start
         frames = 0
-        messages = 0
+        slow = 0  # frames handled by _dispatch (which counts their messages)
+        # Notifications go onto the newest queued run while they are on its key.
+        run_key: WireKey | None = None
+        run_append: Callable[[WireValue], None] | None = None
+        last = events[-1] if events else None
+        if last.__class__ is run_type:
+            run_key = last.key
+            run_append = last.append
         rejection: _Reject | None = None
         try:
             while True:
@@ -1127,19 +1215,8 @@ class LinkProtocol:
                     need = read_len(read_bytes(4))[0]
                     buffered -= 4
                     pos += 4
-                    if need > max_frame:
-                        raise _Reject(
-                            f"the peer announced a frame of {need} bytes, above "
-                            f"max_frame_size={max_frame}; it sends bigger messages than "
-                            "this link allows (raise max_frame_size on both nodes) or its "
-                            "byte stream is not this protocol",
-                            f"frame of {need} bytes exceeds the limit of {max_frame}",
-                        )
-                    if need == 0:
-                        raise _Reject(
-                            "the peer sent a frame of length 0; every frame holds a msgpack array",
-                            "empty frame",
-                        )
+                    if not 0 < need <= max_frame:
+                        raise self._bad_length(need)
                 if buffered < need:
                     break
                 # A body that is not exactly one msgpack value either fails to
@@ -1170,14 +1247,27 @@ class LinkProtocol:
                         key = in_keys.get(kid)
                         if key is not None:
                             rx_seq = seq
-                            messages += 1
-                            append((key, body))
+                            if key is run_key:
+                                run_append(body)  # type: ignore[misc]
+                            else:
+                                run = run_type((body,))
+                                run.key = run_key = key
+                                run_append = run.append
+                                events.append(run)
                             continue
+                slow += 1
                 self._rx_seq = rx_seq
                 self._dispatch(frame)
                 rx_seq = self._rx_seq
                 if self._rx_done:
                     break
+                # It may have queued anything: go on with the newest item if a run.
+                last = events[-1] if events else None
+                if last.__class__ is run_type:
+                    run_key = last.key
+                    run_append = last.append
+                else:
+                    run_key = None
                 rx_open = self._rx_open
         except _Reject as exc:
             rejection = exc
@@ -1187,9 +1277,25 @@ class LinkProtocol:
             self._frame_len = need
             self._rx_seq = max(self._rx_seq, rx_seq)
             self.counters.frames_in += frames
-            self.counters.messages_in += messages
+            self.counters.messages_in += frames - slow
         if rejection is not None:
             self._fail(rejection)
+
+    def _bad_length(self, need: int) -> _Reject:
+        """The rejection of a length prefix out of 1..max_frame_size."""
+        max_frame = self._max_frame
+        if need:
+            return _Reject(
+                f"the peer announced a frame of {need} bytes, above "
+                f"max_frame_size={max_frame}; it sends bigger messages than "
+                "this link allows (raise max_frame_size on both nodes) or its "
+                "byte stream is not this protocol",
+                f"frame of {need} bytes exceeds the limit of {max_frame}",
+            )
+        return _Reject(
+            "the peer sent a frame of length 0; every frame holds a msgpack array",
+            "empty frame",
+        )
 
     def _fail(self, rejection: _Reject) -> None:
         error = ProtocolError(
@@ -1508,7 +1614,7 @@ class LinkProtocol:
             if key is None:
                 self.counters.unknown_type += 1
             else:
-                self._events.append((key, frame[3]))
+                self._queue_notification(key, frame[3])
 
     def _on_request(self, frame: tuple[object, ...]) -> None:
         self._length(frame, 5)
@@ -1556,3 +1662,15 @@ class LinkProtocol:
         if self._in_sequence(frame):
             self.counters.messages_in += 1
             self._events.append(CancelReceived(request_id))
+
+    def _queue_notification(self, key: WireKey, body: WireValue) -> None:
+        """Queue a notification: onto the newest run if it is on ``key``."""
+        events = self._events
+        if events:
+            last = events[-1]
+            if last.__class__ is _Run and last.key is key:
+                last.append(body)
+                return
+        run = _Run((body,))
+        run.key = key
+        events.append(run)
