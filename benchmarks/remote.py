@@ -53,6 +53,7 @@ from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
 from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState
+from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind, SelectorConfig
 
 __all__ = ["main"]
 
@@ -148,8 +149,19 @@ class _Replier(Actor):
         request.reply(Pong(SUBJECT, value=request.request.value))
 
 
-def role_ours_replier() -> None:
-    with Bus(node_id="replier") as bus:
+def _config(on_loop: bool) -> BusConfig:
+    """The default bus, or (``on_loop``) one whose actors run on an asyncio dispatcher
+    whose event loop the links share: no thread hand-off between socket and actor."""
+    if not on_loop:
+        return BusConfig()
+    return BusConfig(
+        dispatchers=(DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=True),),
+        selectors=(SelectorConfig("net", dispatcher="io", is_default=True),),
+    )
+
+
+def role_ours_replier(on_loop: bool = False) -> None:
+    with Bus(_config(on_loop), node_id="replier") as bus:
         service = bus.listen(0)
         replier = _Replier(name="replier")
         bus.register(replier)
@@ -200,8 +212,8 @@ class _Requestor(Actor):
             self.done.set()
 
 
-def role_ours_requestor(n: int, port: int) -> None:
-    with Bus(node_id="requestor") as bus:
+def role_ours_requestor(n: int, port: int, on_loop: bool = False) -> None:
+    with Bus(_config(on_loop), node_id="requestor") as bus:
         bus.connect("127.0.0.1", port).wait_logged_on(10)
         requestor = _Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
@@ -539,6 +551,10 @@ def _role(argv: list[str]) -> None:
         role_ours_replier()
     elif role == "ours-requestor":
         role_ours_requestor(*values)
+    elif role == "loop-replier":
+        role_ours_replier(on_loop=True)
+    elif role == "loop-requestor":
+        role_ours_requestor(*values, on_loop=True)
     elif role == "raw-sink":
         role_raw_sink(*values)
     elif role == "raw-source":

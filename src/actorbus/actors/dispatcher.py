@@ -614,6 +614,11 @@ class AsyncioDispatcher(Dispatcher):
         """The event loop, once started (``None`` before :meth:`start`)."""
         return self._loop
 
+    @property
+    def loop_thread_ident(self) -> int:
+        """``threading.get_ident()`` of the loop thread (-1 before :meth:`start`)."""
+        return self._loop_ident
+
     def _before_start(self, _fn: object, mailbox: Mailbox) -> None:
         with self._pending_lock:
             if self._loop is None:

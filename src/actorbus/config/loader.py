@@ -345,6 +345,7 @@ _SELECTORS: _Section[SelectorConfig] = _Section(
         "priority": _integer("priority", 1, 10),
         "spinLimit": _integer("spin_limit", 0, unit="spins"),
         "parkTime": _integer("park_time_ns", 0, unit="nanoseconds"),
+        "dispatcher": _reference("dispatcher", "dispatcher"),
     },
 )
 
@@ -702,6 +703,24 @@ class _Loader:
                     )
                 owner[target] = (dispatcher.name, path, entry.prop.line)
 
+    def check_selector_loops(
+        self, dispatchers: tuple[DispatcherConfig, ...], selectors: tuple[SelectorConfig, ...]
+    ) -> None:
+        """A selector can share the event loop of an asyncio dispatcher only."""
+        kinds = {d.name: d.kind for d in dispatchers}
+        for selector in selectors:
+            if selector.dispatcher is None:
+                continue
+            kind = kinds[selector.dispatcher]
+            if kind is not DispatcherKind.ASYNCIO:
+                entry = self.entries[("item", "selector", selector.name, "dispatcher")]
+                raise self.error(
+                    entry,
+                    f"dispatcher {selector.dispatcher!r} is a {kind.value} dispatcher, which "
+                    "has no event loop to share; expected the name of an asyncio dispatcher "
+                    f"(set {entry.prefix}dispatcher.{selector.dispatcher}.runQueueType=asyncio)",
+                )
+
     def spark(self) -> Mapping[str, str]:
         return MappingProxyType(
             {slot[3]: e.prop.value for slot, e in self.entries.items() if slot[0] == "spark"}
@@ -721,9 +740,11 @@ def config_from_properties(props: Iterable[Property], path: str = "<string>") ->
     loader.parse_lists()
     dispatchers = loader.build(_DISPATCHERS) or BusConfig().dispatchers
     loader.check_pins(dispatchers)
+    selectors = loader.build(_SELECTORS)
+    loader.check_selector_loops(dispatchers, selectors)
     return BusConfig(
         dispatchers=dispatchers,
-        selectors=loader.build(_SELECTORS),
+        selectors=selectors,
         services=loader.build(_SERVICES),
         connections=loader.build(_CONNECTIONS),
         actors=loader.build(_ACTORS),

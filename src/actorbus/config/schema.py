@@ -79,6 +79,10 @@ class SelectorConfig:
     priority: int = 5
     spin_limit: int = 2_500_000
     park_time_ns: int = 1_000
+    #: run on the event loop of this asyncio dispatcher instead of an I/O thread of
+    #: its own: actors pinned to that dispatcher then share the loop with the links,
+    #: so nothing they send or receive crosses a thread (docs/links.md).
+    dispatcher: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .._log import logger
@@ -667,6 +668,10 @@ class _Session(asyncio.BufferedProtocol):
         size = max(link.settings.input_buffer_size, _MIN_READ_BUFFER)
         self.view = memoryview(bytearray(size))
         self._call_soon_threadsafe = self.loop.call_soon_threadsafe
+        self._call_soon = self.loop.call_soon
+        #: the loop's thread: a send made there (by an actor on an asyncio dispatcher
+        #: that shares the loop) schedules its flush without waking the loop
+        self._loop_ident = link.selector._ident
         self._log = logger.bind(link=link.name)
 
     def stats(self) -> LinkStats:
@@ -723,7 +728,10 @@ class _Session(asyncio.BufferedProtocol):
             if not self.scheduled:
                 self.scheduled = True
                 try:
-                    self._call_soon_threadsafe(self._flush)
+                    if get_ident() == self._loop_ident:
+                        self._call_soon(self._flush)
+                    else:
+                        self._call_soon_threadsafe(self._flush)
                 except RuntimeError:  # the loop is closed: the node is gone
                     self.link._count_dropped(1)
         else:
@@ -735,7 +743,10 @@ class _Session(asyncio.BufferedProtocol):
             if not self.scheduled:
                 self.scheduled = True
                 try:
-                    self._call_soon_threadsafe(self._flush)
+                    if get_ident() == self._loop_ident:
+                        self._call_soon(self._flush)
+                    else:
+                        self._call_soon_threadsafe(self._flush)
                 except RuntimeError:
                     if data:
                         self.link._count_dropped(1)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._log import logger
+from ..actors.dispatcher import AsyncioDispatcher
 from ..config.schema import ConnectionConfig, DispatcherKind, SelectorConfig, ServiceConfig
 from ..errors import ConfigError, Error, UsageError
 from ._receipts import Receipts
@@ -65,17 +66,25 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 class Selector:
-    """One network I/O thread running an asyncio event loop."""
+    """One network I/O thread running an asyncio event loop, or the loop of an
+    asyncio dispatcher that the selector shares (``SelectorConfig.dispatcher``)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, dispatcher: AsyncioDispatcher | None = None) -> None:
         self.name = name
+        #: the asyncio dispatcher whose loop this selector runs on (None: its own thread)
+        self.dispatcher = dispatcher
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ident: int | None = None
-        self._thread = threading.Thread(target=self._run, name=f"actorbus-net-{name}", daemon=True)
+        self._thread: threading.Thread | None = None
+        if dispatcher is None:
+            self._thread = threading.Thread(
+                target=self._run, name=f"actorbus-net-{name}", daemon=True
+            )
 
     def __repr__(self) -> str:
-        return f"<Selector {self.name!r}>"
+        on = f" on dispatcher {self.dispatcher.name!r}" if self.dispatcher is not None else ""
+        return f"<Selector {self.name!r}{on}>"
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -83,6 +92,18 @@ class Selector:
         return self._loop
 
     def start(self) -> None:
+        if self.dispatcher is not None:
+            loop = self.dispatcher.loop
+            if loop is None or not self.dispatcher.is_running:
+                raise UsageError(
+                    f"selector {self.name!r}: dispatcher {self.dispatcher.name!r} is not "
+                    "running, so there is no event loop to share; start the bus before its "
+                    "network"
+                )
+            self._loop = loop
+            self._ident = self.dispatcher.loop_thread_ident
+            return
+        assert self._thread is not None
         self._thread.start()
         self._ready.wait()
 
@@ -143,8 +164,9 @@ class Selector:
             future.cancel()
 
     def stop(self, timeout: float) -> None:
-        """Stop the loop and join the thread (the loop is closed by the thread)."""
-        if self._thread.is_alive():
+        """Stop the loop and join the thread (the loop is closed by the thread).
+        A selector sharing a dispatcher's loop leaves it to the dispatcher."""
+        if self._thread is not None and self._thread.is_alive():
             self.call(self.loop.stop)
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -213,9 +235,28 @@ class NodeNet:
                     c.name,
                     c.kind.value,
                 )
-            selector = Selector(c.name)
+            selector = Selector(c.name, self._shared_dispatcher(c))
             self._selectors[c.name] = selector
             selector.start()
+
+    def _shared_dispatcher(self, c: SelectorConfig) -> AsyncioDispatcher | None:
+        """The asyncio dispatcher whose loop selector ``c`` shares, if it names one."""
+        if c.dispatcher is None:
+            return None
+        dispatchers = self.bus.runtime.dispatchers
+        dispatcher = dispatchers.get(c.dispatcher)
+        if dispatcher is None:
+            known = ", ".join(sorted(dispatchers))
+            raise ConfigError(
+                f"selector {c.name!r}: dispatcher={c.dispatcher!r} names no dispatcher; "
+                f"this bus has {known}"
+            )
+        if not isinstance(dispatcher, AsyncioDispatcher):
+            raise ConfigError(
+                f"selector {c.name!r}: dispatcher {c.dispatcher!r} is a {dispatcher.kind.value} "
+                "dispatcher, which has no event loop to share; name an asyncio dispatcher"
+            )
+        return dispatcher
 
     def _selector(self, name: str | None, what: str) -> Selector:
         selector = self._selectors.get(name or self._default)
