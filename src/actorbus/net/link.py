@@ -841,7 +841,10 @@ class _Session(asyncio.BufferedProtocol):
                 if self.ack_timer is None:
                     self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
             else:
-                self._flush()
+                # cleared first: a send racing with the check below schedules a flush
+                self.scheduled = False
+                if self.pending or proto.has_output:
+                    self._flush()
 
     # ----------------------------------------------------- input back-pressure
 

@@ -568,6 +568,11 @@ class LinkProtocol:
         return self._data_queued
 
     @property
+    def has_output(self) -> bool:
+        """Frames are queued for ``data_to_send()``."""
+        return bool(self._out)
+
+    @property
     def last_seq_sent(self) -> int:
         """Sequence number of the last sequenced frame queued (0 = none yet)."""
         return self._tx_seq
