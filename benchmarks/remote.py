@@ -25,6 +25,12 @@ starts two fresh processes on 127.0.0.1):
     request frame and awaits the reply frame from a uvloop server that answers
     in ``data_received``.  Budget: p50 <= 2x the baseline; p99 reported.
 
+Both are run twice: with the default bus (actors on a blocking dispatcher, the
+link on its own I/O thread: a message crosses two threads on each node) and
+with the receiving actors on an asyncio dispatcher whose event loop the link
+shares (``SelectorConfig.dispatcher``; docs/links.md): no thread hand-off
+between socket and actor.  The second is the configuration for latency.
+
 Run: ``.venv/bin/python benchmarks/remote.py [--quick]`` (about a minute; a
 process role runs when ``--role`` is given).
 """
@@ -92,6 +98,17 @@ def _say(*words: object) -> None:
 # ============================================================ process roles: ours
 
 
+def _config(on_loop: bool) -> BusConfig:
+    """The default bus, or (``on_loop``) one whose actors run on an asyncio dispatcher
+    whose event loop the links share: no thread hand-off between socket and actor."""
+    if not on_loop:
+        return BusConfig()
+    return BusConfig(
+        dispatchers=(DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=True),),
+        selectors=(SelectorConfig("net", dispatcher="io", is_default=True),),
+    )
+
+
 class _Sink(Actor):
     def __init__(self, n: int) -> None:
         super().__init__(name="sink")
@@ -110,8 +127,8 @@ class _Sink(Actor):
             self.done.set()
 
 
-def role_ours_sink(n: int) -> None:
-    with Bus(node_id="sink") as bus:
+def role_ours_sink(n: int, on_loop: bool = False) -> None:
+    with Bus(_config(on_loop), node_id="sink") as bus:
         service = bus.listen(0)
         sink = _Sink(n)
         bus.register(sink)
@@ -147,17 +164,6 @@ class _Replier(Actor):
 
     def answer(self, request: IncomingRequest[Ping]) -> None:
         request.reply(Pong(SUBJECT, value=request.request.value))
-
-
-def _config(on_loop: bool) -> BusConfig:
-    """The default bus, or (``on_loop``) one whose actors run on an asyncio dispatcher
-    whose event loop the links share: no thread hand-off between socket and actor."""
-    if not on_loop:
-        return BusConfig()
-    return BusConfig(
-        dispatchers=(DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=True),),
-        selectors=(SelectorConfig("net", dispatcher="io", is_default=True),),
-    )
 
 
 def role_ours_replier(on_loop: bool = False) -> None:
@@ -461,6 +467,9 @@ def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
     return float(p50), float(p99), int(lost)
 
 
+_LOOP_NOTE = "receiving actors on an asyncio dispatcher whose loop the link shares"
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     """Run the benchmark, print a table, return its rows."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -471,35 +480,43 @@ def main(argv: list[str] | None = None) -> list[Row]:
     n_rtt = 2_000 if args.quick else 10_000
     rounds = 1 if args.quick else args.rounds
 
-    ours_rate, raw_rate, raw_packb, raw_single = [], [], [], []
+    ours_rate, loop_rate, raw_rate, raw_packb, raw_single = [], [], [], [], []
     for _ in range(rounds):
         ours_rate.append(_one_way("ours", n_notify))
+        loop_rate.append(_one_way("loop", n_notify))
         raw_rate.append(_one_way("raw", n_notify, BATCH))
         raw_packb.append(_one_way("raw", n_notify, BATCH, packb=True))
         raw_single.append(_one_way("raw", n_notify, 1))
-    ours_rtt, raw_rtt = [], []
+    ours_rtt, loop_rtt, raw_rtt = [], [], []
     for _ in range(rounds):
         ours_rtt.append(_round_trip("ours", n_rtt))
+        loop_rtt.append(_round_trip("loop", n_rtt))
         raw_rtt.append(_round_trip("raw", n_rtt))
 
-    rate, base, single = max(ours_rate), max(raw_rate), max(raw_single)
-    base_packb = max(raw_packb)
-    ours_p, raw_p = (
-        best_of(ours_rtt, key=lambda r: r[0], lowest=True),
-        best_of(raw_rtt, key=lambda r: r[0], lowest=True),
-    )
+    base, single, base_packb = max(raw_rate), max(raw_single), max(raw_packb)
+    raw_p = best_of(raw_rtt, key=lambda r: r[0], lowest=True)
     note = f"N={n_notify}, best of {rounds}; 2 processes on 127.0.0.1"
-    rows = [
-        row(
-            "one-way notify, link (pub -> sub actor)",
-            rate,
-            "msg/s",
-            baseline_name=f"raw uvloop, {BATCH} frames/write",
-            baseline_value=base,
-            budget=">= 0.40x",
-            ok=rate >= 0.40 * base,
-            note=note,
-        ),
+    rows: list[Row] = []
+    for kind, rates, label in (
+        ("ours", ours_rate, "one-way notify, link (pub -> sub actor)"),
+        ("loop", loop_rate, "one-way notify, sub actor on the link's loop"),
+    ):
+        rate = max(rates)
+        rows.append(
+            row(
+                label,
+                rate,
+                "msg/s",
+                baseline_name=f"raw uvloop, {BATCH} frames/write",
+                baseline_value=base,
+                budget=">= 0.40x" if kind == "ours" else "",
+                ok=rate >= 0.40 * base if kind == "ours" else None,
+                note=note if kind == "ours" else f"{note}; {_LOOP_NOTE} (for latency: "
+                "one thread reads, decodes and runs the subscriber)",
+            )
+        )
+    rate = max(ours_rate)
+    rows += [
         row(
             "one-way notify, link (pub -> sub actor)",
             rate,
@@ -516,26 +533,34 @@ def main(argv: list[str] | None = None) -> list[Row]:
             baseline_value=single,
             note=note,
         ),
-        row(
-            "request/reply round trip p50 (actors)",
-            ours_p[0],
-            "us",
-            baseline_name="raw uvloop request/reply p50",
-            baseline_value=raw_p[0],
-            budget="<= 2.0x",
-            ok=ours_p[0] <= 2.0 * raw_p[0],
-            note=f"{n_rtt} sequential round trips, best of {rounds}; "
-            f"lost requests: {sum(r[2] for r in ours_rtt)}",
-        ),
-        row(
-            "request/reply round trip p99 (actors)",
-            ours_p[1],
-            "us",
-            baseline_name="raw uvloop request/reply p99",
-            baseline_value=raw_p[1],
-            note="same runs as p50",
-        ),
     ]
+    for kind, results, label in (
+        ("ours", ours_rtt, "request/reply round trip {} (actors)"),
+        ("loop", loop_rtt, "request/reply round trip {}, actors on the link's loop"),
+    ):
+        ours_p = best_of(results, key=lambda r: r[0], lowest=True)
+        where = "" if kind == "ours" else f"; {_LOOP_NOTE}"
+        rows += [
+            row(
+                label.format("p50"),
+                ours_p[0],
+                "us",
+                baseline_name="raw uvloop request/reply p50",
+                baseline_value=raw_p[0],
+                budget="<= 2.0x",
+                ok=ours_p[0] <= 2.0 * raw_p[0],
+                note=f"{n_rtt} sequential round trips, best of {rounds}; "
+                f"lost requests: {sum(r[2] for r in results)}{where}",
+            ),
+            row(
+                label.format("p99"),
+                ours_p[1],
+                "us",
+                baseline_name="raw uvloop request/reply p99",
+                baseline_value=raw_p[1],
+                note="same runs as p50",
+            ),
+        ]
     print_table(rows)
     return rows
 
@@ -551,6 +576,10 @@ def _role(argv: list[str]) -> None:
         role_ours_replier()
     elif role == "ours-requestor":
         role_ours_requestor(*values)
+    elif role == "loop-sink":
+        role_ours_sink(*values, on_loop=True)
+    elif role == "loop-source":
+        role_ours_source(*values)
     elif role == "loop-replier":
         role_ours_replier(on_loop=True)
     elif role == "loop-requestor":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from nodes.messages import Answer, Ask, Counter
-from nodes.support import linked, started
+from nodes.support import linked, started, wait_for
 
 from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
@@ -170,3 +170,29 @@ def test_properties_file_refuses_a_selector_on_a_threaded_dispatcher(tmp_path: P
         load_config(path)
     assert info.value.line == 2
     assert "expected the name of a configured dispatcher" in info.value.detail
+
+
+def test_input_back_pressure_on_a_shared_loop_pauses_and_delivers_everything() -> None:
+    """The subscriber drains on the link's own thread: a paused link looks again
+    right after the mailbox runs (not on a timer), and nothing is lost or reordered."""
+    total = 20_000
+    s = shared("S")
+    try:
+        with Bus(node_id="P") as p:
+            service = s.listen(0, input_backlog=200)
+            link = p.connect("127.0.0.1", service.port)
+            link.wait_logged_on(5)
+            sub = Recorder("sub")
+            started(s, sub)
+            sub.subscribe(Counter, "/bp")
+            feed = p.publisher(Counter, "/bp", up=True)
+            wait_for(feed.is_feed_up, "the publisher sees the remote subscriber")
+            for n in range(total):
+                feed.publish(Counter("/bp", n=n))
+            got = sub.log.wait_count("message", total, timeout=30)
+            assert [e[1].n for e in got if e[0] == "message"] == list(range(total))
+            [accepted] = service.links
+            assert accepted.counters.input_pauses >= 1
+            feed.close()
+    finally:
+        s.close()

@@ -672,6 +672,10 @@ class _Session(asyncio.BufferedProtocol):
         #: the loop's thread: a send made there (by an actor on an asyncio dispatcher
         #: that shares the loop) schedules its flush without waking the loop
         self._loop_ident = link.selector._ident
+        #: while reading is paused for input back-pressure, how often to look again:
+        #: on a loop shared with the actors' dispatcher, right after the mailbox
+        #: runs this loop has scheduled (they drain on this very thread)
+        self._recheck_delay = 0.0 if link.selector.dispatcher is not None else _BACKLOG_RECHECK
         self._log = logger.bind(link=link.name)
 
     def stats(self) -> LinkStats:
@@ -887,7 +891,7 @@ class _Session(asyncio.BufferedProtocol):
             limit,
             limit // 2,
         )
-        self.backlog_timer = self.loop.call_later(_BACKLOG_RECHECK, self._recheck_backlog)
+        self.backlog_timer = self.loop.call_later(self._recheck_delay, self._recheck_backlog)
 
     def _recheck_backlog(self) -> None:
         """(loop, while paused) Read again below half the limit; meanwhile keep the
@@ -908,7 +912,7 @@ class _Session(asyncio.BufferedProtocol):
             self._keepalive_at = now
             proto.keepalive()
             self._write()
-        self.backlog_timer = self.loop.call_later(_BACKLOG_RECHECK, self._recheck_backlog)
+        self.backlog_timer = self.loop.call_later(self._recheck_delay, self._recheck_backlog)
 
     def _only_acks_pending(self) -> bool:
         """Only acknowledgements of requests some replier took are pending (few)."""
