@@ -14,7 +14,9 @@ thread); nothing here runs actor code.
 methods are called from any thread (often a dispatcher thread, sometimes under
 the router lock): each appends one item to the session's ``pending`` deque and,
 if no flush is scheduled yet, schedules one with ``call_soon_threadsafe`` — one
-hand-off per batch, not per message.  ``_flush`` (on the loop) clears the flag
+hand-off per batch, not per message.  A send made on the loop's own thread (by
+an actor on an asyncio dispatcher whose loop the selector shares) schedules it
+with ``call_soon``: no wake-up, no hand-off.  ``_flush`` (on the loop) clears the flag
 first, then turns every pending item into a protocol command and writes
 ``data_to_send()`` once.  A notification is queued as the message object
 itself (no wrapper); other items are plain tuples ``(op, ...)``.  While the

@@ -9,7 +9,11 @@ owns
   asyncio event loop (uvloop when importable).  Every service and link is
   pinned to one selector for its whole life and runs only there.  The I/O
   threads never run actor code: a link hands what arrives to the router, which
-  enqueues into mailboxes.
+  enqueues into mailboxes.  A selector configured with ``dispatcher`` starts no
+  thread: it runs on that asyncio dispatcher's loop, so the dispatcher's actors
+  and the selector's links share one thread and a message crosses none between
+  socket and actor (the dispatcher owns the loop and stops it; the node only
+  closes its links and services there).
 * the **services** (:class:`~actorbus.net.service.Service`, listening ports)
   and **links** (:class:`~actorbus.net.link.Link`, dialled or accepted);
 * the **one-link rule**: at most one link per remote node.  A link claims its
