@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from actorbus.actors import Actor, ActorRuntime, TimerError, TimerQueue, current_actor
 from actorbus.actors.errors import RuntimeClosedError
+from actorbus.actors.timers import TimerService
+from actorbus.testing import wait_until
 
 WAIT = 10.0
 MS = 1_000_000  # ns
@@ -323,3 +325,36 @@ def test_timers_die_with_the_runtime() -> None:
     assert handle.cancelled
     with pytest.raises(RuntimeClosedError):
         timers.call_later(1, print)
+
+
+class _CountingCondition(threading.Condition):
+    def __init__(self) -> None:
+        super().__init__(threading.Lock())
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+
+def test_a_later_timer_does_not_wake_the_thread_an_earlier_one_does() -> None:
+    """Request timeouts are added and cancelled per request: each later than the
+    thread's alarm, so none costs a wake-up of the timer thread."""
+    timers = TimerService()
+    cond = timers._cond = _CountingCondition()
+    timers.start()
+    try:
+        timeout = timers.call_later(60.0, lambda: None)
+        assert wait_until(lambda: timers._sleeps_until != -math.inf, WAIT)
+        before = cond.notified
+        for _ in range(100):  # as a requestor does: its last timeout is cancelled first
+            timeout.cancel()
+            timeout = timers.call_later(60.0, lambda: None)
+        assert cond.notified == before
+        fired = threading.Event()
+        timers.call_later(0.001, fired.set)  # earlier than the alarm: wakes it, fires on time
+        assert fired.wait(WAIT)
+        assert cond.notified == before + 1
+        assert timers.wakeups >= 1
+    finally:
+        timers.stop()

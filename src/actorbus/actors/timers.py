@@ -15,7 +15,8 @@ deadlines stay on the original grid ``first + k * period``.
 
 :class:`TimerService` is the thin thread shell (one thread, ``actorbus-timer``):
 it sleeps on a condition until the earliest deadline (or until a new earlier
-timer is added), pops what is due and *posts* each expiry into the owning
+timer is added: a later one, like the timeout of each request, wakes nobody),
+pops what is due and *posts* each expiry into the owning
 actor's mailbox.  Timer callbacks therefore run on the actor's dispatcher,
 in order with its other tasks, never on the timer thread.
 
@@ -312,6 +313,12 @@ class TimerService:
         self._clock = time.monotonic_ns
         self._thread: threading.Thread | None = None
         self._stopping = False
+        #: the deadline the thread sleeps until (inf: no deadline; -inf: it is not
+        #: sleeping, and looks at the queue again before it does): only a timer due
+        #: earlier than this wakes it
+        self._sleeps_until: float = -math.inf
+        #: times the thread woke from its sleep (for tests and stats)
+        self.wakeups = 0
 
     def __len__(self) -> int:
         """Timers armed now."""
@@ -404,7 +411,9 @@ class TimerService:
             handle._id = self._queue.add(handle, deadline, period_ns)
             if owner is not None:
                 owner.add(handle)
-            if self._queue.next_deadline() == deadline:
+            if deadline < self._sleeps_until:
+                # earlier than the thread's alarm; a later timer needs no wake-up
+                # (request timeouts are added and cancelled per request)
                 self._cond.notify()
         return handle
 
@@ -426,7 +435,10 @@ class TimerService:
                     if due:
                         break
                     nxt = queue.next_deadline()
+                    self._sleeps_until = math.inf if nxt is None else nxt
                     cond.wait(None if nxt is None else (nxt - now) / 1e9)
+                    self._sleeps_until = -math.inf
+                    self.wakeups += 1
             for handle in due:
                 try:
                     handle._expire()
