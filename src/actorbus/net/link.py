@@ -1005,23 +1005,64 @@ class _Session(asyncio.BufferedProtocol):
     def _drain(self, proto: LinkProtocol, most: int | None = None) -> None:
         """Encode the items pending now (at most ``most``).  Items that producers
         add meanwhile wait for the flush they schedule: a busy publisher cannot
-        keep the loop here."""
+        keep the loop here.  Consecutive notifications on one key are encoded
+        as a run (``LinkProtocol.notify_many``): the key and the class's encoder
+        are looked up once per run, not per message."""
         pending = self.pending
         popleft = pending.popleft
-        notify = proto.notify
-        to_wire = _to_wire
         count = len(pending) if most is None else min(len(pending), most)
+        bodies: list[Any] = []
+        add = bodies.append
+        run_cls: type | None = None
+        run_subject: str | None = None
+        key: WireKey = ("", "")
+        enc: Callable[[Any], Any] | None = None
         for _ in range(count):
             item = popleft()
-            try:
-                if item.__class__ is not tuple:
-                    notify((item.__class__.__type_name__, item.subject), to_wire(item))
+            cls = item.__class__
+            if cls is not tuple:  # a notification: the message itself
+                if cls is not run_cls or item.subject != run_subject:
+                    if bodies:
+                        self._notify_run(proto, key, bodies)
+                        bodies = []
+                        add = bodies.append
+                    run_cls = cls
+                    run_subject = item.subject
+                    key = (cls.__type_name__, run_subject)
+                    enc = cls._ab_enc
+                if enc is None:
+                    add(item)  # the message is its own wire form
                 else:
-                    self._command(proto, item)
+                    try:
+                        add(enc(item))
+                    except (CodecError, UsageError) as exc:
+                        self._unsendable(item, exc)
+                continue
+            if bodies:
+                self._notify_run(proto, key, bodies)
+                bodies = []
+                add = bodies.append
+            run_cls = None
+            try:
+                self._command(proto, item)
             except (CodecError, UsageError) as exc:
                 # MessageTooLargeError is a CodecError; a value msgpack cannot
                 # encode is a UsageError: one message is lost, not the link.
                 self._unsendable(item, exc)
+        if bodies:
+            self._notify_run(proto, key, bodies)
+
+    def _notify_run(self, proto: LinkProtocol, key: WireKey, bodies: list[Any]) -> None:
+        """Encode notifications on one key; one that cannot be sent is lost, not the
+        link (nor the ones after it)."""
+        while bodies:
+            before = proto.last_seq_sent
+            try:
+                proto.notify_many(key, bodies)
+                return
+            except (CodecError, UsageError) as exc:
+                self._unsendable(None, exc)
+                bodies = bodies[proto.last_seq_sent - before + 1 :]
 
     def _command(self, proto: LinkProtocol, item: tuple[Any, ...]) -> None:
         op = item[0]
@@ -1095,56 +1136,62 @@ class _Session(asyncio.BufferedProtocol):
         """(loop) Handle every event the protocol has; False once the session ended."""
         proto = self.proto
         assert proto is not None
-        next_item = proto.next_item
-        party = self.party
+        next_batch = proto.next_batch
         notified = self.notified
-        # The hot path: notifications, (wire key, body), on keys seen before are
-        # decoded and gathered into runs on one key; a run goes to the party in
-        # one call before anything else is handled (arrival order is kept).
-        run: list[Message] = []
-        run_wire_key: WireKey | None = None
-        run_key: MessageKey | None = None
-        decode: Callable[[Any], Any] | None = None
+        # The hot path: the protocol hands over notifications that arrived one
+        # after the other on one key as a run, (wire key, bodies); on a key seen
+        # before they are decoded with the cached decoder and go to the party in
+        # one call (arrival order is kept: the run comes before anything later).
         try:
             while True:
-                event = next_item()
-                if type(event) is tuple:
-                    wire_key = event[0]
-                    if wire_key is not run_wire_key:
-                        known = notified.get(wire_key) if party is not None else None
-                        if known is not None:
-                            if run:
-                                party.notify_run(run, run_key)  # type: ignore[union-attr, arg-type]
-                                run = []
-                            decode, run_key = known
-                            run_wire_key = wire_key
-                    if wire_key is run_wire_key:
-                        try:
-                            run.append(decode(event[1]))  # type: ignore[misc]
-                        except CodecError as exc:
-                            if run:
-                                party.notify_run(run, run_key)  # type: ignore[union-attr, arg-type]
-                            self._corrupt_body(run_key, exc)  # type: ignore[arg-type]
-                            return False
-                        continue
-                if run:
-                    party.notify_run(run, run_key)  # type: ignore[union-attr, arg-type]
-                    run = []
-                run_wire_key = None
+                event = next_batch()
                 if event is None:
                     return True
-                if type(event) is tuple:
-                    if not self._event(NotificationReceived(*event)):
+                if event.__class__ is not tuple:
+                    if not self._event(cast(Event, event)):
                         return False
-                elif not self._event(cast(Event, event)):
-                    return False
+                    continue
+                wire_key, bodies = event
                 party = self.party
+                known = notified.get(wire_key) if party is not None else None
+                if known is None:
+                    # first use of the key (or no party yet): one at a time, until
+                    # the key's decoder is cached
+                    while bodies:
+                        if not self._notification(wire_key, bodies.popleft(), len(bodies)):
+                            return False
+                        party = self.party
+                        known = notified.get(wire_key) if party is not None else None
+                        if known is not None:
+                            break
+                    if not bodies:
+                        continue
+                decode, key = known  # type: ignore[misc]
+                try:
+                    messages = [decode(body) for body in bodies]
+                except CodecError:
+                    return self._corrupt_run(key, decode, bodies)
+                party.notify_run(messages, key)  # type: ignore[union-attr]
         except ProtocolError as exc:
-            if run:  # what arrived before the broken frame is delivered
-                party.notify_run(run, run_key)  # type: ignore[union-attr, arg-type]
             self._log.warning("link {} ({}): {}", self.name, self.address, exc)
             self._end(f"protocol error: {exc}", _TELL)
             return False
+
+    def _corrupt_run(
+        self, key: MessageKey, decode: Callable[[Any], Any], bodies: deque[Any]
+    ) -> bool:
+        """A body of the run does not decode: the messages before it are delivered,
+        the ones after it dropped, and the link closes."""
+        good: list[Message] = []
+        for i, body in enumerate(bodies):
+            try:
+                good.append(decode(body))
+            except CodecError as exc:
+                if good and self.party is not None:
+                    self.party.notify_run(good, key)
+                self._corrupt_body(key, exc, len(bodies) - i - 1)
+                return False
+        raise AssertionError("a body failed to decode once, then decoded")  # pragma: no cover
 
     def _resolve(self, wire_key: WireKey) -> MessageKey | None:
         cls = lookup_type(wire_key[0])
@@ -1169,7 +1216,9 @@ class _Session(asyncio.BufferedProtocol):
             return None
         return key
 
-    def _corrupt_body(self, key: MessageKey, exc: Exception) -> None:
+    def _corrupt_body(self, key: MessageKey, exc: Exception, dropped: int = 0) -> None:
+        """Close the link for a body that does not decode; ``dropped`` messages read
+        after it, and no longer in the protocol, are dropped with it."""
         self.corrupt += 1
         self._log.warning(
             "link {} ({}, peer {}): a {} body does not decode ({}); closing the link",
@@ -1181,7 +1230,7 @@ class _Session(asyncio.BufferedProtocol):
         )
         proto = self.proto
         assert proto is not None
-        self.link._count_dropped(self._discard_events(proto))
+        self.link._count_dropped(self._discard_events(proto) + dropped)
         proto.logoff("a message body did not decode")
         self._end(f"corrupt {key} message body: {exc}", _TELL)
 
@@ -1202,16 +1251,7 @@ class _Session(asyncio.BufferedProtocol):
         """(loop) Every event but the common notification; False once ended."""
         party = self.party
         if type(event) is NotificationReceived:
-            key = self._key_of(event.key, Notification)
-            if key is not None and party is not None:
-                try:
-                    message = _from_wire(key.message_class, event.body)
-                except CodecError as exc:
-                    self._corrupt_body(key, exc)
-                    return False
-                # decoded once, so the class's decoder is compiled: cache it with the key
-                self.notified[event.key] = (key.message_class._ab_dec, key)
-                party.notify(message, key)
+            return self._notification(event.key, event.body)
         elif type(event) is RequestReceived:
             key = self._key_of(event.key, Request)
             if key is not None and party is not None:
@@ -1293,6 +1333,22 @@ class _Session(asyncio.BufferedProtocol):
         elif type(event) is LogonTimeout:
             self._end(f"logon timeout: not logged on after {event.waited:.3f} s", _TELL)
             return False
+        return True
+
+    def _notification(self, wire_key: WireKey, body: Any, dropped: int = 0) -> bool:
+        """A notification on a key not cached in ``notified`` yet: resolve the key,
+        decode, cache, deliver; False once ended (``dropped``: as ``_corrupt_body``)."""
+        party = self.party
+        key = self._key_of(wire_key, Notification)
+        if key is not None and party is not None:
+            try:
+                message = _from_wire(key.message_class, body)
+            except CodecError as exc:
+                self._corrupt_body(key, exc, dropped)
+                return False
+            # decoded once, so the class's decoder is compiled: cache it with the key
+            self.notified[wire_key] = (key.message_class._ab_dec, key)
+            party.notify(message, key)
         return True
 
     def _stand_in_reply(self, event: ReplyReceived) -> Reply:
