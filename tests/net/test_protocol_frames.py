@@ -256,6 +256,71 @@ def test_sequence_gap_and_duplicate_detection() -> None:
     assert srv.state is LinkState.SYNCING
 
 
+def test_request_frames_out_of_sequence_take_the_checked_path() -> None:
+    request, ack, reply = (
+        int(FrameType.REQUEST),
+        int(FrameType.REQUEST_ACK),
+        int(FrameType.REPLY),
+    )
+    srv = accepted_server(is_known_type=all_types_known)
+    events = feed(
+        srv,
+        (KEY_DEF, 0, *KEY),
+        (request, 1, 0, 10, ("q",)),
+        (request, 1, 0, 11, ("q again",)),  # duplicate
+        (ack, 2, 10, 1),
+        (ack, 2, 10, 5),  # duplicate
+        (reply, 3, 0, 10, 0, ("r",)),
+        (reply, 3, 0, 10, 2, ("r again",)),  # duplicate
+        (reply, 6, 0, 10, 1, ("after a gap",)),
+        (ack, 8, 12, 0),
+        (request, 10, 0, 13, ()),
+    )
+    assert events == [
+        RequestReceived(KEY, 10, ("q",)),
+        RequestAcknowledged(10, 1),
+        ReplyReceived(10, KEY, ReplyStatus.OK_FINAL, ("r",)),
+        SequenceGap(expected=4, got=6),
+        ReplyReceived(10, KEY, ReplyStatus.OK_CONTINUING, ("after a gap",)),
+        SequenceGap(expected=7, got=8),
+        RequestAcknowledged(12, 0),
+        SequenceGap(expected=9, got=10),
+        RequestReceived(KEY, 13, ()),
+    ]
+    assert srv.counters.duplicates == 3
+    assert srv.counters.gaps == 3
+    assert srv.counters.messages_in == 6
+    assert srv.last_seq_received == 10
+
+
+def test_request_frames_end_a_run_of_notifications_and_keep_the_order() -> None:
+    pipe = connected()
+    server = pipe.server
+    server.notify(KEY, (1,))
+    server.notify(KEY, (2,))
+    server.request(KEY, 7, ("q",))
+    server.notify(KEY, (3,))
+    server.request_ack(8, 2)
+    server.notify(KEY, (4,))
+    server.reply(9, REPLY_KEY, ReplyStatus.ERROR, ("e",))
+    server.notify(KEY, (5,))
+    server.notify(KEY, (6,))
+    pipe.transfer()
+    taken = []
+    while (item := pipe.client.next_batch()) is not None:
+        taken.append((item[0], list(item[1])) if isinstance(item, tuple) else item)
+    assert taken == [
+        (KEY, [(1,), (2,)]),
+        RequestReceived(KEY, 7, ("q",)),
+        (KEY, [(3,)]),
+        RequestAcknowledged(8, 2),
+        (KEY, [(4,)]),
+        ReplyReceived(9, REPLY_KEY, ReplyStatus.ERROR, ("e",)),
+        (KEY, [(5,), (6,)]),
+    ]
+    assert pipe.client.counters.messages_in == 9
+
+
 def test_unsequenced_frames_do_not_consume_sequence_numbers() -> None:
     # The handshake frames, the KEY_DEF and heartbeats carry no seq.
     pipe = connected()
@@ -331,6 +396,25 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((int(FrameType.REQUEST), 1, 0, -1, ()), "request id is -1"),
         ((int(FrameType.REQUEST_ACK), 1, 1, "3"), "repliers is '3'"),
         ((int(FrameType.REPLY), 1, 0, 1, 3, ()), "status is 3"),
+        # the request/reply fast paths of the parser fall back on the same checks
+        ((int(FrameType.REQUEST), 1, 0, True, ()), "request id is True"),
+        ((int(FrameType.REQUEST), 1, 0, 1.0, ()), "request id is 1.0"),
+        ((int(FrameType.REQUEST), 1, 5, 1, ()), "key id 5, which the peer never defined"),
+        ((int(FrameType.REQUEST), 1, False, 1, ()), "key id False"),
+        ((int(FrameType.REQUEST), True, 0, 1, ()), "seq is True"),
+        ((int(FrameType.REQUEST), 1, 0, 1), "REQUEST frame: 4 elements, expected 5"),
+        ((int(FrameType.REQUEST_ACK), 1, -1, 1), "request id is -1"),
+        ((int(FrameType.REQUEST_ACK), 1, True, 1), "request id is True"),
+        ((int(FrameType.REQUEST_ACK), 1, 1, False), "repliers is False"),
+        ((int(FrameType.REQUEST_ACK), 1, 1, -3), "repliers is -3"),
+        ((int(FrameType.REQUEST_ACK), 0, 1, 1), "seq is 0"),
+        ((int(FrameType.REPLY), 1, 0, 1, True, ()), "status is True"),
+        ((int(FrameType.REPLY), 1, 0, 1, 1.0, ()), "status is 1.0"),
+        ((int(FrameType.REPLY), 1, 0, -2, 0, ()), "request id is -2"),
+        ((int(FrameType.REPLY), 1, 0, None, 0, ()), "request id is None"),
+        ((int(FrameType.REPLY), 1, 9, 1, 0, ()), "key id 9, which the peer never defined"),
+        ((int(FrameType.REPLY), 1.5, 0, 1, 0, ()), "seq is 1.5"),
+        ((int(FrameType.REPLY), 1, 0, 1, 0), "REPLY frame: 5 elements, expected 6"),
         ((int(FrameType.CANCEL), 1), "2 elements, expected 3"),
         ((KEY_DEF, -1, "T", "s"), "key id is -1"),
         ((KEY_DEF, 2**32, "T", "s"), "key id 4294967296 is above"),

@@ -216,6 +216,8 @@ _OFFER_ROLES: Final = {int(r): r for r in (Role.PUBLISHER, Role.REPLIER)}
 _INTEREST_ROLES: Final = {int(r): r for r in (Role.SUBSCRIBER, Role.REQUESTOR)}
 _REMOTE_SCOPES: Final = {int(s): s for s in (Scope.LOCAL_AND_REMOTE, Scope.REMOTE_ONLY)}
 _STATUSES: Final = {int(s): s for s in ReplyStatus}
+#: status -> the plain int sent (the encode side's check and conversion in one lookup)
+_STATUS_VALUES: Final = {int(s): int(s) for s in ReplyStatus}
 _FEED_STATES: Final = (FeedState.DOWN, FeedState.UP)
 
 # msgpack's decoding failures: its own exception tree plus the ValueErrors it
@@ -954,31 +956,83 @@ class LinkProtocol:
 
     def request(self, key: WireKey, request_id: int, body: object) -> None:
         """Queue a request; the peer answers with request_ack() and reply() frames."""
-        what = "request"
-        self._check_sending(what)
-        self._check_uint(request_id, "request_id", what)
-        kid = self._key_id(key, what)
-        self._queue_sequenced(_REQUEST, (kid, request_id, body), what, data=True, key=key)
+        # The checks of _check_sending / _check_uint / _key_id, each made once
+        # and inline (this and reply() are on every round trip's path).
+        if not self._sending:
+            self._check_sending("request")
+        if type(request_id) is not int or not 0 <= request_id <= _MAX_COUNT:
+            self._check_uint(request_id, "request_id", "request")
+        try:
+            kid = self._out_keys.get(key)
+        except TypeError:
+            kid = None  # unhashable: _key_id explains
+        new_key = kid is None
+        if kid is None:
+            kid = self._key_id(key, "request")
+        seq = self._tx_seq + 1
+        try:
+            packed = self._pack((_REQUEST, seq, kid, request_id, body))
+        except _ENCODE_ERRORS as exc:
+            raise self._unencodable("request", None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large("request", None, size)
+        if new_key:
+            self._define(key, kid, "request")
+        self._out.append(self._prefix(size) + packed)
+        self._tx_seq = seq
+        self._data_queued += 1
 
     def request_ack(self, request_id: int, repliers: int) -> None:
         """Tell the requestor how many local repliers took request ``request_id``."""
-        what = "request_ack"
-        self._check_sending(what)
-        self._check_uint(request_id, "request_id", what)
-        self._check_uint(repliers, "repliers", what)
-        self._queue_sequenced(_REQUEST_ACK, (request_id, repliers), what, data=True)
+        if not self._sending:
+            self._check_sending("request_ack")
+        if type(request_id) is not int or not 0 <= request_id <= _MAX_COUNT:
+            self._check_uint(request_id, "request_id", "request_ack")
+        if type(repliers) is not int or not 0 <= repliers <= _MAX_COUNT:
+            self._check_uint(repliers, "repliers", "request_ack")
+        seq = self._tx_seq + 1
+        # Four ints below 2**64: always encodable, and far below any max_frame_size.
+        packed = self._pack((_REQUEST_ACK, seq, request_id, repliers))
+        self._out.append(self._prefix(len(packed)) + packed)
+        self._tx_seq = seq
+        self._data_queued += 1
 
     def reply(self, request_id: int, key: WireKey, status: ReplyStatus, body: object) -> None:
         """Queue a reply to the peer's request ``request_id``; ``key`` names the reply class."""
-        what = "reply"
-        self._check_sending(what)
-        self._check_uint(request_id, "request_id", what)
-        if _member(_STATUSES, status) is None:
-            raise UsageError(f"reply() with status={status!r}: expected a ReplyStatus")
-        kid = self._key_id(key, what)
-        self._queue_sequenced(
-            _REPLY, (kid, request_id, int(status), body), what, data=True, key=key
+        if not self._sending:
+            self._check_sending("reply")
+        if type(request_id) is not int or not 0 <= request_id <= _MAX_COUNT:
+            self._check_uint(request_id, "request_id", "reply")
+        # an int (or IntEnum) that is a status; never a bool (True == 1)
+        given: object = status
+        wire_status = (
+            _STATUS_VALUES.get(given)
+            if isinstance(given, int) and given.__class__ is not bool
+            else None
         )
+        if wire_status is None:
+            raise UsageError(f"reply() with status={status!r}: expected a ReplyStatus")
+        try:
+            kid = self._out_keys.get(key)
+        except TypeError:
+            kid = None  # unhashable: _key_id explains
+        new_key = kid is None
+        if kid is None:
+            kid = self._key_id(key, "reply")
+        seq = self._tx_seq + 1
+        try:
+            packed = self._pack((_REPLY, seq, kid, request_id, wire_status, body))
+        except _ENCODE_ERRORS as exc:
+            raise self._unencodable("reply", None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large("reply", None, size)
+        if new_key:
+            self._define(key, kid, "reply")
+        self._out.append(self._prefix(size) + packed)
+        self._tx_seq = seq
+        self._data_queued += 1
 
     def cancel(self, request_id: int) -> None:
         """Tell the peer our request ``request_id`` is cancelled."""
@@ -1204,6 +1258,7 @@ class LinkProtocol:
         pos = tell()  # stream offset where the unread bytes start
         frames = 0
         slow = 0  # frames handled by _dispatch (which counts their messages)
+        # (every frame a fast path takes is a data frame: counted in messages_in)
         # Notifications go onto the newest queued run while they are on its key.
         run_key: WireKey | None = None
         run_append: Callable[[WireValue], None] | None = None
@@ -1239,27 +1294,78 @@ class LinkProtocol:
                 buffered -= need
                 need = -1
                 frames += 1
-                # Fast path: an in-order NOTIFY on a known key.
-                if type(frame) is tuple and len(frame) == 4 and rx_open:
-                    frame_type, seq, kid, body = frame
-                    if (
-                        frame_type == notify_type
-                        and type(frame_type) is int
-                        and type(seq) is int
-                        and type(kid) is int
-                        and seq == rx_seq + 1
-                    ):
-                        key = in_keys.get(kid)
-                        if key is not None:
-                            rx_seq = seq
-                            if key is run_key:
-                                run_append(body)  # type: ignore[misc]
-                            else:
-                                run = run_type((body,))
-                                run.key = run_key = key
-                                run_append = run.append
-                                events.append(run)
-                            continue
+                # Fast paths: in-order NOTIFY, REQUEST, REQUEST_ACK and REPLY frames
+                # on known keys with every field well-formed (the same checks the
+                # handlers make, made once); anything else takes the handlers.
+                if type(frame) is tuple and rx_open:
+                    size = len(frame)
+                    if size == 4:
+                        frame_type, seq, kid, body = frame
+                        if (
+                            type(frame_type) is int
+                            and type(seq) is int
+                            and type(kid) is int
+                            and seq == rx_seq + 1
+                        ):
+                            if frame_type == notify_type:
+                                key = in_keys.get(kid)
+                                if key is not None:
+                                    rx_seq = seq
+                                    if key is run_key:
+                                        run_append(body)  # type: ignore[misc]
+                                    else:
+                                        run = run_type((body,))
+                                        run.key = run_key = key
+                                        run_append = run.append
+                                        events.append(run)
+                                    continue
+                            elif (
+                                frame_type == _REQUEST_ACK
+                                and kid >= 0
+                                and type(body) is int
+                                and body >= 0
+                            ):
+                                # [REQUEST_ACK, seq, request_id, repliers]
+                                rx_seq = seq
+                                events.append(RequestAcknowledged(kid, body))
+                                run_key = None
+                                continue
+                    elif size == 5:
+                        frame_type, seq, kid, request_id, body = frame
+                        if (
+                            frame_type == _REQUEST
+                            and type(frame_type) is int
+                            and type(seq) is int
+                            and type(kid) is int
+                            and type(request_id) is int
+                            and seq == rx_seq + 1
+                            and request_id >= 0
+                        ):
+                            key = in_keys.get(kid)
+                            if key is not None:
+                                rx_seq = seq
+                                events.append(RequestReceived(key, request_id, body))
+                                run_key = None
+                                continue
+                    elif size == 6:
+                        frame_type, seq, kid, request_id, status, body = frame
+                        if (
+                            frame_type == _REPLY
+                            and type(frame_type) is int
+                            and type(seq) is int
+                            and type(kid) is int
+                            and type(request_id) is int
+                            and type(status) is int
+                            and seq == rx_seq + 1
+                            and request_id >= 0
+                        ):
+                            key = in_keys.get(kid)
+                            reply_status = _STATUSES.get(status)
+                            if key is not None and reply_status is not None:
+                                rx_seq = seq
+                                events.append(ReplyReceived(request_id, key, reply_status, body))
+                                run_key = None
+                                continue
                 slow += 1
                 self._rx_seq = rx_seq
                 self._dispatch(frame)
