@@ -134,3 +134,29 @@ def test_remote_cancel_reaches_replier(pair: tuple[Bus, Bus, InProcessLink]) -> 
     incoming = rep.log.of("request")[0][1]
     link.flush()
     assert incoming.reply(Reply("/q")) is False
+
+
+def test_remote_requests_leave_no_bookkeeping(pair: tuple[Bus, Bus, InProcessLink]) -> None:
+    a, b, link = pair
+    rep, req = Recorder("rep"), Recorder("req")
+    start(a, rep)
+    start(b, req)
+    rep.auto_reply = lambda inc: Reply("/q", status=ReplyStatus.OK_FINAL, reason="ok")
+    replier = rep.replier(Ask, "/q")
+    f = req.requestor(Ask, "/q")
+    req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+    handles = [f.request(Ask("/q", q=str(i)), timeout=30.0) for i in range(10)]
+    for _ in range(3):
+        link.flush()
+    events = req.log.wait_count("reply", 10)
+    assert [e[1] for e in events if e[0] == "reply"] == [0] * 10
+    assert all(h.is_done and not h.is_cancelled for h in handles)
+    for bus in (a, b):
+        assert bus.router.outstanding_requests == 0
+        assert len(bus.runtime.timers) == 0
+    assert replier.outstanding == 0
+    (party_a,) = a.router._parties
+    (party_b,) = b.router._parties
+    assert party_a._in == {} and party_a._in_ids == {}  # the peer's requests, answered
+    assert party_b._out == {}  # ours, answered
+    assert len(party_a._reqs) == 1  # one proxy requestor per key, kept for the next

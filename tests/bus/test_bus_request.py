@@ -209,3 +209,32 @@ def test_request_off_dispatcher_answered_before_request_returns(bus: Bus) -> Non
     assert done.wait(5)
     assert got == [h]
     feed.close()
+
+
+def test_finished_requests_leave_no_bookkeeping_and_disarm_their_timer(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.auto_reply = lambda inc: quote(inc, price=3.0)
+    replier = rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    handles = [f.request(GetQuote("/q", symbol=str(i)), timeout=30.0) for i in range(20)]
+    events = req.log.wait_count("reply", 20)
+    replies = [e for e in events if e[0] == "reply"]
+    assert [r[1] for r in replies] == [0] * 20
+    assert all(r[2].price == 3.0 for r in replies)
+    assert all(h.is_done and not h.is_cancelled and h.remaining == 0 for h in handles)
+    assert bus.router.outstanding_requests == 0
+    assert replier.outstanding == 0
+    assert len(bus.runtime.timers) == 0  # every timeout was cancelled
+    assert all(h._timer.cancelled for h in handles)
+
+
+def test_request_timeout_reason_names_the_timeout(bus: Bus) -> None:
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    f.request(GetQuote("/q", symbol="X"), timeout=0.02)
+    reply = [e for e in req.log.wait_count("reply", 1) if e[0] == "reply"][0]
+    assert reply[2].reason == "timed out after 0.02 s"
+    assert bus.router.outstanding_requests == 0

@@ -332,7 +332,12 @@ class Router:
     def _request(
         self, feed: RequestFeed[Any], message: Message, timeout: float | None
     ) -> RequestHandle[Any]:
-        chosen = self._choose(feed, message)
+        match = MATCH[feed._cat]  # _choose(), inline
+        chosen = [
+            r
+            for r in feed._entry.repliers
+            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message))
+        ]
         if not chosen:
             raise RequestError(
                 f"request() on feed {feed._key}: no replier is up for this key in scope "
@@ -347,29 +352,31 @@ class Router:
         message: Message,
         chosen: list[ReplyFeed[Any]],
         timeout: float | None,
-        before_send: Callable[[RequestHandle[Any]], None] | None = None,
+        *,
+        party: RemoteParty | None = None,
+        peer_id: int = 0,
     ) -> RequestHandle[Any]:
-        """Make the handle and post the request to ``chosen``.  ``before_send`` sees the
-        handle before any replier can answer (repliers may answer on other threads
-        before this returns)."""
+        """Make the handle and post the request to ``chosen``.  With ``party``, the
+        request is the peer's ``peer_id``: the party learns the handle before any
+        replier can answer (repliers may answer on other threads before this
+        returns)."""
         handle: RequestHandle[Any] = RequestHandle(feed, message)
         incomings = [IncomingRequest(handle, r, message) for r in chosen]
-        handle._start(incomings)
+        handle._active = incomings
+        handle._remaining = len(incomings)
         self._requests[handle.id] = handle
-        if before_send is not None:
-            before_send(handle)
+        if party is not None:
+            party._in[peer_id] = handle
+            party._in_ids[handle.id] = peer_id
         if timeout is not None:
-            if self._schedule is None:
+            schedule = self._schedule
+            if schedule is None:
                 raise UsageError("request timeouts need a bus with a timer service")
-            handle._timer = self._schedule(
-                timeout, handle._end_with_error, f"timed out after {timeout:g} s"
-            )
+            # the reason text is made only if the timer fires
+            handle._timer = schedule(timeout, handle._time_out, timeout)
         for incoming in incomings:
             incoming.feed._send_request(incoming)
         return handle
-
-    def _request_finished(self, handle: RequestHandle[Any]) -> None:
-        self._requests.pop(handle.id, None)
 
     @property
     def outstanding_requests(self) -> int:
@@ -463,7 +470,8 @@ class RemoteParty:
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
         self._reps: dict[MessageKey, ReplyFeed[Any]] = {}
         self._subs: dict[MessageKey, SubscribeFeed[Any]] = {}
-        self._reqs: dict[MessageKey, RequestFeed[Any]] = {}
+        #: keyed by MessageKey; looked up with an equal plain (class, subject) tuple
+        self._reqs: dict[tuple[type[Message], str], RequestFeed[Any]] = {}
         #: requests we forwarded to the peer: our handle id -> the proxy's incoming
         self._out: dict[int, IncomingRequest[Any]] = {}
         #: requests the peer sent us: peer's id -> our handle, and back
@@ -632,35 +640,33 @@ class RemoteParty:
     def request(self, request_id: int, message: Message) -> None:
         """A request from the peer: ack how many of our repliers took it, then post."""
         router = self.router
-        key = MessageKey.of(message)
-        with router._lock:
-            if not self._attached:
-                return
-            feed = self._reqs.get(key)
-            if feed is None:
-                feed = RequestFeed(
-                    router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
-                )
-                feed.reply_callback(self._proxy_reply)
-                feed.subscribe()
-                self._reqs[key] = feed
+        # a plain tuple equals (and hashes as) MessageKey.of(message)
+        feed = self._reqs.get((message.__class__, message.subject)) if self._attached else None
+        if feed is None:
+            key = MessageKey.of(message)
+            with router._lock:
+                if not self._attached:
+                    return
+                feed = self._reqs.get(key)
+                if feed is None:
+                    feed = RequestFeed(
+                        router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
+                    )
+                    feed.reply_callback(self._proxy_reply)
+                    feed.subscribe()
+                    self._reqs[key] = feed
         chosen = router._choose(feed, message)
         self.transport.send_request_ack(request_id, len(chosen))
-        if not chosen:
-            return
-
-        def remember(handle: RequestHandle[Any]) -> None:
-            # before any replier runs: a reply may come back before _dispatch returns
-            self._in[request_id] = handle
-            self._in_ids[handle.id] = request_id
-
-        router._dispatch(feed, message, chosen, None, before_send=remember)
+        if chosen:
+            # the party learns the handle before any replier runs: a reply may
+            # come back before _dispatch returns
+            router._dispatch(feed, message, chosen, None, party=self, peer_id=request_id)
 
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
         if incoming is not None:
             incoming.handle._remote_ack(incoming, taken)
-            if not incoming.is_active:
+            if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
 
     def reply(self, request_id: int, reply: Reply) -> None:
@@ -684,7 +690,7 @@ class RemoteParty:
             )
             return
         incoming.handle._reply_from(incoming, reply)
-        if not incoming.is_active:
+        if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 
     def cancel(self, request_id: int) -> None:
