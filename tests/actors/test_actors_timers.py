@@ -328,8 +328,8 @@ def test_timers_die_with_the_runtime() -> None:
 
 
 class _CountingCondition(threading.Condition):
-    def __init__(self) -> None:
-        super().__init__(threading.Lock())
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
         self.notified = 0
 
     def notify(self, n: int = 1) -> None:
@@ -341,7 +341,7 @@ def test_a_later_timer_does_not_wake_the_thread_an_earlier_one_does() -> None:
     """Request timeouts are added and cancelled per request: each later than the
     thread's alarm, so none costs a wake-up of the timer thread."""
     timers = TimerService()
-    cond = timers._cond = _CountingCondition()
+    cond = timers._cond = _CountingCondition(timers._lock)  # the queue's lock
     timers.start()
     try:
         timeout = timers.call_later(60.0, lambda: None)
@@ -356,5 +356,36 @@ def test_a_later_timer_does_not_wake_the_thread_an_earlier_one_does() -> None:
         assert fired.wait(WAIT)
         assert cond.notified == before + 1
         assert timers.wakeups >= 1
+    finally:
+        timers.stop()
+
+
+@pytest.mark.parametrize("delay", [-1, -0.5, math.nan, math.inf, -math.inf, True, "1", None])
+def test_call_later_refuses_a_bad_delay(delay: object) -> None:
+    timers = TimerService()
+    with pytest.raises(TimerError, match="delay_s=.* for call_later"):
+        timers.call_later(delay, print)  # type: ignore[arg-type]
+    assert len(timers) == 0
+
+
+def test_call_later_takes_int_and_float_delays_and_cancels() -> None:
+    timers = TimerService()
+    timers.start()
+    try:
+        fired: list[object] = []
+        done = threading.Event()
+        timers.call_later(0, fired.append, "int")
+        timers.call_later(0.0, fired.append, "float")
+        cancelled = timers.call_later(0.001, fired.append, "cancelled")
+        assert cancelled.cancel() is True
+        assert cancelled.cancel() is False
+        assert cancelled.cancelled
+        later = timers.call_later(3600, fired.append, "later")
+        assert len(timers) >= 1
+        timers.call_later(0.002, done.set)
+        assert done.wait(WAIT)
+        assert sorted(fired) == ["float", "int"]  # type: ignore[type-var]
+        assert later.cancel() is True
+        assert len(timers) == 0
     finally:
         timers.stop()

@@ -246,7 +246,9 @@ class TimerHandle:
         if self._state is not _ACTIVE:
             return False
         self._state = _CANCELLED
-        self._service._cancel(self._id)
+        service = self._service
+        with service._lock:  # TimerService._cancel, inline (every request's timeout)
+            service._queue.cancel(self._id)
         if self._owner is not None:
             self._owner.discard(self)
         return True
@@ -309,7 +311,10 @@ class TimerService:
     def __init__(self, *, thread_name: str = "actorbus-timer") -> None:
         self.thread_name = thread_name
         self._queue: TimerQueue[TimerHandle] = TimerQueue()
-        self._cond = threading.Condition(threading.Lock())
+        #: guards the queue; the hot paths take it directly (a Condition's own
+        #: ``with`` costs a Python call), the thread waits on ``_cond`` over it
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._clock = time.monotonic_ns
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -384,7 +389,24 @@ class TimerService:
         timer.  Exceptions are logged.  Actors use ``Actor.schedule``, whose
         callbacks run on the actor's own dispatcher.
         """
-        return self._add(None, delay_s, fn, args, period_s=None, owner=None)
+        # _add(None, delay_s, fn, args, period_s=None, owner=None) with the common
+        # delay (a finite float or int >= 0) checked inline: one per request timeout
+        cls = delay_s.__class__
+        if (cls is float or cls is int) and 0 <= delay_s < math.inf:
+            delay_ns = round(delay_s * 1e9)
+        else:
+            delay_ns = _seconds_to_ns(delay_s, "delay_s", "call_later()", positive=False)
+        handle = TimerHandle(self, None, fn, args, period_ns=0, owner=None)
+        with self._lock:
+            if self._stopping:
+                raise RuntimeClosedError(
+                    "cannot schedule a timer for call_later(): the runtime is closed"
+                )
+            deadline = self._clock() + delay_ns
+            handle._id = self._queue.add(handle, deadline)
+            if deadline < self._sleeps_until:
+                self._cond.notify()  # see _add
+        return handle
 
     def _add(
         self,
@@ -402,7 +424,7 @@ class TimerService:
         )
         delay_ns = _seconds_to_ns(delay_s, "delay_s", who, positive=False)
         handle = TimerHandle(self, mailbox, fn, args, period_ns=period_ns, owner=owner)
-        with self._cond:
+        with self._lock:
             if self._stopping:
                 raise RuntimeClosedError(
                     f"cannot schedule a timer for {who}: the runtime is closed"
@@ -418,7 +440,7 @@ class TimerService:
         return handle
 
     def _cancel(self, timer_id: int) -> None:
-        with self._cond:
+        with self._lock:
             self._queue.cancel(timer_id)
 
     def _run(self) -> None:
