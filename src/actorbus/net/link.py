@@ -678,6 +678,10 @@ class _Session(asyncio.BufferedProtocol):
         #: on a loop shared with the actors' dispatcher, right after the mailbox
         #: runs this loop has scheduled (they drain on this very thread)
         self._recheck_delay = 0.0 if link.selector.dispatcher is not None else _BACKLOG_RECHECK
+        #: keys of the notifications the batch being handled delivered
+        self.touched: set[MessageKey] = set()
+        #: while reading is paused: the mailboxes that must drain below half the limit
+        self.watched: list[Any] = []
         self._log = logger.bind(link=link.name)
 
     def stats(self) -> LinkStats:
@@ -854,30 +858,37 @@ class _Session(asyncio.BufferedProtocol):
 
     # ----------------------------------------------------- input back-pressure
 
-    def _backlog(self) -> int:
-        """Tasks in the deepest mailbox the peer's notifications are delivered to."""
+    def _mailboxes(self, keys: set[MessageKey]) -> list[Any]:
+        """The mailboxes the peer's notifications on ``keys`` are delivered to."""
         party = self.party
         if party is None:
-            return 0
-        deepest = 0
-        for feed in tuple(party._pubs.values()):
-            entry = feed._entry
-            if entry is None:
-                continue
-            for route in entry.routes[CAT_REMOTE][0]:
-                depth: int = route[3].depth
-                deepest = max(deepest, depth)
-        return deepest
+            return []
+        pubs = party._pubs
+        boxes = []
+        for key in tuple(keys):
+            feed = pubs.get(key)
+            entry = feed._entry if feed is not None else None
+            if entry is not None:
+                boxes.extend(route[3] for route in entry.routes[CAT_REMOTE][0])
+        return boxes
 
     def _check_backlog(self) -> None:
-        """(loop, after each inbound batch) Stop reading while a mailbox is over the limit."""
+        """(loop, after each inbound batch) Stop reading while a mailbox is over the
+        limit.  Only the mailboxes this batch delivered to are looked at (a mailbox
+        can only cross the limit in a batch that delivers to it): the cost follows
+        the batch, not the number of feeds the link carries."""
+        touched = self.touched
         transport = self.transport
-        if self.reading_paused or transport is None or self.ended:
+        if self.reading_paused or transport is None or self.ended or not touched:
+            touched.clear()
             return
+        boxes = self._mailboxes(touched)
+        touched.clear()
         limit = self.link.settings.input_backlog
-        backlog = self._backlog()
+        backlog = max((box.depth for box in boxes), default=0)
         if backlog <= limit:
             return
+        self.watched = boxes
         transport.pause_reading()
         self.reading_paused = True
         self.input_pauses += 1
@@ -903,7 +914,10 @@ class _Session(asyncio.BufferedProtocol):
         if self.ended or not self.reading_paused or proto is None or transport is None:
             return
         now = self.loop.time()
-        if self._backlog() <= self.link.settings.input_backlog // 2:
+        if max((box.depth for box in self.watched), default=0) <= (
+            self.link.settings.input_backlog // 2
+        ):
+            self.watched = []
             self.reading_paused = False
             proto.reading_resumed(now)  # the silence was ours: restart the idle timer
             transport.resume_reading()
@@ -1138,6 +1152,7 @@ class _Session(asyncio.BufferedProtocol):
         assert proto is not None
         next_batch = proto.next_batch
         notified = self.notified
+        touched_add = self.touched.add
         # The hot path: the protocol hands over notifications that arrived one
         # after the other on one key as a run, (wire key, bodies); on a key seen
         # before they are decoded with the cached decoder and go to the party in
@@ -1172,6 +1187,7 @@ class _Session(asyncio.BufferedProtocol):
                 except CodecError:
                     return self._corrupt_run(key, decode, bodies)
                 party.notify_run(messages, key)  # type: ignore[union-attr]
+                touched_add(key)
         except ProtocolError as exc:
             self._log.warning("link {} ({}): {}", self.name, self.address, exc)
             self._end(f"protocol error: {exc}", _TELL)
@@ -1349,6 +1365,7 @@ class _Session(asyncio.BufferedProtocol):
             # decoded once, so the class's decoder is compiled: cache it with the key
             self.notified[wire_key] = (key.message_class._ab_dec, key)
             party.notify(message, key)
+            self.touched.add(key)
         return True
 
     def _stand_in_reply(self, event: ReplyReceived) -> Reply:
