@@ -864,7 +864,7 @@ class _Session(asyncio.BufferedProtocol):
         if party is None:
             return []
         pubs = party._pubs
-        boxes = []
+        boxes: list[Any] = []
         for key in tuple(keys):
             feed = pubs.get(key)
             entry = feed._entry if feed is not None else None
