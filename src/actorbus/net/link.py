@@ -677,7 +677,9 @@ class _Session(asyncio.BufferedProtocol):
         #: while reading is paused for input back-pressure, how often to look again:
         #: on a loop shared with the actors' dispatcher, right after the mailbox
         #: runs this loop has scheduled (they drain on this very thread)
-        self._recheck_delay = 0.0 if link.selector.dispatcher is not None else _BACKLOG_RECHECK
+        #: the selector runs on an asyncio dispatcher's loop (actors share this thread)
+        self.shared_loop = link.selector.dispatcher is not None
+        self._recheck_delay = 0.0 if self.shared_loop else _BACKLOG_RECHECK
         #: keys of the notifications the batch being handled delivered
         self.touched: set[MessageKey] = set()
         #: while reading is paused: the mailboxes that must drain below half the limit
@@ -846,7 +848,12 @@ class _Session(asyncio.BufferedProtocol):
                 # Our repliers took the peer's requests and usually answer at once:
                 # the acknowledgements wait (at most _ACK_DELAY) to share the first
                 # reply's write, which saves the peer a wake-up per request.  A push
-                # of anything else flushes them at once.
+                # of anything else flushes them at once.  On a loop shared with the
+                # repliers' dispatcher their mailboxes run before a flush scheduled
+                # now: the replies share its write without a timer.
+                if self.shared_loop:
+                    self._call_soon(self._flush)  # ``scheduled`` stays set until it runs
+                    return
                 self.scheduled = False
                 if self.ack_timer is None:
                     self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
