@@ -24,6 +24,22 @@ session handles received bytes the flag is held set, so replies and
 acknowledgements made by the router during that time are written in one go
 at the end of the batch.
 
+**Direct writes.**  A request or reply made on a thread other than the
+loop's (a requestor or replier on a threaded dispatcher) is written by that
+thread itself when the link is idle: nothing is paused or left over, at most a
+few items are pending (they are written first, in order), and the transport
+has nothing buffered (uvloop's ``get_write_buffer_size()`` counts libuv's write
+queue too, so the socket is ours alone).  The thread encodes into the protocol
+and calls ``os.write`` on a ``dup`` of the socket's descriptor (the
+transport's own may be closed and reused on the loop at any moment; the dup is
+closed when the session ends, before the transport closes).  Whatever the
+socket does not take at once goes to ``tail``, which the loop writes before
+anything else.  Mutual exclusion is the session's re-entrant ``wlock``: the
+loop holds it in every callback that touches the protocol or writes, a sending
+thread only *tries* it (and queues as above when it is busy), so no thread
+ever waits on it while holding the router's lock.  This saves a round trip
+the hand-off to the I/O thread on each node (~8-15 % of the p50).
+
 **Inbound.**  ``buffer_updated`` feeds the bytes to the protocol and takes its
 events: message bodies are decoded with the codec against classes already
 defined in this process (``lookup_type``) and handed to the party, which
@@ -54,6 +70,8 @@ decides whether to reconnect.
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import socket
 import threading
 from collections import deque
@@ -61,7 +79,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from .._log import logger
 from ..bus import codec
@@ -134,6 +152,24 @@ _BACKLOG_RECHECK: Final = 0.005
 _MAX_BATCH: Final = 512
 #: Longest a request acknowledgement waits for a reply to share its write (s).
 _ACK_DELAY: Final = 0.001
+#: A request or reply is written by the sending thread itself only when at most
+#: this many items wait before it (they are written with it).
+_DIRECT_MAX_PENDING: Final = 8
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """(loop) Run a session method holding the session's write lock (see
+    "Direct writes" in the module docstring)."""
+
+    @functools.wraps(method)
+    def locked(self: _Session, *args: Any) -> Any:
+        with self.wlock:
+            return method(self, *args)
+
+    return cast(_F, locked)
+
 
 # Pending-item opcodes (a notification is queued as the message itself).
 _ADVERTISE: Final = 1
@@ -684,6 +720,17 @@ class _Session(asyncio.BufferedProtocol):
         self.touched: set[MessageKey] = set()
         #: while reading is paused: the mailboxes that must drain below half the limit
         self.watched: list[Any] = []
+        #: held by the loop thread whenever it uses the protocol or writes, and by a
+        #: thread writing a request or reply itself (re-entrant: loop code nests)
+        self.wlock = threading.RLock()
+        #: a dup of the socket's descriptor for direct writes (-1: none / closed)
+        self.wfd = -1
+        #: bytes a direct write could not write at once; the loop writes them first
+        self.tail = b""
+        #: requests and replies written by their sending thread; how many of those
+        #: writes the socket took only in part (the loop wrote the rest)
+        self.direct_writes = 0
+        self.direct_partial = 0
         self._log = logger.bind(link=link.name)
 
     def stats(self) -> LinkStats:
@@ -781,19 +828,91 @@ class _Session(asyncio.BufferedProtocol):
         self._push((_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        self._push((_REQUEST, request_id, message), True)
+        item = (_REQUEST, request_id, message)
+        if not self._write_now(item):
+            self._push(item, True)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._push((_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        self._push((_REPLY, request_id, reply), True)
+        item = (_REPLY, request_id, reply)
+        if not self._write_now(item):
+            self._push(item, True)
+
+    def _write_now(self, item: tuple[Any, ...]) -> bool:
+        """(a thread other than the loop's) Encode ``item`` — after the few items
+        pending before it — and write it to the socket on this thread, when the
+        link is idle; False (the caller queues it) when it is not, or the loop
+        holds the session."""
+        if self.wfd < 0 or get_ident() == self._loop_ident:
+            return False
+        wlock = self.wlock
+        if not wlock.acquire(blocking=False):
+            return False
+        try:
+            proto, transport = self.proto, self.transport
+            if (
+                self.wfd < 0
+                or not self.open
+                or self.paused
+                or self.tail
+                or proto is None
+                or transport is None
+                or proto.state not in _SENDING
+                or len(self.pending) > _DIRECT_MAX_PENDING
+                or transport.is_closing()
+                or transport.get_write_buffer_size()
+            ):
+                return False
+            self.pending.append(item)
+            self._drain(proto)  # what waited before it, then the item
+            if self.pending:  # a stand-in for a reply that could not be encoded
+                self._drain(proto)
+            data = proto.data_to_send()
+            if data:
+                self._write_direct(data)
+            self.direct_writes += 1
+            return True
+        finally:
+            wlock.release()
+
+    def _write_direct(self, data: bytes) -> None:
+        """(holding wlock, not on the loop) Write ``data`` to the socket; what the
+        socket does not take now goes to ``tail`` and the loop writes it."""
+        try:
+            n = os.write(self.wfd, data)
+        except OSError:  # full (EAGAIN) or broken: the loop's transport takes over
+            n = 0
+        if n < len(data):
+            self.direct_partial += 1
+            self.tail = data[n:] if n else data
+            self.scheduled = True
+            try:
+                self._call_soon_threadsafe(self._flush)
+            except RuntimeError:  # the loop is closed: the node is gone
+                self.tail = b""
+
+    def _take_tail(self, data: bytes) -> bytes:
+        """(loop, holding wlock) ``data`` behind what a direct write left over."""
+        tail = self.tail
+        if tail:
+            self.tail = b""
+            return tail + data
+        return data
+
+    def _close_wfd(self) -> None:
+        """(holding wlock) No more direct writes: close the descriptor's dup."""
+        fd, self.wfd = self.wfd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def send_cancel(self, request_id: int) -> None:
         self._push((_CANCEL, request_id), True)
 
     # ------------------------------------------------------------ asyncio side
 
+    @_locked
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
@@ -806,6 +925,10 @@ class _Session(asyncio.BufferedProtocol):
             # Small frames must leave at once (Nagle + delayed ACK = 40 ms stalls).
             # uvloop sets it; asyncio skips sockets that accept() made.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # Requests and replies made on other threads may be written from there
+            # (when the link is idle) through a descriptor of our own: the
+            # transport's may be closed and reused on the loop at any time.
+            self.wfd = os.dup(sock.fileno())
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:
             self.address = _endpoint(peername[0], peername[1])
@@ -834,6 +957,7 @@ class _Session(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.view
 
+    @_locked
     def buffer_updated(self, nbytes: int) -> None:
         proto = self.proto
         if proto is None or self.ended:
@@ -913,6 +1037,7 @@ class _Session(asyncio.BufferedProtocol):
         )
         self.backlog_timer = self.loop.call_later(self._recheck_delay, self._recheck_backlog)
 
+    @_locked
     def _recheck_backlog(self) -> None:
         """(loop, while paused) Read again below half the limit; meanwhile keep the
         peer from taking our silence for a dead link."""
@@ -947,6 +1072,7 @@ class _Session(asyncio.BufferedProtocol):
                 return False
         return True
 
+    @_locked
     def eof_received(self) -> bool:
         proto = self.proto
         if proto is not None and not self.ended:
@@ -954,8 +1080,10 @@ class _Session(asyncio.BufferedProtocol):
             self._take_events()
         return False  # let the transport close itself
 
+    @_locked
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self._close_wfd()
         if not self.ended:
             reason = (
                 f"connection lost: {exc}"
@@ -965,9 +1093,11 @@ class _Session(asyncio.BufferedProtocol):
             self._end(reason, _CLOSE)
         self._closed()
 
+    @_locked
     def pause_writing(self) -> None:
         self.paused = True
 
+    @_locked
     def resume_writing(self) -> None:
         self.paused = False
         if not self.ended:
@@ -978,6 +1108,7 @@ class _Session(asyncio.BufferedProtocol):
 
     # ---------------------------------------------------------------- outbound
 
+    @_locked
     def _flush(self) -> None:
         """(loop) Turn pending items into frames and write them in one go."""
         self.scheduled = False
@@ -1003,7 +1134,7 @@ class _Session(asyncio.BufferedProtocol):
                 )
             return  # resume_writing() flushes
         self._drain(proto, _MAX_BATCH)
-        data = proto.data_to_send()
+        data = self._take_tail(proto.data_to_send())
         if data:
             assert self.transport is not None
             self.transport.write(data)
@@ -1138,7 +1269,7 @@ class _Session(asyncio.BufferedProtocol):
         proto, transport = self.proto, self.transport
         if proto is None or transport is None or self.paused or transport.is_closing():
             return
-        data = proto.data_to_send()
+        data = self._take_tail(proto.data_to_send())
         if data:
             transport.write(data)
 
@@ -1484,6 +1615,7 @@ class _Session(asyncio.BufferedProtocol):
         if deadline is not None and (self.timer_at is None or deadline < self.timer_at):
             self._arm()
 
+    @_locked
     def _on_timer(self) -> None:
         self.timer = None
         self.timer_at = None
@@ -1497,6 +1629,7 @@ class _Session(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ ending
 
+    @_locked
     def logoff(self, reason: str) -> None:
         """(loop) Orderly close by this node: send what is pending, then LOGOFF."""
         if self.ended:
@@ -1508,6 +1641,7 @@ class _Session(asyncio.BufferedProtocol):
             proto.logoff(reason)
         self._end(f"logged off here: {reason}", _ORDERLY)
 
+    @_locked
     def abort(self) -> None:
         """(loop) Reset the socket now (the node is closing and time is up)."""
         if not self.ended:
@@ -1516,6 +1650,7 @@ class _Session(asyncio.BufferedProtocol):
         if transport is not None and not self.lost:
             transport.abort()
 
+    @_locked
     def _end(self, reason: str, how: str) -> None:
         """(loop) The session is over: close the socket, count, detach, tell."""
         if self.ended:
@@ -1532,11 +1667,12 @@ class _Session(asyncio.BufferedProtocol):
         if self.backlog_timer is not None:
             self.backlog_timer.cancel()
             self.backlog_timer = None
+        self._close_wfd()  # before the transport closes: the socket must not outlive it
         proto, transport = self.proto, self.transport
         if transport is not None and not transport.is_closing():
             if how in (_ORDERLY, _TELL) and not (how == _TELL and self.paused):
                 if proto is not None:
-                    data = proto.data_to_send()
+                    data = self._take_tail(proto.data_to_send())
                     if data:
                         transport.write(data)
                 transport.close()
@@ -1575,6 +1711,7 @@ class _Session(asyncio.BufferedProtocol):
         if transport is None:
             self._closed()
 
+    @_locked
     def _abort_if_open(self) -> None:
         transport = self.transport
         if transport is not None and not self.lost:

@@ -1,0 +1,80 @@
+"""Requests and replies made on a thread other than the link's are written by that
+thread itself when the link is idle (no hand-off to the I/O thread): what it
+writes keeps its order with everything else the link sends, a write the socket
+takes only in part is finished by the loop, and nothing is lost or doubled."""
+
+from __future__ import annotations
+
+import socket
+
+from nodes.messages import Counter
+from nodes.support import buses, started, wait_for
+
+from actorbus.bus.feeds import IncomingRequest
+from actorbus.bus.message import Reply, Request
+from actorbus.bus.scope import FeedState
+from actorbus.testing import Recorder
+
+UP = FeedState.UP
+
+
+class Blob(Reply, type_name="linktest.Blob"):
+    data: bytes
+
+
+class Fetch(Request, type_name="linktest.Fetch", replies=(Blob,)):
+    size: int
+
+
+def content(size: int) -> bytes:
+    return bytes([size % 251]) * size
+
+
+def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
+    sizes = [10, 900_000, 20, 1_000_000, 30, 700_000, 40]
+    with buses("A", "B") as (a, b):
+        # B accepts A's link with a small receive buffer (inherited from the
+        # listening socket), A sends with a small send buffer: a large reply
+        # cannot leave in one write
+        service = b.listen(0)
+        service._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8_192)
+        link = a.connect("127.0.0.1", service.port)
+        link.wait_logged_on(5)
+        wait_for(lambda: any(x.is_logged_on for x in service.links), "B logs on")
+        rep, req, sub = Recorder("rep"), Recorder("req"), Recorder("sub")
+        started(a, rep)
+        started(b, req, sub)
+        after = rep.publisher(Counter, "/after", up=True)
+
+        def answer(incoming: IncomingRequest[Fetch]) -> None:
+            # on the replier's dispatcher thread: the reply, then a notification
+            size = incoming.request.size
+            incoming.reply(Blob("/f", data=content(size)))
+            after.publish(Counter("/after", n=size))
+
+        rep.replier(Fetch, "/f", on_request=answer)
+        s = sub.subscribe(Counter, "/after")
+        f = req.requestor(Fetch, "/f")
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        sub.log.wait_for(lambda ev: ("feed_status", s.key, UP) in ev)
+        rep.log.wait_for(lambda ev: ("publish_status", after.key, UP) in ev)
+        [accepted] = service.links
+        a_session, b_session = link._session, accepted._session
+        assert b_session is not None and a_session is not None
+        assert a_session.transport is not None
+        sock = a_session.transport.get_extra_info("socket")
+        link.selector.run(sock.setsockopt, socket.SOL_SOCKET, socket.SO_SNDBUF, 8_192)
+        for size in sizes:  # from this thread, neither the link's nor an actor's
+            f.request(Fetch("/f", size=size))
+        replies = [
+            e for e in req.log.wait_count("reply", len(sizes), timeout=20) if e[0] == "reply"
+        ]
+        assert [len(r[2].data) for r in replies] == sizes
+        assert all(r[2].data == content(len(r[2].data)) for r in replies)
+        got = sub.log.wait_count("message", len(sizes), timeout=20)
+        assert [e[1].n for e in got if e[0] == "message"] == sizes
+        assert b_session.direct_writes >= 1  # requests from this thread
+        assert a_session.direct_writes >= 1  # replies from the replier's thread
+        assert not a_session.tail and not b_session.tail
+        assert a_session.direct_partial >= 1  # the loop finished what the socket left
+        assert accepted.counters.dropped == 0 and link.counters.dropped == 0
