@@ -37,8 +37,8 @@ socket does not take at once goes to ``tail``, which the loop writes before
 anything else.  Mutual exclusion is the session's re-entrant ``wlock``: the
 loop holds it in every callback that touches the protocol or writes, a sending
 thread only *tries* it (and queues as above when it is busy), so no thread
-ever waits on it while holding the router's lock.  This saves a round trip
-the hand-off to the I/O thread on each node (~8-15 % of the p50).
+ever waits on it while holding the router's lock.  A round trip so skips the
+hand-off to the I/O thread on each node (~8-15 % of its p50).
 
 **Inbound.**  ``buffer_updated`` feeds the bytes to the protocol and takes its
 events: message bodies are decoded with the codec against classes already
