@@ -10,7 +10,6 @@ import socket
 from nodes.messages import Counter
 from nodes.support import buses, started, wait_for
 
-from actorbus.bus.feeds import IncomingRequest
 from actorbus.bus.message import Reply, Request
 from actorbus.bus.scope import FeedState
 from actorbus.testing import Recorder
@@ -45,14 +44,7 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         started(a, rep)
         started(b, req, sub)
         after = rep.publisher(Counter, "/after", up=True)
-
-        def answer(incoming: IncomingRequest[Fetch]) -> None:
-            # on the replier's dispatcher thread: the reply, then a notification
-            size = incoming.request.size
-            incoming.reply(Blob("/f", data=content(size)))
-            after.publish(Counter("/after", n=size))
-
-        rep.replier(Fetch, "/f", on_request=answer)
+        rep.replier(Fetch, "/f")  # logs each request; this thread answers them
         s = sub.subscribe(Counter, "/after")
         f = req.requestor(Fetch, "/f")
         req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
@@ -66,6 +58,12 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         link.selector.run(sock.setsockopt, socket.SOL_SOCKET, socket.SO_SNDBUF, 8_192)
         for size in sizes:  # from this thread, neither the link's nor an actor's
             f.request(Fetch("/f", size=size))
+        taken = [e[1] for e in rep.log.wait_count("request", len(sizes)) if e[0] == "request"]
+        # A's link is idle now: each reply, then a notification, from this thread
+        for incoming in taken:
+            size = incoming.request.size
+            incoming.reply(Blob("/f", data=content(size)))
+            after.publish(Counter("/after", n=size))
         replies = [
             e for e in req.log.wait_count("reply", len(sizes), timeout=20) if e[0] == "reply"
         ]
@@ -74,7 +72,7 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         got = sub.log.wait_count("message", len(sizes), timeout=20)
         assert [e[1].n for e in got if e[0] == "message"] == sizes
         assert b_session.direct_writes >= 1  # requests from this thread
-        assert a_session.direct_writes >= 1  # replies from the replier's thread
+        assert a_session.direct_writes >= 1  # replies from this thread
         assert not a_session.tail and not b_session.tail
         assert a_session.direct_partial >= 1  # the loop finished what the socket left
         assert accepted.counters.dropped == 0 and link.counters.dropped == 0
