@@ -787,10 +787,7 @@ class _Session(asyncio.BufferedProtocol):
             if not self.scheduled:
                 self.scheduled = True
                 try:
-                    if get_ident() == self._loop_ident:
-                        self._call_soon(self._flush)
-                    else:
-                        self._call_soon_threadsafe(self._flush)
+                    self._schedule_flush()
                 except RuntimeError:  # the loop is closed: the node is gone
                     self.link._count_dropped(1)
         else:
@@ -802,15 +799,21 @@ class _Session(asyncio.BufferedProtocol):
             if not self.scheduled:
                 self.scheduled = True
                 try:
-                    if get_ident() == self._loop_ident:
-                        self._call_soon(self._flush)
-                    else:
-                        self._call_soon_threadsafe(self._flush)
+                    self._schedule_flush()
                 except RuntimeError:
                     if data:
                         self.link._count_dropped(1)
         elif data:
             self.link._count_dropped(1)
+
+    def _schedule_flush(self) -> None:
+        """Run ``_flush`` on the loop soon: without a wake-up when called on the
+        loop's own thread (an actor on a dispatcher sharing the loop).  Raises
+        RuntimeError when the loop is closed."""
+        if get_ident() == self._loop_ident:
+            self._call_soon(self._flush)
+        else:
+            self._call_soon_threadsafe(self._flush)
 
     def send_advertise(self, key: MessageKey, role: BusRole, up: bool) -> None:
         self._push((_ADVERTISE, key, role, up), False)
