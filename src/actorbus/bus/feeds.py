@@ -85,20 +85,6 @@ def _direct(fn: Callable[..., Any], *args: Any) -> None:
     fn(*args)
 
 
-def _mailbox_parts(post: Callable[..., None]) -> tuple[Any, ...] | None:
-    """``(put, claim, schedule, mailbox)`` when ``post`` is a mailbox's ``post`` (see
-    ``Mailbox.post_parts``): the request/reply paths inline the post with them.
-    None for any other poster."""
-    if post is _direct:
-        return None
-    mailbox = getattr(post, "__self__", None)
-    parts = getattr(mailbox, "post_parts", None)
-    if parts is None:
-        return None
-    put, claim, schedule = parts()
-    return (put, claim, schedule, mailbox)
-
-
 def _overrides(owner: object, name: str) -> Callable[..., Any] | None:
     """The owner's role method ``name`` if its class overrides the Actor default."""
     method = getattr(type(owner), name, None)
@@ -612,15 +598,8 @@ class RequestHandle(Generic[Q]):
             if incoming.cancelled or self._done:
                 return False
             if reply.status is not _OK_CONTINUING:
-                replier = incoming.feed
-                if replier._remote is None:
-                    # _retire(incoming), inline: the common final reply
-                    incoming._final = True
-                    active = self._active
-                    if incoming in active:
-                        active.remove(incoming)
-                    self._remaining -= 1
-                    replier._outstanding.pop(incoming.id, None)  # ReplyFeed._done_with
+                if incoming.feed._remote is None:
+                    self._retire(incoming)
                 else:
                     incoming._remote_finals += 1
                     expected = incoming._remote_expected
@@ -632,19 +611,8 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        # feed._post(feed._deliver_reply, item), without the poster's call when it
-        # is a mailbox (its post inlined) or direct (the delivery called at once)
         feed = self.feed
-        item = (self, reply, remaining)
-        parts = feed._reply_parts
-        if parts is not None:
-            parts[0]((feed._deliver_reply, item))
-            if parts[1](0, False):
-                parts[2](parts[3])
-        elif feed._post is _direct:
-            feed._deliver_reply(item)
-        else:
-            feed._post(feed._deliver_reply, item)
+        feed._post(feed._deliver_reply, (self, reply, remaining))
         if remaining == 0:
             self._finish()
         return True
@@ -742,7 +710,6 @@ class RequestFeed(Feed, Generic[Q]):
         "_given_status",
         "_mcls",
         "_reply_by_class",
-        "_reply_parts",
         "_subject",
     )
     _place_verb = "subscribe"
@@ -750,8 +717,6 @@ class RequestFeed(Feed, Generic[Q]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: how a reply reaches the owner's mailbox, inlined (``_mailbox_parts``)
-        self._reply_parts = _mailbox_parts(self._post)
         self._given_status: Callback | None = None
         self._given_reply: Callback | None = None
         self._cb_status: Callback | None = None
@@ -859,7 +824,6 @@ class ReplyFeed(Feed, Generic[Q]):
         "_given_cancel",
         "_given_request",
         "_outstanding",
-        "_request_parts",
     )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
@@ -872,8 +836,6 @@ class ReplyFeed(Feed, Generic[Q]):
         self._cb_cancel: Callback | None = None
         self._declared = False
         self._outstanding: dict[int, IncomingRequest[Q]] = {}
-        #: how a request reaches the owner's mailbox, inlined (``_mailbox_parts``)
-        self._request_parts = _mailbox_parts(self._post)
 
     def request_callback(self, fn: Callable[[IncomingRequest[Q]], object]) -> None:
         """Set the request callback ``fn(incoming)``."""
@@ -938,16 +900,7 @@ class ReplyFeed(Feed, Generic[Q]):
 
     def _send_request(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding[incoming.id] = incoming
-        # self._post(self._deliver_request, incoming), without the poster's call
-        parts = self._request_parts
-        if parts is not None:
-            parts[0]((self._deliver_request, incoming))
-            if parts[1](0, False):
-                parts[2](parts[3])
-        elif self._post is _direct:
-            self._deliver_request(incoming)
-        else:
-            self._post(self._deliver_request, incoming)
+        self._post(self._deliver_request, incoming)
 
     def _deliver_request(self, incoming: IncomingRequest[Q]) -> None:
         if incoming._final or incoming.cancelled:
