@@ -30,7 +30,7 @@ def content(size: int) -> bytes:
 
 
 def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
-    sizes = [10, 900_000, 20, 1_000_000, 30, 700_000, 40]
+    sizes = [900_000, 10, 1_000_000, 20, 700_000, 30, 40]
     with buses("A", "B") as (a, b):
         # B accepts A's link with a small receive buffer (inherited from the
         # listening socket), A sends with a small send buffer: a large reply
@@ -59,11 +59,20 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         for size in sizes:  # from this thread, neither the link's nor an actor's
             f.request(Fetch("/f", size=size))
         taken = [e[1] for e in rep.log.wait_count("request", len(sizes)) if e[0] == "request"]
-        # A's link is idle now: each reply, then a notification, from this thread
+        # the acknowledgements are out (A holds them up to 1 ms for a reply)
+        wait_for(lambda: not a_session.pending and not a_session.scheduled, "A is idle")
+        # B stops reading, so the small buffers fill and cannot take a large reply
+        # at once (were B reading on the other CPU, one write could take it all)
+        assert b_session.transport is not None
+        accepted.selector.run(b_session.transport.pause_reading)
+        # A's link is idle: the first reply is written by this thread and left
+        # partial; then each reply, then a notification, from this thread
         for incoming in taken:
             size = incoming.request.size
             incoming.reply(Blob("/f", data=content(size)))
             after.publish(Counter("/after", n=size))
+        wait_for(lambda: a_session.direct_partial >= 1, "a direct write is left partial")
+        accepted.selector.run(b_session.transport.resume_reading)
         replies = [
             e for e in req.log.wait_count("reply", len(sizes), timeout=20) if e[0] == "reply"
         ]
