@@ -345,7 +345,9 @@ def test_a_later_timer_does_not_wake_the_thread_an_earlier_one_does() -> None:
     timers.start()
     try:
         timeout = timers.call_later(60.0, lambda: None)
-        assert wait_until(lambda: timers._sleeps_until != -math.inf, WAIT)
+        # asleep with its alarm at that timer (not still asleep on the empty queue,
+        # ``inf``, before the notify of the call above got it running)
+        assert wait_until(lambda: -math.inf < timers._sleeps_until < math.inf, WAIT)
         before = cond.notified
         for _ in range(100):  # as a requestor does: its last timeout is cancelled first
             timeout.cancel()
