@@ -4,13 +4,16 @@ per actor, with other actors running meanwhile; and how the thread kinds refuse 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from actorbus.actors import Actor, ActorRuntime, current_actor
+from actorbus.actors.dispatcher import AsyncioDispatcher
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 from actorbus.errors import UsageError
 
@@ -212,3 +215,102 @@ def test_posting_from_the_loop_thread_keeps_order(
     a.post(fan_out)
     assert done.wait(WAIT)
     assert got == list(range(100))
+
+
+def _on_loop(runtime: ActorRuntime, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` as one callback of the dispatcher's loop (as a network read is) and
+    return its result."""
+    loop = runtime.dispatcher("loop").loop
+    assert loop is not None
+    result: list[Any] = []
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            result.append(fn())
+        finally:
+            done.set()
+
+    loop.call_soon_threadsafe(call)
+    assert done.wait(WAIT)
+    return result[0] if result else None
+
+
+def test_deferred_runs_happen_inside_the_callback_in_order(
+    make_runtime: Callable[..., ActorRuntime],
+) -> None:
+    """defer_runs/run_deferred (what a link sharing the loop does around a read):
+    the actors made runnable in between run at run_deferred, inside the same loop
+    callback, in the order they became runnable; one task at a time per actor."""
+    runtime = make_runtime(LOOP)
+    dispatcher = runtime.dispatcher("loop")
+    assert isinstance(dispatcher, AsyncioDispatcher)
+    a, b = Actor("a"), Actor("b")
+    for x in (a, b):
+        runtime.register(x)
+    got: list[tuple[str, int]] = []
+    loop_thread: list[int] = []
+
+    def read() -> tuple[list[tuple[str, int]], list[tuple[str, int]], bool]:
+        loop_thread.append(threading.get_ident())
+        assert dispatcher.defer_runs()
+        assert not dispatcher.defer_runs()  # nested: left to the outer caller
+        b.post(got.append, ("b", 0))
+        a.post(got.append, ("a", 0))
+        b.post(got.append, ("b", 1))
+        before = list(got)
+        dispatcher.run_deferred()
+        return before, list(got), current_actor() is None
+
+    before_stats = dispatcher.stats()
+    before, after, no_actor = _on_loop(runtime, read)
+    assert before == []  # nothing ran while deferred
+    assert after == [("b", 0), ("b", 1), ("a", 0)]  # all ran before the callback returned
+    assert no_actor
+    stats = dispatcher.stats()
+    assert stats.drained_after_read - before_stats.drained_after_read == 2
+    assert stats.tasks_run - before_stats.tasks_run == 3
+
+
+def test_deferred_runs_keep_the_quantum_and_lose_nothing(
+    make_runtime: Callable[..., ActorRuntime],
+) -> None:
+    """A deferred actor with more work than its quantum goes back to the loop (other
+    deferred actors still run at once); a task that raises does not stop the rest."""
+    runtime = make_runtime(dataclasses.replace(LOOP, quantum_ns=200_000))
+    dispatcher = runtime.dispatcher("loop")
+    assert isinstance(dispatcher, AsyncioDispatcher)
+    busy, failing, quick = Actor("busy"), Actor("failing"), Actor("quick")
+    for x in (busy, failing, quick):
+        runtime.register(x)
+    busy_ran: list[int] = []
+    quick_ran: list[int] = []
+    done = threading.Event()
+
+    def work(i: int) -> None:
+        busy_ran.append(i)
+        t = time.perf_counter_ns() + 50_000
+        while time.perf_counter_ns() < t:  # 50 us of work per task
+            pass
+
+    def boom(_: object) -> None:
+        raise RuntimeError("task failure on purpose")
+
+    def read() -> tuple[int, list[int]]:
+        assert dispatcher.defer_runs()
+        for i in range(200):
+            busy.post(work, i)
+        busy.post(done.set)
+        failing.post(boom, None)
+        quick.post(quick_ran.append, 1)
+        dispatcher.run_deferred()
+        return len(busy_ran), list(quick_ran)
+
+    ran_inline, quick_inline = _on_loop(runtime, read)
+    assert 0 < ran_inline < 200  # the quantum ended the deferred drain
+    assert quick_inline == [1]  # the others ran anyway
+    assert done.wait(WAIT)
+    assert busy_ran == list(range(200))  # the rest ran later, in order
+    stats = dispatcher.stats()
+    assert stats.quantum_overruns >= 1
+    assert stats.task_failures == 1

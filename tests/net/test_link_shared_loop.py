@@ -11,6 +11,7 @@ import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
+from actorbus.actors import Actor
 from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.config import (
@@ -196,3 +197,64 @@ def test_input_back_pressure_on_a_shared_loop_pauses_and_delivers_everything() -
             feed.close()
     finally:
         s.close()
+
+
+class PingPong(Actor):
+    """Sends the next request from the reply callback, like a latency benchmark."""
+
+    def __init__(self, name: str, count: int) -> None:
+        super().__init__(name)
+        self.count = count
+        self.values: list[int] = []
+        self.remaining: list[int] = []
+        self.up = threading.Event()
+        self.done = threading.Event()
+
+    def startup(self) -> None:
+        self.feed = self.requestor(Ask, "/pp", on_reply=self.got, on_status=self.status)
+
+    def status(self, state: FeedState, feed: object) -> None:
+        if state is UP:
+            self.up.set()
+
+    def go(self) -> None:
+        self.feed.request(Ask("/pp", q=0), timeout=10.0)
+
+    def got(self, remaining: int, reply: Answer, handle: object) -> None:
+        self.values.append(reply.value)
+        self.remaining.append(remaining)
+        if len(self.values) < self.count:
+            self.feed.request(Ask("/pp", q=len(self.values)), timeout=10.0)
+        else:
+            self.done.set()
+
+
+def test_a_read_runs_the_actors_it_delivers_to_before_the_loop_polls_again() -> None:
+    """On a shared loop the actors a read made runnable run at the end of that read's
+    callback (dispatcher stat ``drained_after_read``), and what they send leaves in
+    the same callback: a ping-pong of requests makes one drain per hop on each node."""
+    count = 200
+    a, b = shared("A"), shared("B")
+    try:
+        linked(a, b)
+        rep = Recorder("rep")
+        started(a, rep)
+        rep.auto_reply = lambda inc: Answer("/pp", value=inc.request.q * 2)
+        rep.replier(Ask, "/pp")
+        asker = PingPong("asker", count)
+        started(b, asker)
+        assert asker.up.wait(10)
+        before_a = a.runtime.dispatcher("io").stats().drained_after_read
+        before_b = b.runtime.dispatcher("io").stats().drained_after_read
+        asker.post(asker.go)
+        assert asker.done.wait(30)
+        assert asker.values == [q * 2 for q in range(count)]
+        assert asker.remaining == [0] * count
+        # every request ran the replier, every reply the requestor, after a read
+        assert a.runtime.dispatcher("io").stats().drained_after_read - before_a >= count
+        assert b.runtime.dispatcher("io").stats().drained_after_read - before_b >= count
+        assert b.router.outstanding_requests == 0
+        assert a.router.outstanding_requests == 0
+    finally:
+        b.close()
+        a.close()

@@ -42,6 +42,16 @@ coroutine (an ``async def`` callback) is awaited before the actor's next task;
 other actors keep running on the loop meanwhile.  The quantum is checked
 against the clock after every task.
 
+A network link whose selector shares the loop (``SelectorConfig.dispatcher``)
+brackets each read with :meth:`AsyncioDispatcher.defer_runs` and
+:meth:`AsyncioDispatcher.run_deferred`: mailboxes made runnable on the loop
+thread in between are not given to ``call_soon`` but run when the read's
+protocol work is done, still inside that loop callback.  Nothing about the
+actors changes (same thread, one task at a time, mailbox order, the quantum;
+no actor code is on the stack when they run); what goes is one loop iteration
+(a poll) per hop, and the link writes what the actors answered in the same
+callback.
+
 Thread priority is accepted and reported but not applied: CPython has no
 portable thread-priority API, and a lowered OS priority on a thread that holds
 the GIL would slow every other thread (priority inversion).
@@ -122,18 +132,23 @@ class DispatcherStats:
     #: mailboxes waiting on the run queue now.
     run_queue_length: int
     mailboxes: tuple[MailboxStats, ...]
+    #: (asyncio) drains run at the end of a network read on the loop a link shares,
+    #: in the read's own callback (see :meth:`AsyncioDispatcher.defer_runs`).
+    #: Included in ``actors_scheduled``.
+    drained_after_read: int = 0
 
 
 class _Counters:
     """Counters of one worker thread; only that thread writes them."""
 
-    __slots__ = ("failures", "overruns", "scheduled", "tasks")
+    __slots__ = ("after_read", "failures", "overruns", "scheduled", "tasks")
 
     def __init__(self) -> None:
         self.tasks = 0
         self.failures = 0
         self.scheduled = 0
         self.overruns = 0
+        self.after_read = 0
 
 
 def task_label(fn: object, arg: Any) -> str:
@@ -299,6 +314,7 @@ class Dispatcher(abc.ABC):
             quantum_overruns=sum(c.overruns for c in counters),
             run_queue_length=sum(1 for m in per_actor if m.state == "runnable"),
             mailboxes=per_actor,
+            drained_after_read=sum(c.after_read for c in counters),
         )
 
     # ------------------------------------------------------------- failure reports
@@ -603,6 +619,9 @@ class AsyncioDispatcher(Dispatcher):
         self._stopping = False
         self._call_soon: Callable[..., object] = self._before_start
         self._call_soon_threadsafe: Callable[..., object] = self._before_start
+        #: between defer_runs() and run_deferred(): mailboxes made runnable on the loop
+        #: thread, in order (None: not deferring)
+        self._deferred: list[Mailbox] | None = None
 
     @property
     def thread_count(self) -> int:
@@ -685,7 +704,11 @@ class AsyncioDispatcher(Dispatcher):
 
     def _schedule(self, mailbox: Mailbox) -> None:
         if threading.get_ident() == self._loop_ident:
-            self._call_soon(self._run_mailbox, mailbox)
+            deferred = self._deferred
+            if deferred is not None:
+                deferred.append(mailbox)
+            else:
+                self._call_soon(self._run_mailbox, mailbox)
             return
         try:
             self._call_soon_threadsafe(self._run_mailbox, mailbox)
@@ -695,6 +718,35 @@ class AsyncioDispatcher(Dispatcher):
             logger.debug(
                 "dispatcher {!r} is stopped; task for actor {!r} dropped", self.name, mailbox.name
             )
+
+    def defer_runs(self) -> bool:
+        """(loop thread, outside actor code) Until :meth:`run_deferred`, keep the
+        mailboxes made runnable on this thread instead of scheduling them.
+
+        For a loop callback that delivers messages (a network read): the actors
+        then run at its end, before the loop polls again.  Returns False, and
+        changes nothing, when a deferral is already open (nested callers leave it
+        to the outer one).
+        """
+        if self._deferred is not None:
+            return False
+        self._deferred = []
+        return True
+
+    def run_deferred(self) -> None:
+        """(loop thread) Close the deferral :meth:`defer_runs` opened and run the
+        mailboxes it kept, in order, as the loop would have (quantum included: a
+        mailbox left with work is scheduled again with ``call_soon``)."""
+        deferred, self._deferred = self._deferred, None
+        if deferred:
+            self._counters[0].after_read += len(deferred)
+            for i, mailbox in enumerate(deferred):
+                try:
+                    self._run_mailbox(mailbox)
+                except BaseException:
+                    for rest in deferred[i + 1 :]:  # not lost: the loop runs them
+                        self._call_soon(self._run_mailbox, rest)
+                    raise
 
     def _run_mailbox(self, mailbox: Mailbox) -> None:
         self._counters[0].scheduled += 1

@@ -43,7 +43,12 @@ hand-off to the I/O thread on each node (~8-15 % of its p50).
 **Inbound.**  ``buffer_updated`` feeds the bytes to the protocol and takes its
 events: message bodies are decoded with the codec against classes already
 defined in this process (``lookup_type``) and handed to the party, which
-enqueues into the subscribers' mailboxes.  A frame that breaks the protocol or
+enqueues into the subscribers' mailboxes.  On a selector that shares an
+asyncio dispatcher's loop the read is bracketed by the dispatcher's
+``defer_runs``/``run_deferred``: the mailboxes it made runnable drain at the
+end of the read's callback (outside the session lock), and the session then
+writes the read's output together with what those actors sent — one loop
+iteration and one write per request/reply hop.  A frame that breaks the protocol or
 a body that does not decode closes this link (logged, counted as corrupt); the
 node keeps serving its other links.
 
@@ -710,12 +715,13 @@ class _Session(asyncio.BufferedProtocol):
         #: the loop's thread: a send made there (by an actor on an asyncio dispatcher
         #: that shares the loop) schedules its flush without waking the loop
         self._loop_ident = link.selector._ident
+        #: the asyncio dispatcher whose loop the selector shares (its actors run on
+        #: this thread), or None: the selector has its own I/O thread
+        self.shared = link.selector.dispatcher
         #: while reading is paused for input back-pressure, how often to look again:
         #: on a loop shared with the actors' dispatcher, right after the mailbox
         #: runs this loop has scheduled (they drain on this very thread)
-        #: the selector runs on an asyncio dispatcher's loop (actors share this thread)
-        self.shared_loop = link.selector.dispatcher is not None
-        self._recheck_delay = 0.0 if self.shared_loop else _BACKLOG_RECHECK
+        self._recheck_delay = 0.0 if self.shared is not None else _BACKLOG_RECHECK
         #: keys of the notifications the batch being handled delivered
         self.touched: set[MessageKey] = set()
         #: while reading is paused: the mailboxes that must drain below half the limit
@@ -960,35 +966,63 @@ class _Session(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.view
 
-    @_locked
     def buffer_updated(self, nbytes: int) -> None:
+        shared = self.shared
+        if shared is None:
+            self._received(nbytes)
+            return
+        # On a loop shared with the actors' dispatcher the actors this batch made
+        # runnable run right here, once the protocol work is done and the session
+        # lock is released (actors/dispatcher.py, "defer_runs"), and what they sent
+        # (replies, the next request) leaves with this batch's own output in one
+        # write: one loop iteration per read, as a hand-written protocol would have.
+        opened = shared.defer_runs()
+        try:
+            flush = self._received(nbytes)
+        finally:
+            if opened:
+                shared.run_deferred()
+        if flush:
+            self._flush_received()
+
+    @_locked
+    def _received(self, nbytes: int) -> bool:
+        """(loop) Handle a read of ``nbytes`` into ``view``.  True: the session is
+        up and ``scheduled`` is held for the caller to :meth:`_flush_received`."""
         proto = self.proto
         if proto is None or self.ended:
-            return
+            return False
         self.scheduled = True  # sends made while this batch is handled wait for its end
         proto.receive_data(self.view[:nbytes], self.loop.time())
-        if self._take_events():
-            if self.party is not None and self.link.settings.input_backlog:
-                self._check_backlog()
-            self._arm_if_earlier()
-            if self._only_acks_pending():
-                # Our repliers took the peer's requests and usually answer at once:
-                # the acknowledgements wait (at most _ACK_DELAY) to share the first
-                # reply's write, which saves the peer a wake-up per request.  A push
-                # of anything else flushes them at once.  On a loop shared with the
-                # repliers' dispatcher their mailboxes run before a flush scheduled
-                # now: the replies share its write without a timer.
-                if self.shared_loop:
-                    self._call_soon(self._flush)  # ``scheduled`` stays set until it runs
-                    return
-                self.scheduled = False
-                if self.ack_timer is None:
-                    self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
-            else:
-                # cleared first: a send racing with the check below schedules a flush
-                self.scheduled = False
-                if self.pending or proto.has_output:
-                    self._flush()
+        if not self._take_events():
+            return False
+        if self.party is not None and self.link.settings.input_backlog:
+            self._check_backlog()
+        self._arm_if_earlier()
+        if self.shared is not None:
+            return True
+        if self._only_acks_pending():
+            # Our repliers took the peer's requests and usually answer at once:
+            # the acknowledgements wait (at most _ACK_DELAY) to share the first
+            # reply's write, which saves the peer a wake-up per request.  A push
+            # of anything else flushes them at once.
+            self.scheduled = False
+            if self.ack_timer is None:
+                self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
+        else:
+            # cleared first: a send racing with the check below schedules a flush
+            self.scheduled = False
+            if self.pending or proto.has_output:
+                self._flush()
+        return False
+
+    @_locked
+    def _flush_received(self) -> None:
+        """(loop) After a read on a shared loop and the actors it ran: write it all."""
+        self.scheduled = False  # cleared first: a racing send schedules its own flush
+        proto = self.proto
+        if self.pending or (proto is not None and proto.has_output):
+            self._flush()
 
     # ----------------------------------------------------- input back-pressure
 
