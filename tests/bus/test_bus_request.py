@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from actorbus.actors import Actor
 from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest
 from actorbus.bus.message import Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState
 from actorbus.config.schema import BusConfig, DispatcherConfig
 from actorbus.errors import RequestError
-from actorbus.testing import Recorder
+from actorbus.testing import Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
 
@@ -226,7 +228,52 @@ def test_finished_requests_leave_no_bookkeeping_and_disarm_their_timer(bus: Bus)
     assert bus.router.outstanding_requests == 0
     assert replier.outstanding == 0
     assert len(bus.runtime.timers) == 0  # every timeout was cancelled
-    assert all(h._timer.cancelled for h in handles)
+    assert all(h._timer is None for h in handles)  # and dropped (no handle <-> timer cycle)
+
+
+def test_a_finished_request_is_freed_by_reference_counting(bus: Bus) -> None:
+    """A request with a timeout leaves no reference cycle once finished: the
+    requestor's handle, its timer and the bound ``_time_out`` are freed at once, not
+    left to the cyclic GC (which ran a gen-0 collection every ~150 requests)."""
+    done = threading.Semaphore(0)
+    up = threading.Event()
+
+    class Quoter(Actor):  # keeps nothing (a Recorder logs every request)
+        def startup(self) -> None:
+            self.replier(GetQuote, "/q", on_request=lambda inc: inc.reply(quote(inc)))
+
+    class Asker(Actor):
+        def startup(self) -> None:
+            self.feed = self.requestor(
+                GetQuote,
+                "/q",
+                on_reply=lambda remaining, reply, handle: done.release(),
+                on_status=lambda state, feed: up.set() if state is FeedState.UP else None,
+            )
+
+    rep, req = Quoter(name="quoter"), Asker(name="asker")
+    bus.register(rep)
+    bus.register(req)
+    bus.startup([rep, req]).wait(5)
+    assert up.wait(5)
+    feed = req.feed
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        # enough for the timer queue to compact its cancelled entries (which hold
+        # the timers) several times
+        for i in range(300):
+            feed.request(GetQuote("/q", symbol=str(i)), timeout=30.0)  # handle dropped
+            assert done.acquire(timeout=5)
+        assert wait_until(lambda: bus.router.outstanding_requests == 0, 5)
+        gc.collect()
+        kinds = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not kinds & {"RequestHandle", "IncomingRequest", "TimerHandle"}, kinds
 
 
 def test_request_timeout_reason_names_the_timeout(bus: Bus) -> None:

@@ -579,6 +579,9 @@ class RequestHandle(Generic[Q]):
     def _finish(self) -> None:
         timer = self._timer
         if timer is not None:
+            # dropped, not only cancelled: the timer holds ``self._time_out``, and
+            # the cycle would leave each finished request to the cyclic GC
+            self._timer = None
             timer.cancel()
         self.feed._router._requests.pop(self.id, None)  # the router forgets it
 
