@@ -427,10 +427,12 @@ class _ThreadDispatcher(Dispatcher):
         n = 0
         while True:
             depth = len(queue) >> 1  # two items per task
-            mailbox._max_depth = max(mailbox._max_depth, depth)
+            if depth > mailbox._max_depth:  # noqa: PLR1730 (no builtin call per drain)
+                mailbox._max_depth = depth
             if not depth:
                 break
-            depth = min(depth, _CHUNK)
+            if depth > _CHUNK:  # noqa: PLR1730
+                depth = _CHUNK
             for i in range(depth):
                 fn = popleft()
                 arg = popleft()
@@ -441,7 +443,7 @@ class _ThreadDispatcher(Dispatcher):
                 else:
                     if r is not None:
                         self._task_returned(mailbox, fn, arg, r, c)
-                if waiting() and clock() > deadline and queue:
+                if queue and waiting() and clock() > deadline:
                     c.tasks += n + i + 1
                     c.overruns += 1
                     mailbox._running = False
@@ -765,10 +767,12 @@ class AsyncioDispatcher(Dispatcher):
         try:
             while True:
                 depth = len(queue) >> 1  # two items per task
-                mailbox._max_depth = max(mailbox._max_depth, depth)
+                if depth > mailbox._max_depth:  # noqa: PLR1730 (no builtin call per drain)
+                    mailbox._max_depth = depth
                 if not depth:
                     break
-                depth = min(depth, _CHUNK)
+                if depth > _CHUNK:  # noqa: PLR1730
+                    depth = _CHUNK
                 for i in range(depth):
                     fn = popleft()
                     arg = popleft()
@@ -781,7 +785,7 @@ class AsyncioDispatcher(Dispatcher):
                             n += i + 1
                             self._await(mailbox, fn, arg, r)
                             return  # the token stays ours until the coroutine is done
-                    if clock() > deadline and queue:
+                    if queue and clock() > deadline:
                         n += i + 1
                         c.overruns += 1
                         mailbox._running = False

@@ -969,7 +969,8 @@ class _Session(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         shared = self.shared
         if shared is None:
-            self._received(nbytes)
+            with self.wlock:  # see _locked
+                self._received(nbytes)
             return
         # On a loop shared with the actors' dispatcher the actors this batch made
         # runnable run right here, once the protocol work is done and the session
@@ -978,17 +979,19 @@ class _Session(asyncio.BufferedProtocol):
         # write: one loop iteration per read, as a hand-written protocol would have.
         opened = shared.defer_runs()
         try:
-            flush = self._received(nbytes)
+            with self.wlock:
+                flush = self._received(nbytes)
         finally:
             if opened:
                 shared.run_deferred()
         if flush:
-            self._flush_received()
+            with self.wlock:
+                self._flush_received()
 
-    @_locked
     def _received(self, nbytes: int) -> bool:
-        """(loop) Handle a read of ``nbytes`` into ``view``.  True: the session is
-        up and ``scheduled`` is held for the caller to :meth:`_flush_received`."""
+        """(loop, holding wlock) Handle a read of ``nbytes`` into ``view``.  True:
+        the session is up and ``scheduled`` is held for the caller to
+        :meth:`_flush_received`."""
         proto = self.proto
         if proto is None or self.ended:
             return False
@@ -1016,9 +1019,9 @@ class _Session(asyncio.BufferedProtocol):
                 self._flush()
         return False
 
-    @_locked
     def _flush_received(self) -> None:
-        """(loop) After a read on a shared loop and the actors it ran: write it all."""
+        """(loop, holding wlock) After a read on a shared loop and the actors it
+        ran: write it all."""
         self.scheduled = False  # cleared first: a racing send schedules its own flush
         proto = self.proto
         if self.pending or (proto is not None and proto.has_output):
@@ -1338,7 +1341,7 @@ class _Session(asyncio.BufferedProtocol):
                 if event is None:
                     return True
                 if event.__class__ is not tuple:
-                    if not self._event(cast(Event, event)):
+                    if not self._event(event):  # type: ignore[arg-type]
                         return False
                     continue
                 wire_key, bodies = event
