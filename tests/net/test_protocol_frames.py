@@ -8,6 +8,8 @@ import pytest
 
 import actorbus.net
 import actorbus.net.protocol
+from actorbus.bus import codec
+from actorbus.bus._types import big_int_to_wire
 from actorbus.errors import CodecError, MessageTooLargeError, ProtocolError, UsageError
 from actorbus.net import (
     DATA_FRAME_TYPES,
@@ -574,3 +576,22 @@ def test_net_reexports_the_protocol_api() -> None:
     }
     assert len(events) == 20
     assert all(event.__name__ in exported for event in events)
+
+
+def test_a_pack_default_hook_packs_what_msgpack_cannot() -> None:
+    """Without a hook an int beyond 64 bits in a body is refused before anything is
+    queued; with the codec's hook it travels in the codec's wire form (bytes)."""
+    big = 2**64 + 5
+    plain = accepted_server(is_known_type=all_types_known)
+    with pytest.raises(UsageError, match="cannot be encoded|cannot encode|msgpack"):
+        plain.notify(KEY, ("/demo", 1, big))
+    assert plain.data_to_send() == b""
+    hooked = accepted_server(is_known_type=all_types_known, pack_default=codec.pack_default)
+    hooked.notify(KEY, ("/demo", 1, big))
+    notify = frames_of(hooked.data_to_send())[-1]
+    assert notify[0] == NOTIFY
+    assert notify[-1] == ("/demo", 1, big_int_to_wire(big))
+    # what the hook does not handle either is refused the same way, nothing queued
+    with pytest.raises(UsageError):
+        hooked.notify(KEY, ("/demo", 1, object()))
+    assert hooked.data_to_send() == b""

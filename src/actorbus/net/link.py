@@ -951,6 +951,9 @@ class _Session(asyncio.BufferedProtocol):
             # nested structs of a subclass travel as ext values the codec reads;
             # one that does not is a corrupt frame (the link closes, it is counted)
             ext_hook=codec.ext_hook,
+            # ints beyond 64 bits travel in the codec's wire form (bytes), as in
+            # the journal: the receiving codec turns them back into ints
+            pack_default=codec.pack_default,
             session_id=link._net.session_id,
         )
         link._session_started(self, self.address)

@@ -224,8 +224,9 @@ _FEED_STATES: Final = (FeedState.DOWN, FeedState.UP)
 # raises for bad UTF-8, bad map keys and bad timestamps; CodecError is what an
 # ext_hook raises for an extension value it cannot read.  Nothing broader.
 _DECODE_ERRORS: Final = (msgpack.UnpackException, ValueError, CodecError)
-# msgpack's encoding failures for a value it cannot represent.
-_ENCODE_ERRORS: Final = (TypeError, ValueError, OverflowError)
+# msgpack's encoding failures for a value it cannot represent; CodecError is what
+# a ``pack_default`` hook raises for a value it does not handle either.
+_ENCODE_ERRORS: Final = (TypeError, ValueError, OverflowError, CodecError)
 
 
 class Side(Enum):
@@ -439,6 +440,11 @@ class LinkProtocol:
     ``ValueError`` the frame is corrupt and the link closes.  Leave it None to
     receive ``msgpack.ExtType`` values in bodies and decode them in the codec,
     so that one bad message costs one message rather than the link.
+
+    ``pack_default`` is msgpack's ``default`` hook for values in bodies it cannot
+    pack natively (the codec's ``pack_default`` turns ints beyond 64 bits into
+    their wire form, so such messages cross); without it such a value makes the
+    command raise :class:`~actorbus.errors.UsageError` and nothing is queued.
     """
 
     def __init__(
@@ -450,6 +456,7 @@ class LinkProtocol:
         is_known_type: Callable[[str], bool],
         settings: ProtocolSettings | None = None,
         ext_hook: Callable[[int, bytes], object] | None = None,
+        pack_default: Callable[[object], object] | None = None,
         session_id: str = "",
     ) -> None:
         if not isinstance(side, Side):
@@ -494,7 +501,7 @@ class LinkProtocol:
         self._data_queued = 0
         self._tx_seq = 0
         self._out_keys: dict[WireKey, int] = {}
-        self._pack = msgpack.Packer(use_bin_type=True, datetime=False).pack
+        self._pack = msgpack.Packer(use_bin_type=True, datetime=False, default=pack_default).pack
         order = ">I" if self.settings.byte_order == "big" else "<I"
         self._prefix = Struct(order).pack
         self._max_frame = self.settings.max_frame_size
