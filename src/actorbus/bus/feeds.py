@@ -373,6 +373,7 @@ class SubscribeFeed(Feed, Generic[N]):
     one made from another thread may race with a delivery already running."""
 
     __slots__ = (
+        "_backlog",
         "_cb_message",
         "_cb_status",
         "_given_message",
@@ -401,6 +402,10 @@ class SubscribeFeed(Feed, Generic[N]):
         parts = getattr(mailbox, "post_parts", None) if post is not _direct else None
         self._inline: tuple[Any, ...] | None = None
         self._route: Callable[[Any], None] | None = None
+        #: what holds this feed's undelivered messages when it is not a mailbox
+        #: (an :class:`~actorbus.bus.inbox.Inbox`): anything with a ``depth``, which
+        #: a link's input back-pressure watches as it watches mailboxes
+        self._backlog: Any = None
         if parts is not None:
             put, claim, schedule = parts()
             self._inline = (put, claim, schedule, mailbox, deliver)

@@ -3,6 +3,10 @@
 An :class:`Inbox` is a subscription whose deliveries go into a thread-safe
 queue instead of an actor's mailbox; :meth:`Inbox.receive` blocks up to a
 timeout.  The subscription's condition, if any, runs on the publisher's thread.
+A link delivering a remote publisher's notifications into an inbox stops
+reading while the inbox holds more than its ``input_backlog``, as it does for a
+mailbox, so a slow reader pushes back on the publisher instead of growing the
+queue without bound.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class Inbox(Generic[N]):
         self._queue: queue.SimpleQueue[N] = queue.SimpleQueue()
         self._up = threading.Event()
         self._feed = feed
+        feed._backlog = self  # a link feeding this inbox watches its depth
         feed.message_callback(self._put)
         feed.status_callback(self._status)
         feed.subscribe()
@@ -84,6 +89,12 @@ class Inbox(Generic[N]):
                 return out
 
     def __len__(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def depth(self) -> int:
+        """Notifications queued now (what a link's input back-pressure watches,
+        as it watches an actor's mailbox: ``LinkSettings.input_backlog``)."""
         return self._queue.qsize()
 
     def close(self) -> None:

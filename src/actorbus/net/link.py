@@ -1033,7 +1033,8 @@ class _Session(asyncio.BufferedProtocol):
     # ----------------------------------------------------- input back-pressure
 
     def _mailboxes(self, keys: set[MessageKey]) -> list[Any]:
-        """The mailboxes the peer's notifications on ``keys`` are delivered to."""
+        """The mailboxes (and inboxes) the peer's notifications on ``keys`` are
+        delivered to: anything with a ``depth``."""
         party = self.party
         if party is None:
             return []
@@ -1043,7 +1044,12 @@ class _Session(asyncio.BufferedProtocol):
             feed = pubs.get(key)
             entry = feed._entry if feed is not None else None
             if entry is not None:
-                boxes.extend(route[3] for route in entry.routes[CAT_REMOTE][0])
+                local, other = entry.routes[CAT_REMOTE]
+                boxes.extend(route[3] for route in local)
+                for route in other:  # feeds of no actor: an Inbox's is watched too
+                    backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
+                    if backlog is not None:
+                        boxes.append(backlog)
         return boxes
 
     def _check_backlog(self) -> None:
@@ -1069,8 +1075,8 @@ class _Session(asyncio.BufferedProtocol):
         self._keepalive_at = self.loop.time()
         log = self._log.info if self.input_pauses == 1 else self._log.debug
         log(
-            "link {}: stopped reading from node {}: a subscriber's mailbox holds {} tasks, "
-            "above input_backlog={}; reading resumes below {} (TCP pushes back on the peer; "
+            "link {}: stopped reading from node {}: a subscriber's mailbox (or inbox) holds {} "
+            "messages, above input_backlog={}; reading resumes below {} (TCP pushes back on the peer; "
             "raise input_backlog or speed up the subscriber if this repeats)",
             self.name,
             self.peer,
