@@ -8,7 +8,9 @@ reconnect many times; a link accepted by a service lives for one connection.
 Each TCP connection is a *session* (:class:`_Session`): one socket, one
 protocol object, one :class:`~actorbus.bus.router.RemoteParty` in the router.
 All of a session's work runs on the event loop of the link's selector (an I/O
-thread); nothing here runs actor code.
+thread); nothing here runs actor code, except that on a loop shared with an
+asyncio dispatcher that dispatcher drains the mailboxes a read made runnable at
+the end of the read (see **Inbound**).
 
 **Outbound.**  The session is the router's ``PartyTransport``.  Its ``send_*``
 methods are called from any thread (often a dispatcher thread, sometimes under
