@@ -309,7 +309,7 @@ class Bus:
         (``"h:port"``) listed; others are closed at once and counted.  The other
         settings apply to every link the service accepts (times in seconds, 0 =
         off; see :class:`~actorbus.net.link.LinkSettings`); ``input_backlog`` pauses
-        reading a link while a mailbox it feeds holds more tasks than that (0 =
+        reading a link while a mailbox or inbox it feeds holds more tasks than that (0 =
         never).  Raises ConfigError
         when the port cannot be bound.  Returns the service handle; ``close()``
         stops listening."""

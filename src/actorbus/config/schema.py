@@ -104,7 +104,7 @@ class ServiceConfig:
     message_queue_size: int = 0
     heartbeat_delay_ms: int = 0
     heartbeat_reply_delay_ms: int = 0
-    #: input back-pressure: stop reading a link while a mailbox it feeds holds more
+    #: input back-pressure: stop reading a link while a mailbox or inbox it feeds holds more
     #: than this many tasks (resume below half); 0 = never pause.
     input_backlog: int = 10_000
 

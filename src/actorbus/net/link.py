@@ -242,7 +242,7 @@ class LinkSettings:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     #: Close a connection that has not logged on within this many seconds.
     logon_timeout: float = 30.0
-    #: Input back-pressure: when a mailbox the link delivers the peer's
+    #: Input back-pressure: when a mailbox (or inbox) the link delivers the peer's
     #: notifications to holds more than this many tasks, the link stops reading
     #: the socket until it is below half of it; TCP then pushes back on the
     #: peer (whose output queue limit drops and counts).  0 = never pause.
@@ -325,7 +325,7 @@ class LinkStats:
     #: Dial attempts after the first (a client link that lost or never got its
     #: connection and tried again).
     reconnects: int = 0
-    #: Times the link stopped reading because a mailbox it feeds was over
+    #: Times the link stopped reading because a mailbox or inbox it feeds was over
     #: ``input_backlog`` (input back-pressure).
     input_pauses: int = 0
 
