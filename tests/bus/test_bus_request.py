@@ -213,7 +213,7 @@ def test_request_off_dispatcher_answered_before_request_returns(bus: Bus) -> Non
     feed.close()
 
 
-def test_finished_requests_leave_no_bookkeeping_and_disarm_their_timer(bus: Bus) -> None:
+def test_finished_requests_leave_no_bookkeeping_and_no_timer_each(bus: Bus) -> None:
     req, rep = Recorder("req"), Recorder("rep")
     started(bus, req, rep)
     rep.auto_reply = lambda inc: quote(inc, price=3.0)
@@ -227,8 +227,62 @@ def test_finished_requests_leave_no_bookkeeping_and_disarm_their_timer(bus: Bus)
     assert all(h.is_done and not h.is_cancelled and h.remaining == 0 for h in handles)
     assert bus.router.outstanding_requests == 0
     assert replier.outstanding == 0
-    assert len(bus.runtime.timers) == 0  # every timeout was cancelled
-    assert all(h._timer is None for h in handles)  # and dropped (no handle <-> timer cycle)
+    # one timer for all the requests' timeouts, not one each
+    assert len(bus.runtime.timers) == 1
+
+
+def test_timeouts_of_finished_requests_are_dropped_as_requests_go_on(bus: Bus) -> None:
+    """Sequential requests with a long timeout: the deadlines kept follow the
+    requests outstanding (finished ones are dropped on the next request), and no
+    finished request ever times out."""
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.auto_reply = lambda inc: quote(inc)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    timeouts = bus.router._timeouts
+    assert timeouts is not None
+    sizes = []
+    for i in range(500):
+        f.request(GetQuote("/q", symbol=str(i)), timeout=60.0)
+        req.log.wait_count("reply", i + 1)
+        sizes.append(len(timeouts))
+    assert max(sizes) <= 3, sizes
+    assert len(bus.runtime.timers) == 1
+    assert timeouts.fired == 0
+
+
+def test_mixed_timeouts_keep_their_deadlines_and_the_heap_bounded(bus: Bus) -> None:
+    """Requests with different timeouts: an unanswered short one times out on time
+    while long-timeout ones finish around it, an earlier deadline re-arms the one
+    timer, and entries of finished requests under a live one are rebuilt away."""
+    from actorbus.bus import _timeouts
+
+    req, rep = Recorder("req"), Recorder("rep")
+    started(bus, req, rep)
+    rep.auto_reply = lambda inc: None if inc.request.symbol.startswith("silent") else quote(inc)
+    rep.replier(GetQuote, "/q")
+    f = req.requestor(GetQuote, "/q")
+    timeouts = bus.router._timeouts
+    assert timeouts is not None
+    # the earliest deadline: the finished ones pile up under it until a rebuild
+    late = f.request(GetQuote("/q", symbol="silent-late"), timeout=20.0)
+    n = 4 * _timeouts._SLACK
+    for i in range(n):
+        f.request(GetQuote("/q", symbol=str(i)), timeout=30.0 + (i % 7))
+    req.log.wait_count("reply", n)
+    # (a reply is delivered just before its request is forgotten)
+    wait_until(lambda: bus.router.outstanding_requests == 1, 5)
+    early = f.request(GetQuote("/q", symbol="silent-early"), timeout=0.05)
+    # finished ones under the live top are rebuilt away (at the latest on this
+    # request) down to the bound: without it all n + 2 would still be there
+    assert len(timeouts) <= 4 * bus.router.outstanding_requests + _timeouts._SLACK
+    events = req.log.wait_count("reply", n + 1)
+    errors = [e for e in events if e[0] == "reply" and e[2].status is ReplyStatus.ERROR]
+    assert [e[2].reason for e in errors] == ["timed out after 0.05 s"]
+    assert early.is_done and not late.is_done
+    assert bus.router.outstanding_requests == 1
+    late.cancel()
 
 
 def test_a_finished_request_is_freed_by_reference_counting(bus: Bus) -> None:

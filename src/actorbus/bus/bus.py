@@ -69,9 +69,6 @@ class Bus:
         self.router.reserved_subject = SYSTEM_SUBJECT
         self.router.reserved_owner = _SYSTEM_OWNER
         self.runtime = ActorRuntime(self.config, owner=self)
-        # request timeouts go straight to the timer service (Bus._schedule's work,
-        # without its call)
-        self.router._schedule = self.runtime.timers.call_later
         self._closed = False
         self._system: dict[type, PublishFeed[Any]] = {}
         for cls in SYSTEM_MESSAGES:

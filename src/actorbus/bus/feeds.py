@@ -534,7 +534,6 @@ class RequestHandle(Generic[Q]):
         "_done",
         "_lock",
         "_remaining",
-        "_timer",
         "feed",
         "id",
         "request",
@@ -549,7 +548,6 @@ class RequestHandle(Generic[Q]):
         self._active: list[IncomingRequest[Q]] = []
         self._done = False
         self._cancelled = False
-        self._timer: Any = None
 
     @property
     def remaining(self) -> int:
@@ -582,13 +580,9 @@ class RequestHandle(Generic[Q]):
             incoming.feed._send_cancel(incoming)
 
     def _finish(self) -> None:
-        timer = self._timer
-        if timer is not None:
-            # dropped, not only cancelled: the timer holds ``self._time_out``, and
-            # the cycle would leave each finished request to the cyclic GC
-            self._timer = None
-            timer.cancel()
-        self.feed._router._requests.pop(self.id, None)  # the router forgets it
+        # The router forgets it; its timeout (if any) is dropped lazily
+        # (bus/_timeouts.py): nothing to cancel, no reference back to the handle.
+        self.feed._router._requests.pop(self.id, None)
 
     def _reply_from(self, incoming: IncomingRequest[Q], reply: Reply) -> bool:
         """Account for one reply and post it to the requestor.
@@ -681,7 +675,8 @@ class RequestHandle(Generic[Q]):
             self._finish()
 
     def _time_out(self, timeout: float) -> None:
-        """The request timer fired (on the timer thread): end with "timed out"."""
+        """Its deadline passed (on the timer thread, see bus/_timeouts.py): end
+        with "timed out"."""
         self._end_with_error(f"timed out after {timeout:g} s")
 
     def _end_with_error(self, reason: str) -> None:

@@ -54,6 +54,7 @@ from typing import Any, Protocol
 
 from .._log import logger
 from ..errors import RequestError, UsageError
+from ._timeouts import RequestTimeouts
 from .feeds import (
     Feed,
     IncomingRequest,
@@ -134,7 +135,8 @@ class Router:
         self._entries: dict[MessageKey, _Entry] = {}
         self._parties: list[RemoteParty] = []
         self._requests: dict[int, RequestHandle[Any]] = {}
-        self._schedule = schedule
+        #: request timeouts (one timer for all; see _timeouts.py), None without a timer
+        self._timeouts = RequestTimeouts(self._requests, schedule) if schedule is not None else None
         #: a subject only ``reserved_owner`` may advertise on (system notifications)
         self.reserved_subject: str | None = None
         self.reserved_owner: object = None
@@ -369,11 +371,10 @@ class Router:
             party._in[peer_id] = handle
             party._in_ids[handle.id] = peer_id
         if timeout is not None:
-            schedule = self._schedule
-            if schedule is None:
+            timeouts = self._timeouts
+            if timeouts is None:
                 raise UsageError("request timeouts need a bus with a timer service")
-            # the reason text is made only if the timer fires
-            handle._timer = schedule(timeout, handle._time_out, timeout)
+            timeouts.add(handle, timeout)
         for incoming in incomings:
             incoming.feed._send_request(incoming)
         return handle
