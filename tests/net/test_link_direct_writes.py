@@ -7,22 +7,13 @@ from __future__ import annotations
 
 import socket
 
-from nodes.messages import Counter
+from nodes.messages import Blob, Counter, Fetch
 from nodes.support import buses, started, wait_for
 
-from actorbus.bus.message import Reply, Request
 from actorbus.bus.scope import FeedState
 from actorbus.testing import Recorder
 
 UP = FeedState.UP
-
-
-class Blob(Reply, type_name="linktest.Blob"):
-    data: bytes
-
-
-class Fetch(Request, type_name="linktest.Fetch", replies=(Blob,)):
-    size: int
 
 
 def content(size: int) -> bytes:

@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from nodes.messages import Answer, Ask, Counter
+from nodes.messages import Answer, Ask, Blob, Counter, Fetch
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
 from actorbus.bus.bus import Bus
@@ -112,6 +112,59 @@ def test_remaining_counts_include_remote_repliers() -> None:
         assert [r[1] for r in replies][-1] == 0  # complete after the third reply
         assert all(r[1] > 0 for r in replies[:-1])
         assert handle.is_done
+
+
+def test_a_reply_made_at_once_carries_the_acknowledgement() -> None:
+    """A remote request answered at once costs one frame back, not two: the
+    acknowledgement waiting to be written leaves inside the REPLY frame."""
+    n = 100
+    with buses("A", "B") as (a, b):
+        linked(a, b)
+        rep, req = Recorder("rep"), Recorder("req")
+        started(a, rep)
+        started(b, req)
+        rep.auto_reply = lambda inc: Answer("/q", value=inc.request.q)
+        rep.replier(Ask, "/q")
+        f = req.requestor(Ask, "/q")
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        (link,) = b.links
+        before = link.counters
+        for i in range(n):
+            f.request(Ask("/q", q=i), timeout=10.0)
+            req.log.wait_count("reply", i + 1)
+        after = link.counters
+        replies = req.log.of("reply")
+        assert [(r[1], r[2].value) for r in replies] == [(0, i) for i in range(n)]
+        assert after.messages_in - before.messages_in <= n * 3 // 2  # 2n when apart
+        wait_for(lambda: b.router.outstanding_requests == 0, "B forgets the requests")
+
+
+def test_a_reply_too_large_for_the_link_ends_the_request_with_an_error() -> None:
+    """A reply the link cannot send (over max_frame_size) is dropped and counted; the
+    requestor gets an ERROR in its place, with the acknowledgement that was
+    waiting to travel with it, and the link stays up for the next request."""
+    with buses("A", "B") as (a, b):
+        linked(a, b)
+        rep, req = Recorder("rep"), Recorder("req")
+        started(a, rep)
+        started(b, req)
+        rep.auto_reply = lambda inc: Blob("/blob", data=b"x" * inc.request.size)
+        rep.replier(Fetch, "/blob")
+        f = req.requestor(Fetch, "/blob")
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        f.request(Fetch("/blob", size=2_000_000), timeout=10.0)
+        (first,) = [e for e in req.log.wait_count("reply", 1) if e[0] == "reply"]
+        assert first[1] == 0 and first[2].status is ReplyStatus.ERROR
+        assert first[2].reason == "a Blob reply could not be sent over the link"
+        f.request(Fetch("/blob", size=10), timeout=10.0)
+        second = req.log.wait_count("reply", 2)
+        second = [e for e in second if e[0] == "reply"][1]
+        assert second[1] == 0 and second[2].data == b"x" * 10
+        (accepted,) = [x for x in a.links if x.is_logged_on]
+        assert accepted.counters.dropped == 1
+        # (each side forgets a request just after handing its last reply on)
+        wait_for(lambda: a.router.outstanding_requests == 0, "A forgets the requests")
+        wait_for(lambda: b.router.outstanding_requests == 0, "B forgets the requests")
 
 
 def test_remote_continuing_replies_then_error_and_no_replier_error() -> None:

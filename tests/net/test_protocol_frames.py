@@ -132,6 +132,38 @@ def test_every_frame_type_both_ways(direction: str) -> None:
     assert receiver.state is LinkState.CONNECTED
 
 
+def test_a_reply_carries_its_acknowledgement_in_one_frame() -> None:
+    """Protocol 3: ``reply(..., repliers=n)`` sends one REPLY frame of 7 elements,
+    taken by the peer as the acknowledgement followed by the reply."""
+    pipe = connected()
+    pipe.server.reply(9, REPLY_KEY, ReplyStatus.OK_FINAL, ("done",), 1)
+    pipe.server.reply(9, REPLY_KEY, ReplyStatus.OK_CONTINUING, ("part",), 0)
+    pipe.server.reply(10, REPLY_KEY, ReplyStatus.OK_FINAL, ("alone",))
+    data = pipe.server.data_to_send()
+    shapes = [len(f) for f in frames_of(data) if f[0] == int(FrameType.REPLY)]
+    assert shapes == [7, 7, 6]
+    pipe.client.receive_data(data, 0.0)
+    assert list(pipe.client.events()) == [
+        ReplyReceived(9, REPLY_KEY, ReplyStatus.OK_FINAL, ("done",), 1),
+        ReplyReceived(9, REPLY_KEY, ReplyStatus.OK_CONTINUING, ("part",), 0),
+        ReplyReceived(10, REPLY_KEY, ReplyStatus.OK_FINAL, ("alone",), None),
+    ]
+    assert pipe.client.counters.messages_in == pipe.server.counters.messages_out == 3
+    # out of sequence, the same frame takes the checked path and means the same
+    srv = accepted_server(is_known_type=all_types_known)
+    events = feed(
+        srv,
+        (KEY_DEF, 0, *REPLY_KEY),
+        (int(FrameType.REPLY), 1, 0, 4, int(ReplyStatus.ERROR), ("no",), 2),
+        (int(FrameType.REPLY), 3, 0, 4, int(ReplyStatus.ERROR), ("no",), 2),
+    )
+    assert events[0] == ReplyReceived(4, REPLY_KEY, ReplyStatus.ERROR, ("no",), 2)
+    assert events[1:] == [
+        SequenceGap(2, 3),
+        ReplyReceived(4, REPLY_KEY, ReplyStatus.ERROR, ("no",), 2),
+    ]
+
+
 def test_events_carry_enum_members_and_one_key_object_per_key() -> None:
     pipe = connected()
     pipe.server.advertise(KEY, Role.PUBLISHER, Scope.REMOTE_ONLY, FeedState.UP)
@@ -417,6 +449,10 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((int(FrameType.REPLY), 1, 9, 1, 0, ()), "key id 9, which the peer never defined"),
         ((int(FrameType.REPLY), 1.5, 0, 1, 0, ()), "seq is 1.5"),
         ((int(FrameType.REPLY), 1, 0, 1, 0), "REPLY frame: 5 elements, expected 6"),
+        ((int(FrameType.REPLY), 1, 0, 1, 0, (), -1), "repliers is -1"),
+        ((int(FrameType.REPLY), 1, 0, 1, 0, (), "1"), "repliers is '1'"),
+        ((int(FrameType.REPLY), 1, 0, 1, 0, (), True), "repliers is True"),
+        ((int(FrameType.REPLY), 1, 0, 1, 0, (), 1, 2), "REPLY frame: 8 elements, expected 6"),
         ((int(FrameType.CANCEL), 1), "2 elements, expected 3"),
         ((KEY_DEF, -1, "T", "s"), "key id is -1"),
         ((KEY_DEF, 2**32, "T", "s"), "key id 4294967296 is above"),
@@ -517,6 +553,8 @@ def test_ext_hook_decodes_and_its_codec_error_is_a_corrupt_frame() -> None:
         (lambda p: p.request(KEY, 2**64, ()), "request_id=18446744073709551616"),
         (lambda p: p.request_ack(1, 1.5), "repliers=1.5"),
         (lambda p: p.reply(1, KEY, 7, ()), "status=7"),
+        (lambda p: p.reply(1, KEY, ReplyStatus.OK_FINAL, (), -1), "repliers=-1"),
+        (lambda p: p.reply(1, KEY, ReplyStatus.OK_FINAL, (), 1.0), "repliers=1.0"),
         (lambda p: p.cancel("1"), "request_id='1'"),
         (lambda p: p.notify(KEY, {1, 2}), "cannot be encoded as msgpack"),
         (lambda p: p.request(KEY, 1, object()), "cannot be encoded as msgpack"),

@@ -203,6 +203,9 @@ class RequestAcknowledged(Event):
 class ReplyReceived(Event):
     """A reply to our request ``request_id``; ``key`` names the reply class.
 
+    With ``repliers`` set, the peer's acknowledgement of the request came in the
+    same frame: handle it first, exactly as a :class:`RequestAcknowledged`.
+
     Replies are delivered even when the reply type is unknown here (and counted in
     ``counters.unknown_type``): the requestor is counting final replies, so the
     shell must turn an undecodable reply into an ERROR rather than lose it."""
@@ -211,6 +214,10 @@ class ReplyReceived(Event):
     key: WireKey
     status: ReplyStatus
     body: WireValue
+    #: the acknowledgement that travelled with the reply (protocol 3): how many
+    #: repliers took the request, as a RequestAcknowledged just before it would
+    #: say; None when the reply came alone
+    repliers: int | None = None
 
 
 @dataclass(slots=True)

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: Version spoken by this implementation; sent in LOGON and checked by the server.
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
 
 #: A message key as it crosses the link: ``(type_name, subject)``.
 WireKey: TypeAlias = tuple[str, str]

@@ -188,6 +188,9 @@ _REQUEST: Final = 6
 _REQUEST_ACK: Final = 7
 _REPLY: Final = 8
 _CANCEL: Final = 9
+#: a reply with the acknowledgement that was pending just before it (made by
+#: _drain only, never pending): one REPLY frame carries both (protocol 3)
+_REPLY_ACKED: Final = 10
 #: opcodes of data messages (those the queue limit and the dropped counter count).
 _DATA_OPS: Final = frozenset({_REQUEST, _REQUEST_ACK, _REPLY, _CANCEL})
 
@@ -1220,7 +1223,8 @@ class _Session(asyncio.BufferedProtocol):
         run_subject: str | None = None
         key: WireKey = ("", "")
         enc: Callable[[Any], Any] | None = None
-        for _ in range(count):
+        while count > 0:
+            count -= 1
             item = popleft()
             cls = item.__class__
             if cls is not tuple:  # a notification: the message itself
@@ -1246,6 +1250,19 @@ class _Session(asyncio.BufferedProtocol):
                 bodies = []
                 add = bodies.append
             run_cls = None
+            if item[0] == _REQUEST_ACK and pending:
+                # The reply to the same request right behind its acknowledgement
+                # (a replier answered at once): one frame carries both.  Only this
+                # drain pops, so the head of the deque is stable here.
+                following = pending[0]
+                if (
+                    following.__class__ is tuple
+                    and following[0] == _REPLY
+                    and following[1] == item[1]
+                ):
+                    popleft()
+                    count -= 1
+                    item = (_REPLY_ACKED, item[1], following[2], item[2])
             try:
                 self._command(proto, item)
             except (CodecError, UsageError) as exc:
@@ -1269,7 +1286,11 @@ class _Session(asyncio.BufferedProtocol):
 
     def _command(self, proto: LinkProtocol, item: tuple[Any, ...]) -> None:
         op = item[0]
-        if op == _REPLY:
+        if op == _REPLY_ACKED:
+            reply = item[2]
+            key = (reply.__class__.__type_name__, reply.subject)
+            proto.reply(item[1], key, reply.status, _to_wire(reply), item[3])
+        elif op == _REPLY:
             reply = item[2]
             key = (reply.__class__.__type_name__, reply.subject)
             proto.reply(item[1], key, reply.status, _to_wire(reply))
@@ -1296,6 +1317,11 @@ class _Session(asyncio.BufferedProtocol):
             proto.unsubscribe(_wire_key(item[1]), Role.SUBSCRIBER)
 
     def _unsendable(self, item: Any, exc: Exception) -> None:
+        if item.__class__ is tuple and item[0] == _REPLY_ACKED:
+            # the reply cannot go, its acknowledgement can (it holds only ints)
+            if self.proto is not None:
+                self.proto.request_ack(item[1], item[3])
+            item = (_REPLY, item[1], item[2])
         self.link._count_dropped(1)
         self._log.warning("link {}: a message is dropped, it cannot be sent: {}", self.name, exc)
         party = self.party
@@ -1468,6 +1494,8 @@ class _Session(asyncio.BufferedProtocol):
                 party.request(event.request_id, message)
         elif type(event) is ReplyReceived:
             if party is not None:
+                if event.repliers is not None:  # the acknowledgement came with it
+                    party.request_ack(event.request_id, event.repliers)
                 key = self._key_of(event.key, Reply)
                 if key is None:
                     reply: Reply = self._stand_in_reply(event)

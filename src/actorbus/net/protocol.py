@@ -1005,12 +1005,26 @@ class LinkProtocol:
         self._tx_seq = seq
         self._data_queued += 1
 
-    def reply(self, request_id: int, key: WireKey, status: ReplyStatus, body: object) -> None:
-        """Queue a reply to the peer's request ``request_id``; ``key`` names the reply class."""
+    def reply(
+        self,
+        request_id: int,
+        key: WireKey,
+        status: ReplyStatus,
+        body: object,
+        repliers: int | None = None,
+    ) -> None:
+        """Queue a reply to the peer's request ``request_id``; ``key`` names the reply class.
+
+        ``repliers`` (not None) carries the request's acknowledgement in the same
+        frame: the peer takes it exactly as a ``request_ack(request_id,
+        repliers)`` queued just before the reply, for one frame less each way
+        when the replier answers while the acknowledgement is still unsent."""
         if not self._sending:
             self._check_sending("reply")
         if type(request_id) is not int or not 0 <= request_id <= _MAX_COUNT:
             self._check_uint(request_id, "request_id", "reply")
+        if repliers is not None and (type(repliers) is not int or not 0 <= repliers <= _MAX_COUNT):
+            self._check_uint(repliers, "repliers", "reply")
         # an int (or IntEnum) that is a status; never a bool (True == 1)
         given: object = status
         wire_status = (
@@ -1029,7 +1043,11 @@ class LinkProtocol:
             kid = self._key_id(key, "reply")
         seq = self._tx_seq + 1
         try:
-            packed = self._pack((_REPLY, seq, kid, request_id, wire_status, body))
+            packed = self._pack(
+                (_REPLY, seq, kid, request_id, wire_status, body)
+                if repliers is None
+                else (_REPLY, seq, kid, request_id, wire_status, body, repliers)
+            )
         except _ENCODE_ERRORS as exc:
             raise self._unencodable("reply", None, exc) from exc
         size = len(packed)
@@ -1354,8 +1372,13 @@ class LinkProtocol:
                                 events.append(RequestReceived(key, request_id, body))
                                 run_key = None
                                 continue
-                    elif size == 6:
-                        frame_type, seq, kid, request_id, status, body = frame
+                    elif size in (6, 7):
+                        # [REPLY, seq, key_id, request_id, status, body, repliers?]
+                        if size == 6:
+                            frame_type, seq, kid, request_id, status, body = frame
+                            repliers = None
+                        else:
+                            frame_type, seq, kid, request_id, status, body, repliers = frame
                         if (
                             frame_type == _REPLY
                             and type(frame_type) is int
@@ -1365,12 +1388,15 @@ class LinkProtocol:
                             and type(status) is int
                             and seq == rx_seq + 1
                             and request_id >= 0
+                            and (repliers is None or (type(repliers) is int and repliers >= 0))
                         ):
                             key = in_keys.get(kid)
                             reply_status = _STATUSES.get(status)
                             if key is not None and reply_status is not None:
                                 rx_seq = seq
-                                events.append(ReplyReceived(request_id, key, reply_status, body))
+                                events.append(
+                                    ReplyReceived(request_id, key, reply_status, body, repliers)
+                                )
                                 run_key = None
                                 continue
                 slow += 1
@@ -1759,9 +1785,11 @@ class LinkProtocol:
             self._events.append(RequestAcknowledged(request_id, repliers))
 
     def _on_reply(self, frame: tuple[object, ...]) -> None:
-        self._length(frame, 6)
+        if len(frame) != 7:
+            self._length(frame, 6)
         key = self._key(frame, 2)
         request_id = self._uint(frame, 3, "request id")
+        repliers = self._uint(frame, 6, "repliers") if len(frame) == 7 else None
         value = frame[4]
         status = _STATUSES.get(value) if type(value) is int else None
         if status is None:
@@ -1772,7 +1800,7 @@ class LinkProtocol:
                 # Counted, but delivered: see ReplyReceived.
                 self.counters.unknown_type += 1
                 key = self._in_unknown[frame[2]]  # type: ignore[index]
-            self._events.append(ReplyReceived(request_id, key, status, frame[5]))
+            self._events.append(ReplyReceived(request_id, key, status, frame[5], repliers))
 
     def _on_cancel(self, frame: tuple[object, ...]) -> None:
         self._length(frame, 3)

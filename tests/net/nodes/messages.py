@@ -21,3 +21,13 @@ class Ask(Request, type_name="linktest.Ask", replies=(Answer,)):
 
     q: int
     hold: bool = False
+
+
+class Blob(Reply, type_name="linktest.Blob"):
+    """A reply of ``size`` bytes (large replies, direct writes, frame limits)."""
+
+    data: bytes
+
+
+class Fetch(Request, type_name="linktest.Fetch", replies=(Blob,)):
+    size: int
