@@ -28,7 +28,7 @@ from actorbus.bus import (
     encode,
 )
 from actorbus.bus import codec as codec_module
-from actorbus.errors import UsageError
+from actorbus.errors import UsageError, ValidationError
 
 # --------------------------------------------------------------------------- classes
 
@@ -342,6 +342,35 @@ def test_reply_status_and_request_round_trip() -> None:
     assert round_trip(ask) == ask
 
 
+class Mode(enum.StrEnum):
+    FAST = "fast"
+    SAFE = "safe"
+
+
+class Modes(Notification):
+    level: Level
+    mode: Mode
+    color: Color
+
+
+def test_enums_sent_by_value_pass_through_the_encoder_and_decode_to_members() -> None:
+    """An IntEnum or StrEnum member is its own wire form (msgpack packs it as
+    its value): the generated encoder hands it on untouched; a plain Enum is
+    converted.  Decoding gives the very members back; the bytes are the values."""
+    msg = Modes("s", level=Level.HIGH, mode=Mode.SAFE, color=Color.RED)
+    wire = codec_module.to_wire(msg)
+    assert wire[2] is Level.HIGH and wire[3] is Mode.SAFE
+    assert wire[4] == "red" and type(wire[4]) is str
+    data = Codec().encode(msg)
+    assert msgpack.unpackb(data)[2:] == [2**40, "safe", "red"]
+    back = Codec().decode(Modes, data)
+    assert back.level is Level.HIGH and back.mode is Mode.SAFE and back.color is Color.RED
+    with pytest.raises(ValidationError, match="Modes.level"):
+        Modes("s", level=2**40, mode=Mode.SAFE, color=Color.RED)  # the value, not a member
+    with pytest.raises(ValidationError, match="Modes.mode"):
+        Modes("s", level=Level.LOW, mode="fast", color=Color.RED)
+
+
 # ------------------------------------------------------------------ None costs nothing
 
 
@@ -540,6 +569,12 @@ def test_unknown_message_key_type_is_rejected() -> None:
         ("color", "blue"),
         ("color", 1),
         ("level", 3),
+        ("level", True),
+        ("level", "1"),
+        ("level", 1.0),
+        ("level", [1]),  # unhashable: the inline lookup must not be tried
+        ("color", ["red"]),
+        ("color", None),
         ("perm", 8),
         ("shape", "CIRCLE"),
         ("shape", 1),

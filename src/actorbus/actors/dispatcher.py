@@ -741,10 +741,13 @@ class AsyncioDispatcher(Dispatcher):
         mailbox left with work is scheduled again with ``call_soon``)."""
         deferred, self._deferred = self._deferred, None
         if deferred:
-            self._counters[0].after_read += len(deferred)
+            c = self._counters[0]
+            c.after_read += len(deferred)
+            c.scheduled += len(deferred)
+            drain = self._drain  # _run_mailbox's work, without its call
             for i, mailbox in enumerate(deferred):
                 try:
-                    self._run_mailbox(mailbox)
+                    drain(mailbox)
                 except BaseException:
                     for rest in deferred[i + 1 :]:  # not lost: the loop runs them
                         self._call_soon(self._run_mailbox, rest)

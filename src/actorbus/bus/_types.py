@@ -586,16 +586,25 @@ class _EnumType(FieldType):
     """An Enum travels by value when every member's value is a str or a 64-bit int,
     else by member name."""
 
-    __slots__ = ("_by_value", "_cls", "_flag")
+    __slots__ = ("_by_value", "_cls", "_flag", "packs_as_value", "value_type")
 
     def __init__(self, cls: type[enum.Enum]) -> None:
         super().__init__(cls, cls.__name__)
         self._cls = cls
         self._flag = issubclass(cls, enum.Flag)
+        members = cls.__members__.values()
         self._by_value = all(
             type(m.value) is str or (type(m.value) is int and _INT64_MIN <= m.value <= _UINT64_MAX)
-            for m in cls.__members__.values()
+            for m in members
         )
+        #: a member packs as its own value (an IntEnum, IntFlag or str-mixin enum
+        #: sent by value: msgpack packs int and str subclasses as such), so the
+        #: generated encoders pass it through without a call
+        self.packs_as_value = self._by_value and (issubclass(cls, int) or issubclass(cls, str))
+        kinds = {type(m.value) for m in members}
+        #: the one type (int or str) of every member's value when sent by value, for
+        #: the generated decoders' inline lookup; None otherwise
+        self.value_type: type | None = kinds.pop() if self._by_value and len(kinds) == 1 else None
 
     def check(self, value: object) -> object:
         if isinstance(value, self._cls):

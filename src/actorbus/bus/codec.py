@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from ..errors import CodecError, MessageTooLargeError, UsageError
-from ._types import TIMESTAMP_MAX, SubStructExt, _Mismatch, pack, pack_default
+from ._types import TIMESTAMP_MAX, SubStructExt, _EnumType, _Mismatch, pack, pack_default
 from .message import Field, FieldSpec, Message
 
 __all__ = [
@@ -111,23 +111,32 @@ def _generate(
         env[f"_t{f.position}"] = f.type.python_type
         env[f"_e{f.position}"] = f.type.to_wire
         env[f"_d{f.position}"] = f.type.from_wire
+        if type(f.type) is _EnumType and f.type.value_type is not None:
+            env[f"_k{f.position}"] = f.type.value_type
+            env[f"_g{f.position}"] = f.type._cls._value2member_map_.get
     is_message = cls._ab_message
     source = _encoder_source(fields) + _decoder_source(fields, is_message)
     exec(builtins.compile(source, f"<actorbus codec {cls.__qualname__}>", "exec"), env)
     return env.get("to_wire"), env["from_wire"]
 
 
+def _as_is(f: FieldSpec) -> bool:
+    """The field's value is its own wire form: a native, or an enum member that
+    msgpack packs as its value (``_EnumType.packs_as_value``)."""
+    return f.type.native or (type(f.type) is _EnumType and f.type.packs_as_value)
+
+
 def _encoder_source(fields: tuple[FieldSpec, ...]) -> str:
     """Source of ``to_wire``, or "" when a message is its own wire form."""
     optional = any(f.type.optional for f in fields)
-    if not optional and all(f.type.native for f in fields):
+    if not optional and all(_as_is(f) for f in fields):
         return ""
     names = [f"v{f.position}" for f in fields]
     lines = ["def to_wire(m):", f"    {', '.join(names)}{',' if len(names) == 1 else ''} = m"]
 
     def value(f: FieldSpec) -> str:
         v = f"v{f.position}"
-        return v if f.type.native else f"_e{f.position}({v})"
+        return v if _as_is(f) else f"_e{f.position}({v})"
 
     if not optional:
         lines.append(f"    return ({', '.join(value(f) for f in fields)},)")
@@ -165,6 +174,12 @@ def _decoder_source(fields: tuple[FieldSpec, ...], is_message: bool) -> str:
             ]
         if f.type.native:
             return [f"{indent}if _type({v}) is not _t{p}: {v} = _d{p}({v})"]
+        if type(f.type) is _EnumType and f.type.value_type is not None:
+            # a known value is one C lookup; anything else takes from_wire (errors, flags)
+            return [
+                f"{indent}_x = _g{p}({v}) if _type({v}) is _k{p} else None",
+                f"{indent}{v} = _d{p}({v}) if _x is None else _x",
+            ]
         if f.type.nests:  # remember the field for the error of a nested struct
             return [f"{indent}_f = {f.name!r}", f"{indent}{v} = _d{p}({v})"]
         return [f"{indent}{v} = _d{p}({v})"]

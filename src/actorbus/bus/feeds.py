@@ -614,7 +614,11 @@ class RequestHandle(Generic[Q]):
                 self._done = True
                 remaining = 0
         feed = self.feed
-        feed._post(feed._deliver_reply, (self, reply, remaining))
+        post = feed._post
+        if post is _direct:  # a link's proxy: straight on, one call less per reply
+            feed._deliver_reply((self, reply, remaining))
+        else:
+            post(feed._deliver_reply, (self, reply, remaining))
         if remaining == 0:
             self._finish()
         return True
@@ -903,7 +907,11 @@ class ReplyFeed(Feed, Generic[Q]):
 
     def _send_request(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding[incoming.id] = incoming
-        self._post(self._deliver_request, incoming)
+        post = self._post
+        if post is _direct:  # a link's proxy: straight on, one call less per request
+            self._deliver_request(incoming)
+        else:
+            post(self._deliver_request, incoming)
 
     def _deliver_request(self, incoming: IncomingRequest[Q]) -> None:
         if incoming._final or incoming.cancelled:

@@ -54,6 +54,7 @@ from ._types import (
     TIMESTAMP_MAX,
     FieldType,
     UnsupportedType,
+    _EnumType,
     _Mismatch,
     compile_type,
 )
@@ -441,7 +442,11 @@ def _make_new(cls: Any) -> Callable[..., Any]:
             )
             continue
         params.append(f"{arg}=_d_{arg}")
-        if spec.type.native:
+        if type(spec.type) is _EnumType:
+            # a member of the enum itself passes check() unchanged: test inline
+            env[f"_t_{arg}"] = spec.type.python_type
+            body.append(f"    if _type({arg}) is not _t_{arg}: {arg} = _c_{arg}(_cls, {arg})")
+        elif spec.type.native:
             env[f"_t_{arg}"] = spec.type.python_type
             test = f"_type({arg}) is not _t_{arg}"
             if spec.type.optional:

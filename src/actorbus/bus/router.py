@@ -670,8 +670,13 @@ class RemoteParty:
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
 
-    def reply(self, request_id: int, reply: Reply) -> None:
+    def reply(self, request_id: int, reply: Reply, repliers: int | None = None) -> None:
+        """A reply from the peer to our request; ``repliers`` (not None) is the
+        request's acknowledgement, which came with it: handled first, exactly as
+        ``request_ack(request_id, repliers)``."""
         incoming = self._out.get(request_id)
+        if incoming is not None and repliers is not None:
+            incoming.handle._remote_ack(incoming, repliers)
         if incoming is None:
             self._unexpected(
                 MessageKey.of(reply),

@@ -203,7 +203,6 @@ _TO_WIRE_ROLE: Final = {
 _FROM_WIRE_ROLE: Final = {wire: bus for bus, wire in _TO_WIRE_ROLE.items()}
 _FAMILY: Final[dict[Role, type[Message]]] = {Role.PUBLISHER: Notification, Role.REPLIER: Request}
 
-_to_wire = codec.to_wire
 _from_wire = codec.from_wire
 
 
@@ -843,7 +842,8 @@ class _Session(asyncio.BufferedProtocol):
 
     def send_request(self, request_id: int, message: Message) -> None:
         item = (_REQUEST, request_id, message)
-        if not self._write_now(item):
+        # (on the loop's own thread there is no direct write: skip its call)
+        if get_ident() == self._loop_ident or not self._write_now(item):
             self._push(item, True)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
@@ -851,7 +851,7 @@ class _Session(asyncio.BufferedProtocol):
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
         item = (_REPLY, request_id, reply)
-        if not self._write_now(item):
+        if get_ident() == self._loop_ident or not self._write_now(item):
             self._push(item, True)
 
     def _write_now(self, item: tuple[Any, ...]) -> bool:
@@ -859,7 +859,7 @@ class _Session(asyncio.BufferedProtocol):
         pending before it — and write it to the socket on this thread, when the
         link is idle; False (the caller queues it) when it is not, or the loop
         holds the session."""
-        if self.wfd < 0 or get_ident() == self._loop_ident:
+        if self.wfd < 0 or get_ident() == self._loop_ident:  # (callers check the thread too)
             return False
         wlock = self.wlock
         if not wlock.acquire(blocking=False):
@@ -1023,8 +1023,8 @@ class _Session(asyncio.BufferedProtocol):
         else:
             # cleared first: a send racing with the check below schedules a flush
             self.scheduled = False
-            if self.pending or proto.has_output:
-                self._flush()
+            if self.pending or proto._out:
+                self._flush_locked()
         return False
 
     def _flush_received(self) -> None:
@@ -1032,8 +1032,8 @@ class _Session(asyncio.BufferedProtocol):
         ran: write it all."""
         self.scheduled = False  # cleared first: a racing send schedules its own flush
         proto = self.proto
-        if self.pending or (proto is not None and proto.has_output):
-            self._flush()
+        if self.pending or (proto is not None and proto._out):
+            self._flush_locked()
 
     # ----------------------------------------------------- input back-pressure
 
@@ -1165,6 +1165,10 @@ class _Session(asyncio.BufferedProtocol):
     @_locked
     def _flush(self) -> None:
         """(loop) Turn pending items into frames and write them in one go."""
+        self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """(loop, holding wlock) :meth:`_flush`."""
         self.scheduled = False
         if self.ack_timer is not None:
             self.ack_timer.cancel()
@@ -1286,18 +1290,25 @@ class _Session(asyncio.BufferedProtocol):
 
     def _command(self, proto: LinkProtocol, item: tuple[Any, ...]) -> None:
         op = item[0]
+        # codec.to_wire(m), inline: the class's encoder, or the message itself
         if op == _REPLY_ACKED:
             reply = item[2]
-            key = (reply.__class__.__type_name__, reply.subject)
-            proto.reply(item[1], key, reply.status, _to_wire(reply), item[3])
+            cls = reply.__class__
+            enc = cls._ab_enc
+            body = reply if enc is None else enc(reply)
+            proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body, item[3])
         elif op == _REPLY:
             reply = item[2]
-            key = (reply.__class__.__type_name__, reply.subject)
-            proto.reply(item[1], key, reply.status, _to_wire(reply))
+            cls = reply.__class__
+            enc = cls._ab_enc
+            body = reply if enc is None else enc(reply)
+            proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body)
         elif op == _REQUEST:
             message = item[2]
-            key = (message.__class__.__type_name__, message.subject)
-            proto.request(key, item[1], _to_wire(message))
+            cls = message.__class__
+            enc = cls._ab_enc
+            body = message if enc is None else enc(message)
+            proto.request((cls.__type_name__, message.subject), item[1], body)
         elif op == _REQUEST_ACK:
             proto.request_ack(item[1], item[2])
         elif op == _CANCEL:
@@ -1487,25 +1498,25 @@ class _Session(asyncio.BufferedProtocol):
             key = self._key_of(event.key, Request)
             if key is not None and party is not None:
                 try:
-                    message = _from_wire(key.message_class, event.body)
+                    # codec.from_wire(cls, body), inline: the class's decoder
+                    message = key.message_class._ab_dec(event.body)
                 except CodecError as exc:
                     self._corrupt_body(key, exc)
                     return False
                 party.request(event.request_id, message)
         elif type(event) is ReplyReceived:
             if party is not None:
-                if event.repliers is not None:  # the acknowledgement came with it
-                    party.request_ack(event.request_id, event.repliers)
                 key = self._key_of(event.key, Reply)
                 if key is None:
                     reply: Reply = self._stand_in_reply(event)
                 else:
                     try:
-                        reply = _from_wire(key.message_class, event.body)  # type: ignore[assignment]
+                        reply = key.message_class._ab_dec(event.body)
                     except CodecError as exc:
                         self._corrupt_body(key, exc)
                         return False
-                party.reply(event.request_id, reply)
+                # with the acknowledgement when it came in the same frame
+                party.reply(event.request_id, reply, event.repliers)
         elif type(event) is RequestAcknowledged:
             if party is not None:
                 party.request_ack(event.request_id, event.repliers)
