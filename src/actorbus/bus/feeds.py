@@ -635,7 +635,12 @@ class RequestHandle(Generic[Q]):
         """A remote peer said ``taken`` of its repliers took the request."""
         synthetic = False
         with self._lock:
-            if self._done or incoming._remote_expected is not None or not incoming.is_active:
+            if (
+                self._done
+                or incoming._remote_expected is not None
+                or incoming._final  # not incoming.is_active, without the property
+                or incoming.cancelled
+            ):
                 return
             if taken <= 0 and incoming._remote_finals == 0:
                 incoming._remote_expected = 1  # ended by the synthetic ERROR below

@@ -873,7 +873,7 @@ class _Session(asyncio.BufferedProtocol):
                 or self.tail
                 or proto is None
                 or transport is None
-                or proto.state not in _SENDING
+                or not proto._sending  # (state in _SENDING, without the property)
                 or len(self.pending) > _DIRECT_MAX_PENDING
                 or transport.is_closing()
                 or transport.get_write_buffer_size()
@@ -1007,9 +1007,12 @@ class _Session(asyncio.BufferedProtocol):
         proto.receive_data(self.view[:nbytes], self.loop.time())
         if not self._take_events():
             return False
-        if self.party is not None and self.link.settings.input_backlog:
+        if self.touched and self.party is not None and self.link.settings.input_backlog:
             self._check_backlog()
-        self._arm_if_earlier()
+        # _arm_if_earlier(), inline (the session is up: _take_events said so)
+        deadline = proto.next_deadline()
+        if deadline is not None and (self.timer_at is None or deadline < self.timer_at):
+            self._arm()
         if self.shared is not None:
             return True
         if self._only_acks_pending():
@@ -1177,7 +1180,7 @@ class _Session(asyncio.BufferedProtocol):
             self._drop_pending()  # sends that raced with the end
             return
         proto = self.proto
-        if proto is None or proto.state not in _SENDING:
+        if proto is None or not proto._sending:  # (state not in _SENDING)
             return  # nothing is attached before logon
         if self.paused:
             # The socket cannot keep up: everything waits here, and the queue
@@ -1192,7 +1195,9 @@ class _Session(asyncio.BufferedProtocol):
                 )
             return  # resume_writing() flushes
         self._drain(proto, _MAX_BATCH)
-        data = self._take_tail(proto.data_to_send())
+        data = proto.data_to_send()
+        if self.tail:
+            data = self._take_tail(data)
         if data:
             assert self.transport is not None
             self.transport.write(data)
@@ -1383,10 +1388,11 @@ class _Session(asyncio.BufferedProtocol):
         # after the other on one key as a run, (wire key, bodies); on a key seen
         # before they are decoded with the cached decoder and go to the party in
         # one call (arrival order is kept: the run comes before anything later).
+        events = proto._events  # (next_batch() is None exactly when it is empty)
         try:
-            while True:
+            while events:
                 event = next_batch()
-                if event is None:
+                if event is None:  # pragma: no cover - events was not empty
                     return True
                 if event.__class__ is not tuple:
                     if not self._event(event):  # type: ignore[arg-type]
@@ -1414,6 +1420,7 @@ class _Session(asyncio.BufferedProtocol):
                     return self._corrupt_run(key, decode, bodies)
                 party.notify_run(messages, key)  # type: ignore[union-attr]
                 touched_add(key)
+            return True
         except ProtocolError as exc:
             self._log.warning("link {} ({}): {}", self.name, self.address, exc)
             self._end(f"protocol error: {exc}", _TELL)
