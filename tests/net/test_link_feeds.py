@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from nodes.messages import Answer, Ask, Blob, Counter, Fetch
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
 from actorbus.bus.bus import Bus
-from actorbus.bus.feeds import ReplyFeed
+from actorbus.bus.feeds import IncomingRequest, ReplyFeed
 from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
@@ -137,6 +138,35 @@ def test_a_reply_made_at_once_carries_the_acknowledgement() -> None:
         assert [(r[1], r[2].value) for r in replies] == [(0, i) for i in range(n)]
         assert after.messages_in - before.messages_in <= n * 3 // 2  # 2n when apart
         wait_for(lambda: b.router.outstanding_requests == 0, "B forgets the requests")
+
+
+def test_an_acknowledgement_waits_its_full_delay_for_its_reply() -> None:
+    """Replies that take a fraction of the acknowledgement delay (0.3 ms of work
+    against 1 ms) still carry their acknowledgements: the one timer armed for
+    many requests does not cut short the wait of whichever acknowledgement is
+    pending when it fires (it did for about a third of them)."""
+    n = 60
+
+    def slow_answer(inc: IncomingRequest[Ask]) -> Answer:
+        time.sleep(0.0003)  # the replier's work, not synchronisation
+        return Answer("/q", value=inc.request.q)
+
+    with buses("A", "B") as (a, b):
+        linked(a, b)
+        rep, req = Recorder("rep"), Recorder("req")
+        started(a, rep)
+        started(b, req)
+        rep.auto_reply = slow_answer
+        rep.replier(Ask, "/q")
+        f = req.requestor(Ask, "/q")
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        (link,) = b.links
+        before = link.counters.messages_in
+        for i in range(n):
+            f.request(Ask("/q", q=i), timeout=10.0)
+            req.log.wait_count("reply", i + 1)
+        assert [r[2].value for r in req.log.of("reply")] == list(range(n))
+        assert link.counters.messages_in - before <= n + n // 10
 
 
 def test_a_reply_too_large_for_the_link_ends_the_request_with_an_error() -> None:

@@ -709,8 +709,11 @@ class _Session(asyncio.BufferedProtocol):
         self.notified: dict[WireKey, tuple[Callable[[Any], Any], MessageKey]] = {}
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: float | None = None
-        #: acknowledgements wait on this timer for a reply to share their write
+        #: acknowledgements wait on this timer for a reply to share their frame
         self.ack_timer: asyncio.TimerHandle | None = None
+        #: (loop time) when the oldest acknowledgement pending was queued; None
+        #: once a drain emptied ``pending`` (under wlock, on any thread)
+        self.acks_since: float | None = None
         self._unexpected_party: RemoteParty | None = None
         size = max(link.settings.input_buffer_size, _MIN_READ_BUFFER)
         self.view = memoryview(bytearray(size))
@@ -1004,7 +1007,8 @@ class _Session(asyncio.BufferedProtocol):
         if proto is None or self.ended:
             return False
         self.scheduled = True  # sends made while this batch is handled wait for its end
-        proto.receive_data(self.view[:nbytes], self.loop.time())
+        now = self.loop.time()
+        proto.receive_data(self.view[:nbytes], now)
         if not self._take_events():
             return False
         if self.touched and self.party is not None and self.link.settings.input_backlog:
@@ -1017,12 +1021,14 @@ class _Session(asyncio.BufferedProtocol):
             return True
         if self._only_acks_pending():
             # Our repliers took the peer's requests and usually answer at once:
-            # the acknowledgements wait (at most _ACK_DELAY) to share the first
-            # reply's write, which saves the peer a wake-up per request.  A push
-            # of anything else flushes them at once.
+            # the acknowledgements wait (at most _ACK_DELAY) to go in the first
+            # reply's frame, which saves the peer a frame and a wake-up per
+            # request.  A push of anything else flushes them at once.
             self.scheduled = False
+            if self.acks_since is None:
+                self.acks_since = now
             if self.ack_timer is None:
-                self.ack_timer = self.loop.call_later(_ACK_DELAY, self._flush)
+                self.ack_timer = self.loop.call_later(_ACK_DELAY, self._acks_due)
         else:
             # cleared first: a send racing with the check below schedules a flush
             self.scheduled = False
@@ -1037,6 +1043,24 @@ class _Session(asyncio.BufferedProtocol):
         proto = self.proto
         if self.pending or (proto is not None and proto._out):
             self._flush_locked()
+
+    @_locked
+    def _acks_due(self) -> None:
+        """(loop) The acknowledgement timer: acknowledgements that waited
+        ``_ACK_DELAY`` for a reply go alone; younger ones wait on.  (The timer is
+        armed once for many requests, since the threads that write the replies
+        cannot cancel it; without this check it would cut the wait of whichever
+        acknowledgement happened to be pending when it fired.)"""
+        self.ack_timer = None
+        if not self.pending or self.ended:
+            return  # the replies took them
+        since = self.acks_since
+        if since is not None and self._only_acks_pending():
+            wait = since + _ACK_DELAY - self.loop.time()
+            if wait > 0:
+                self.ack_timer = self.loop.call_later(wait, self._acks_due)
+                return
+        self._flush_locked()
 
     # ----------------------------------------------------- input back-pressure
 
@@ -1280,6 +1304,8 @@ class _Session(asyncio.BufferedProtocol):
                 self._unsendable(item, exc)
         if bodies:
             self._notify_run(proto, key, bodies)
+        if not pending:
+            self.acks_since = None  # whatever acknowledgement waited has gone
 
     def _notify_run(self, proto: LinkProtocol, key: WireKey, bodies: list[Any]) -> None:
         """Encode notifications on one key; one that cannot be sent is lost, not the
