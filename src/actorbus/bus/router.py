@@ -325,21 +325,22 @@ class Router:
     # ------------------------------------------------------------ request/reply
     def _choose(self, feed: RequestFeed[Any], message: Message) -> list[ReplyFeed[Any]]:
         match = MATCH[feed._cat]
-        return [
-            r
-            for r in feed._entry.repliers
-            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message))
-        ]
+        # a loop, not a comprehension: no function call (Python 3.11) for the
+        # one or two repliers a key usually has
+        chosen = []
+        for r in feed._entry.repliers:
+            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message)):
+                chosen.append(r)
+        return chosen
 
     def _request(
         self, feed: RequestFeed[Any], message: Message, timeout: float | None
     ) -> RequestHandle[Any]:
         match = MATCH[feed._cat]  # _choose(), inline
-        chosen = [
-            r
-            for r in feed._entry.repliers
-            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message))
-        ]
+        chosen = []
+        for r in feed._entry.repliers:
+            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message)):
+                chosen.append(r)
         if not chosen:
             raise RequestError(
                 f"request() on feed {feed._key}: no replier is up for this key in scope "
@@ -363,7 +364,9 @@ class Router:
         replier can answer (repliers may answer on other threads before this
         returns)."""
         handle: RequestHandle[Any] = RequestHandle(feed, message)
-        incomings = [IncomingRequest(handle, r, message) for r in chosen]
+        incomings = []  # a loop, not a comprehension (see _choose)
+        for r in chosen:
+            incomings.append(IncomingRequest(handle, r, message))
         handle._active = incomings
         handle._remaining = len(incomings)
         self._requests[handle.id] = handle
