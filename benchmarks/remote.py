@@ -40,9 +40,11 @@ between socket and actor.  The second is the configuration for latency.
     budget: the rows show what polling buys at the price of a busy core per node.
 
 ``--gil`` adds rows for the cost of polling to *threaded* actors: (b) with the
-actors on blocking dispatchers and each node's selector on its own I/O thread
-of kind ``spinning``, ``spin+park`` or ``spin+yield`` (docs/links.md: that
-thread takes the GIL on every poll, and the dispatcher threads wait for it).
+actors on a blocking dispatcher and each node's selector polling, either on its
+own I/O thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on
+the loop of an asyncio dispatcher that runs no actors, against the default bus
+in the same rounds (docs/links.md: a polling loop takes the GIL on every poll,
+and the actors' threads wait for it).
 
 Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about a minute
 and a half; a process role runs when ``--role`` is given).
@@ -112,37 +114,47 @@ def _say(*words: object) -> None:
 # ============================================================ process roles: ours
 
 
-#: How the bus of each "ours" role prefix is made: (actors on the link's loop, the
-#: selector's kind).  ``ours``: the default bus; ``loop``: actors on an asyncio
-#: dispatcher whose loop the links share; ``park``: the same with a spin+park
-#: selector; ``gil-KIND``: the default bus with its selector polling as KIND on its
-#: own I/O thread (the ``--gil`` rows).
-_BUSES: dict[str, tuple[bool, DispatcherKind]] = {
-    "ours": (False, DispatcherKind.ASYNCIO),
-    "loop": (True, DispatcherKind.ASYNCIO),
-    "park": (True, DispatcherKind.SPIN_PARK),
-    **{
-        f"gil-{kind.value}": (False, kind)
-        for kind in (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
-    },
-}
 #: spinLimit and parkTime of the polling selectors, and of the raw polling loops.
 SPIN_LIMIT = SelectorConfig("x").spin_limit
 PARK_TIME_NS = SelectorConfig("x").park_time_ns
 
 
-def _config(on_loop: bool, selector: DispatcherKind = DispatcherKind.ASYNCIO) -> BusConfig:
+def _config(
+    on_loop: bool,
+    selector: DispatcherKind = DispatcherKind.ASYNCIO,
+    threaded_actors: bool = False,
+) -> BusConfig:
     """The default bus, or (``on_loop``) one whose actors run on an asyncio dispatcher
     whose event loop the links share: no thread hand-off between socket and actor.
-    ``selector``: how the links' loop waits for I/O (the default blocks in epoll)."""
+    ``selector``: how the links' loop waits for I/O (the default blocks in epoll).
+    ``threaded_actors`` (with ``on_loop``): the links stay on the asyncio dispatcher's
+    loop, the actors run on a blocking dispatcher (the default one)."""
     if not on_loop:
         if selector is DispatcherKind.ASYNCIO:
             return BusConfig()
         return BusConfig(selectors=(SelectorConfig("net", kind=selector, is_default=True),))
+    io = DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=not threaded_actors)
+    main = (DispatcherConfig("main", is_default=True),) if threaded_actors else ()
     return BusConfig(
-        dispatchers=(DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=True),),
+        dispatchers=(io, *main),
         selectors=(SelectorConfig("net", kind=selector, dispatcher="io", is_default=True),),
     )
+
+
+_POLLING = (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
+#: The bus of each "ours" role prefix.  ``ours``: the default bus; ``loop``: actors
+#: on an asyncio dispatcher whose loop the links share; ``park``: the same with a
+#: spin+park selector; ``gil-KIND``: the default bus with its selector polling as
+#: KIND on its own I/O thread; ``gil-shared``: the links on a spin+park selector
+#: sharing an asyncio dispatcher's loop, the actors on a blocking dispatcher (the
+#: last two for the ``--gil`` rows).
+_BUSES: dict[str, BusConfig] = {
+    "ours": _config(False),
+    "loop": _config(True),
+    "park": _config(True, DispatcherKind.SPIN_PARK),
+    **{f"gil-{kind.value}": _config(False, kind) for kind in _POLLING},
+    "gil-shared": _config(True, DispatcherKind.SPIN_PARK, threaded_actors=True),
+}
 
 
 class _Sink(Actor):
@@ -163,8 +175,8 @@ class _Sink(Actor):
             self.done.set()
 
 
-def role_ours_sink(n: int, on_loop: bool = False) -> None:
-    with Bus(_config(on_loop), node_id="sink") as bus:
+def role_ours_sink(n: int, config: BusConfig) -> None:
+    with Bus(config, node_id="sink") as bus:
         service = bus.listen(0)
         sink = _Sink(n)
         bus.register(sink)
@@ -202,8 +214,8 @@ class _Replier(Actor):
         request.reply(Pong(SUBJECT, value=request.request.value))
 
 
-def role_ours_replier(on_loop: bool = False, kind: DispatcherKind = DispatcherKind.ASYNCIO) -> None:
-    with Bus(_config(on_loop, kind), node_id="replier") as bus:
+def role_ours_replier(config: BusConfig) -> None:
+    with Bus(config, node_id="replier") as bus:
         service = bus.listen(0)
         replier = _Replier(name="replier")
         bus.register(replier)
@@ -254,10 +266,8 @@ class _Requestor(Actor):
             self.done.set()
 
 
-def role_ours_requestor(
-    n: int, port: int, on_loop: bool = False, kind: DispatcherKind = DispatcherKind.ASYNCIO
-) -> None:
-    with Bus(_config(on_loop, kind), node_id="requestor") as bus:
+def role_ours_requestor(n: int, port: int, config: BusConfig) -> None:
+    with Bus(config, node_id="requestor") as bus:
         bus.connect("127.0.0.1", port).wait_logged_on(10)
         requestor = _Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
@@ -572,7 +582,11 @@ def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
     return float(p50), float(p99), int(lost)
 
 
-_GIL_KINDS = ("spinning", "spin+park", "spin+yield")
+#: the --gil rows: bus (a key of _BUSES) and what the row says about it
+_GIL_ROWS = {
+    **{f"gil-{kind.value}": f"I/O thread {kind.value}" for kind in _POLLING},
+    "gil-shared": "I/O on a spin+park asyncio loop",
+}
 
 
 _LOOP_NOTE = "receiving actors on an asyncio dispatcher whose loop the link shares"
@@ -612,14 +626,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
     # changes what the next process pays to wake one), interleaved with their own
     # baselines: (c) with the raw polling loops, --gil with the default bus.
     park_rtt, rawspin_rtt, gil_base = [], [], []
-    gil_rtt: dict[str, list[tuple[float, float, int]]] = {k: [] for k in _GIL_KINDS}
+    gil_rtt: dict[str, list[tuple[float, float, int]]] = {k: [] for k in _GIL_ROWS}
     for _ in range(rounds):
         park_rtt.append(_round_trip("park", n_rtt))
         rawspin_rtt.append(_round_trip("rawspin", n_rtt))
         if args.gil:
             gil_base.append(_round_trip("ours", n_rtt))
-            for kind, results in gil_rtt.items():
-                results.append(_round_trip(f"gil-{kind}", n_rtt))
+            for bus, results in gil_rtt.items():
+                results.append(_round_trip(bus, n_rtt))
 
     base, single, base_packb = max(raw_rate), max(raw_single), max(raw_packb)
     raw_p = best_of(raw_rtt, key=lambda r: r[0], lowest=True)
@@ -715,18 +729,18 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ]
     if args.gil:
         base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
-        for kind, results in gil_rtt.items():
+        for bus, results in gil_rtt.items():
             gil_p = best_of(results, key=lambda r: r[0], lowest=True)
             rows += [
                 row(
-                    f"request/reply round trip {label} (actors), I/O threads {kind}",
+                    f"request/reply round trip {label} (threaded actors), {_GIL_ROWS[bus]}",
                     value,
                     "us",
-                    baseline_name=f"the same with blocking I/O threads, {label}",
+                    baseline_name=f"the default bus (blocking selector), {label}",
                     baseline_value=base_value,
-                    note=f"threaded actors; each node's selector polls as {kind} on its own "
-                    f"thread, which takes the GIL on every poll; best of {rounds}, interleaved "
-                    f"with the default bus's; lost requests: {sum(r[2] for r in results)}",
+                    note=f"both nodes so; the polling loop takes the GIL on every poll and "
+                    f"the actors' threads wait for it; best of {rounds}, interleaved with "
+                    f"the default bus's; lost requests: {sum(r[2] for r in results)}",
                 )
                 for label, value, base_value in (
                     ("p50", gil_p[0], base_p[0]),
@@ -742,15 +756,15 @@ def _role(argv: list[str]) -> None:
     values = [int(v) for v in rest]
     bus, _, what = role.rpartition("-")
     if bus in _BUSES:
-        on_loop, kind = _BUSES[bus]
+        config = _BUSES[bus]
         if what == "sink":
-            role_ours_sink(*values, on_loop=on_loop)
+            role_ours_sink(*values, config=config)
         elif what == "source":
             role_ours_source(*values)
         elif what == "replier":
-            role_ours_replier(on_loop, kind)
+            role_ours_replier(config)
         elif what == "requestor":
-            role_ours_requestor(*values, on_loop=on_loop, kind=kind)
+            role_ours_requestor(*values, config=config)
         else:
             raise SystemExit(f"unknown role {role!r}")
     elif role == "raw-sink":
