@@ -64,13 +64,16 @@ thread that drops it and takes it straight back nearly always wins it again,
 so another Python thread of the process (a threaded dispatcher's worker, an
 actor on another asyncio loop, the timer thread) waits for it up to the switch
 interval (5 ms) at a time.  Measured (benchmarks/remote.py ``--gil``, 2-core
-VM): threaded actors whose nodes' selectors poll on their own threads had a
-lower request/reply p50 (87-115 us against ~142 us blocking) but a p99 of
-2.2-8 ms against ~0.27 ms, with 1.5-8 % of round trips over 1 ms.  So a
-polling selector pays off only when the actors run on the loop it polls (a
-selector sharing their asyncio dispatcher's loop, the latency configuration);
-it costs a core per polling loop (all of it while spinning); and start logs a
-warning when some dispatcher of the bus runs on another thread.
+VM): actors on a blocking dispatcher whose nodes' selectors poll (on their own
+threads, or on an asyncio loop that runs none of the actors) had a lower
+request/reply p50 (85-122 us against 206-217 us blocking) but a p99 of
+2.4-3.8 ms against ~0.43 ms (6-9x; up to 8-12 ms in other runs).  Actors on the
+polled loop itself gain without that cost: spin+park on both nodes' shared
+loops gave a p50 of 60-65 us against 165-191 us blocking.  So a polling
+selector pays off only when the actors run on the loop it polls (a selector
+sharing their asyncio dispatcher's loop, the latency configuration); it costs
+a core per polling loop (all of it while spinning); and start logs a warning
+when some dispatcher of the bus runs on another thread.
 
 :meth:`NodeNet.close` logs off every link with the reason "node closing",
 closes the services, stops the pollers and the loops and joins their threads.
@@ -514,9 +517,9 @@ class NodeNet:
         logger.warning(
             "selector {} polls ({}) {} (dispatchers {}): a polling loop takes the GIL on "
             "every poll, so those threads and the timer thread wait for it up to the "
-            "switch interval ({:g} ms) at a time (measured: request/reply p99 from ~0.3 ms "
-            "to 2-8 ms); {} or leave the selector's type blocking (docs/links.md, Polling "
-            "selectors)",
+            "switch interval ({:g} ms) at a time (measured: their request/reply p99 went "
+            "from ~0.4 ms to 2.4-3.8 ms); {} or leave the selector's type blocking "
+            "(docs/links.md, Polling selectors)",
             c.name,
             c.kind.value,
             what,
