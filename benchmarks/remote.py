@@ -31,14 +31,30 @@ with the receiving actors on an asyncio dispatcher whose event loop the link
 shares (``SelectorConfig.dispatcher``; docs/links.md): no thread hand-off
 between socket and actor.  The second is the configuration for latency.
 
-Run: ``.venv/bin/python benchmarks/remote.py [--quick]`` (about a minute; a
-process role runs when ``--role`` is given).
+(c) **request/reply with polling loops** — (b) on the shared loop again, with
+    the selector of both nodes ``spin+park`` (docs/links.md, "Polling
+    selectors": the loop polls instead of sleeping in epoll, so no wake-up of a
+    sleeping vCPU per message), next to the raw uvloop round trip whose loops
+    poll the same way (the same self-rescheduling ``call_soon`` callback, with
+    the same spin limit and park time, activity being bytes received).  No
+    budget: the rows show what polling buys at the price of a busy core per node.
+
+``--gil`` adds rows for the cost of polling to *threaded* actors: (b) with the
+actors on a blocking dispatcher and each node's selector polling, either on its
+own I/O thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on
+the loop of an asyncio dispatcher that runs no actors, against the default bus
+in the same rounds (docs/links.md: a polling loop takes the GIL on every poll,
+and the actors' threads wait for it).
+
+Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about a minute
+and a half; a process role runs when ``--role`` is given).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import struct
 import subprocess
@@ -98,15 +114,47 @@ def _say(*words: object) -> None:
 # ============================================================ process roles: ours
 
 
-def _config(on_loop: bool) -> BusConfig:
+#: spinLimit and parkTime of the polling selectors, and of the raw polling loops.
+SPIN_LIMIT = SelectorConfig("x").spin_limit
+PARK_TIME_NS = SelectorConfig("x").park_time_ns
+
+
+def _config(
+    on_loop: bool,
+    selector: DispatcherKind = DispatcherKind.ASYNCIO,
+    threaded_actors: bool = False,
+) -> BusConfig:
     """The default bus, or (``on_loop``) one whose actors run on an asyncio dispatcher
-    whose event loop the links share: no thread hand-off between socket and actor."""
+    whose event loop the links share: no thread hand-off between socket and actor.
+    ``selector``: how the links' loop waits for I/O (the default blocks in epoll).
+    ``threaded_actors`` (with ``on_loop``): the links stay on the asyncio dispatcher's
+    loop, the actors run on a blocking dispatcher (the default one)."""
     if not on_loop:
-        return BusConfig()
+        if selector is DispatcherKind.ASYNCIO:
+            return BusConfig()
+        return BusConfig(selectors=(SelectorConfig("net", kind=selector, is_default=True),))
+    io = DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=not threaded_actors)
+    main = (DispatcherConfig("main", is_default=True),) if threaded_actors else ()
     return BusConfig(
-        dispatchers=(DispatcherConfig("io", kind=DispatcherKind.ASYNCIO, is_default=True),),
-        selectors=(SelectorConfig("net", dispatcher="io", is_default=True),),
+        dispatchers=(io, *main),
+        selectors=(SelectorConfig("net", kind=selector, dispatcher="io", is_default=True),),
     )
+
+
+_POLLING = (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
+#: The bus of each "ours" role prefix.  ``ours``: the default bus; ``loop``: actors
+#: on an asyncio dispatcher whose loop the links share; ``park``: the same with a
+#: spin+park selector; ``gil-KIND``: the default bus with its selector polling as
+#: KIND on its own I/O thread; ``gil-shared``: the links on a spin+park selector
+#: sharing an asyncio dispatcher's loop, the actors on a blocking dispatcher (the
+#: last two for the ``--gil`` rows).
+_BUSES: dict[str, BusConfig] = {
+    "ours": _config(False),
+    "loop": _config(True),
+    "park": _config(True, DispatcherKind.SPIN_PARK),
+    **{f"gil-{kind.value}": _config(False, kind) for kind in _POLLING},
+    "gil-shared": _config(True, DispatcherKind.SPIN_PARK, threaded_actors=True),
+}
 
 
 class _Sink(Actor):
@@ -127,8 +175,8 @@ class _Sink(Actor):
             self.done.set()
 
 
-def role_ours_sink(n: int, on_loop: bool = False) -> None:
-    with Bus(_config(on_loop), node_id="sink") as bus:
+def role_ours_sink(n: int, config: BusConfig) -> None:
+    with Bus(config, node_id="sink") as bus:
         service = bus.listen(0)
         sink = _Sink(n)
         bus.register(sink)
@@ -166,8 +214,8 @@ class _Replier(Actor):
         request.reply(Pong(SUBJECT, value=request.request.value))
 
 
-def role_ours_replier(on_loop: bool = False) -> None:
-    with Bus(_config(on_loop), node_id="replier") as bus:
+def role_ours_replier(config: BusConfig) -> None:
+    with Bus(config, node_id="replier") as bus:
         service = bus.listen(0)
         replier = _Replier(name="replier")
         bus.register(replier)
@@ -218,8 +266,8 @@ class _Requestor(Actor):
             self.done.set()
 
 
-def role_ours_requestor(n: int, port: int, on_loop: bool = False) -> None:
-    with Bus(_config(on_loop), node_id="requestor") as bus:
+def role_ours_requestor(n: int, port: int, config: BusConfig) -> None:
+    with Bus(config, node_id="requestor") as bus:
         bus.connect("127.0.0.1", port).wait_logged_on(10)
         requestor = _Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
@@ -358,12 +406,60 @@ class _EchoProtocol(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
-def role_raw_replier() -> None:
+class _SpinPark:
+    """What a spin+park selector does, for the raw roles: a callback that
+    reschedules itself with ``call_soon`` keeps the loop polling with timeout 0;
+    after ``SPIN_LIMIT`` polls in a row with nothing received it polls every
+    ``PARK_TIME_NS`` (rounded up to whole milliseconds, as the selector does)
+    with ``call_later`` instead.  The protocol sets ``active`` when it reads."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.active = False
+        self.running = True
+        self.idle = 0
+        self.delay = max(1, math.ceil(PARK_TIME_NS / 1_000_000)) / 1000
+        self._call_soon = loop.call_soon
+        self._call_later = loop.call_later
+        loop.call_soon(self.poll)
+
+    def poll(self) -> None:
+        if not self.running:
+            return
+        if self.active:
+            self.active = False
+            self.idle = 0
+        elif self.idle < SPIN_LIMIT:
+            self.idle += 1
+        else:
+            self._call_later(self.delay, self.poll)
+            return
+        self._call_soon(self.poll)
+
+
+class _SpinningEcho(_EchoProtocol):
+    """The echo on a polling loop: marks activity, as a link does when it reads."""
+
+    def __init__(self, poller: _SpinPark) -> None:
+        super().__init__()
+        self.poller = poller
+
+    def data_received(self, data: bytes) -> None:
+        self.poller.active = True
+        super().data_received(data)
+
+
+def role_raw_replier(spin: int = 0) -> None:
     async def run() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(_EchoProtocol, "127.0.0.1", 0)
+        if spin:
+            poller = _SpinPark(loop)
+            server = await loop.create_server(lambda: _SpinningEcho(poller), "127.0.0.1", 0)
+        else:
+            server = await loop.create_server(_EchoProtocol, "127.0.0.1", 0)
         _say("PORT", server.sockets[0].getsockname()[1])
         await loop.run_in_executor(None, sys.stdin.read)
+        if spin:
+            poller.running = False
         server.close()
         await server.wait_closed()
 
@@ -383,10 +479,27 @@ class _AskingProtocol(asyncio.Protocol):
                 self.waiter.set_result(frame)
 
 
-def role_raw_requestor(n: int, port: int) -> None:
+class _SpinningAsker(_AskingProtocol):
+    """The asking side on a polling loop (see :class:`_SpinningEcho`)."""
+
+    def __init__(self, poller: _SpinPark) -> None:
+        super().__init__()
+        self.poller = poller
+
+    def data_received(self, data: bytes) -> None:
+        self.poller.active = True
+        super().data_received(data)
+
+
+def role_raw_requestor(n: int, port: int, spin: int = 0) -> None:
     async def run() -> None:
         loop = asyncio.get_running_loop()
-        transport, proto = await loop.create_connection(_AskingProtocol, "127.0.0.1", port)
+        poller = _SpinPark(loop) if spin else None
+        transport, proto = await loop.create_connection(
+            (lambda: _SpinningAsker(poller)) if poller is not None else _AskingProtocol,
+            "127.0.0.1",
+            port,
+        )
         warmup = max(n // 10, 100)
         times: list[int] = []
         for i in range(n + warmup):
@@ -397,6 +510,8 @@ def role_raw_requestor(n: int, port: int) -> None:
             transport.write(_PREFIX.pack(len(frame)) + frame)
             await proto.waiter
             times.append(time.perf_counter_ns() - start)
+        if poller is not None:
+            poller.running = False
         transport.close()
         got = sorted(times[warmup:])
         _say("RTT", percentile(got, 50) / 1000, percentile(got, 99) / 1000, 0)
@@ -467,6 +582,13 @@ def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
     return float(p50), float(p99), int(lost)
 
 
+#: the --gil rows: bus (a key of _BUSES) and what the row says about it
+_GIL_ROWS = {
+    **{f"gil-{kind.value}": f"I/O thread {kind.value}" for kind in _POLLING},
+    "gil-shared": "I/O on a spin+park asyncio loop",
+}
+
+
 _LOOP_NOTE = "receiving actors on an asyncio dispatcher whose loop the link shares"
 _LOOP_NOTE_ONE_WAY = (
     f"{_LOOP_NOTE} (for latency: one thread reads, decodes and runs the subscriber)"
@@ -478,6 +600,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages and rounds")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--gil",
+        action="store_true",
+        help="add round trips of threaded actors with polling I/O threads (the GIL's cost)",
+    )
     args = parser.parse_args(argv)
     n_notify = 50_000 if args.quick else 200_000
     n_rtt = 2_000 if args.quick else 10_000
@@ -495,6 +622,18 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ours_rtt.append(_round_trip("ours", n_rtt))
         loop_rtt.append(_round_trip("loop", n_rtt))
         raw_rtt.append(_round_trip("raw", n_rtt))
+    # The polling rows after the others (a polling process keeps a CPU busy, which
+    # changes what the next process pays to wake one), interleaved with their own
+    # baselines: (c) with the raw polling loops, --gil with the default bus.
+    park_rtt, rawspin_rtt, gil_base = [], [], []
+    gil_rtt: dict[str, list[tuple[float, float, int]]] = {k: [] for k in _GIL_ROWS}
+    for _ in range(rounds):
+        park_rtt.append(_round_trip("park", n_rtt))
+        rawspin_rtt.append(_round_trip("rawspin", n_rtt))
+        if args.gil:
+            gil_base.append(_round_trip("ours", n_rtt))
+            for bus, results in gil_rtt.items():
+                results.append(_round_trip(bus, n_rtt))
 
     base, single, base_packb = max(raw_rate), max(raw_single), max(raw_packb)
     raw_p = best_of(raw_rtt, key=lambda r: r[0], lowest=True)
@@ -563,6 +702,51 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 note="same runs as p50",
             ),
         ]
+    park_p = best_of(park_rtt, key=lambda r: r[0], lowest=True)
+    rawspin_p = best_of(rawspin_rtt, key=lambda r: r[0], lowest=True)
+    spin_note = (
+        f"selectors spin+park on both nodes (spinLimit {SPIN_LIMIT}, parkTime "
+        f"{PARK_TIME_NS} ns); the raw loops poll the same way; a busy core per node"
+    )
+    rows += [
+        row(
+            "request/reply round trip p50, actors on the link's loop, spin+park",
+            park_p[0],
+            "us",
+            baseline_name="raw uvloop request/reply p50, loops polling (spin+park)",
+            baseline_value=rawspin_p[0],
+            note=f"{n_rtt} sequential round trips, best of {rounds}; lost requests: "
+            f"{sum(r[2] for r in park_rtt)}; {_LOOP_NOTE}; {spin_note}",
+        ),
+        row(
+            "request/reply round trip p99, actors on the link's loop, spin+park",
+            park_p[1],
+            "us",
+            baseline_name="raw uvloop request/reply p99, loops polling (spin+park)",
+            baseline_value=rawspin_p[1],
+            note="same runs as p50",
+        ),
+    ]
+    if args.gil:
+        base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
+        for bus, results in gil_rtt.items():
+            gil_p = best_of(results, key=lambda r: r[0], lowest=True)
+            rows += [
+                row(
+                    f"request/reply round trip {label} (threaded actors), {_GIL_ROWS[bus]}",
+                    value,
+                    "us",
+                    baseline_name=f"the default bus (blocking selector), {label}",
+                    baseline_value=base_value,
+                    note=f"both nodes so; the polling loop takes the GIL on every poll and "
+                    f"the actors' threads wait for it; best of {rounds}, interleaved with "
+                    f"the default bus's; lost requests: {sum(r[2] for r in results)}",
+                )
+                for label, value, base_value in (
+                    ("p50", gil_p[0], base_p[0]),
+                    ("p99", gil_p[1], base_p[1]),
+                )
+            ]
     print_table(rows)
     return rows
 
@@ -570,30 +754,27 @@ def main(argv: list[str] | None = None) -> list[Row]:
 def _role(argv: list[str]) -> None:
     role, *rest = argv
     values = [int(v) for v in rest]
-    if role == "ours-sink":
-        role_ours_sink(*values)
-    elif role == "ours-source":
-        role_ours_source(*values)
-    elif role == "ours-replier":
-        role_ours_replier()
-    elif role == "ours-requestor":
-        role_ours_requestor(*values)
-    elif role == "loop-sink":
-        role_ours_sink(*values, on_loop=True)
-    elif role == "loop-source":
-        role_ours_source(*values)
-    elif role == "loop-replier":
-        role_ours_replier(on_loop=True)
-    elif role == "loop-requestor":
-        role_ours_requestor(*values, on_loop=True)
+    bus, _, what = role.rpartition("-")
+    if bus in _BUSES:
+        config = _BUSES[bus]
+        if what == "sink":
+            role_ours_sink(*values, config=config)
+        elif what == "source":
+            role_ours_source(*values)
+        elif what == "replier":
+            role_ours_replier(config)
+        elif what == "requestor":
+            role_ours_requestor(*values, config=config)
+        else:
+            raise SystemExit(f"unknown role {role!r}")
     elif role == "raw-sink":
         role_raw_sink(*values)
     elif role == "raw-source":
         role_raw_source(*values)
-    elif role == "raw-replier":
-        role_raw_replier()
-    elif role == "raw-requestor":
-        role_raw_requestor(*values)
+    elif role in ("raw-replier", "rawspin-replier"):
+        role_raw_replier(spin=int(bus == "rawspin"))
+    elif role in ("raw-requestor", "rawspin-requestor"):
+        role_raw_requestor(*values, spin=int(bus == "rawspin"))
     else:
         raise SystemExit(f"unknown role {role!r}")
 

@@ -389,6 +389,85 @@ def test_unknown_selector_type(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("line", "detail"),
+    [
+        (
+            "actorbus.net.selector.net.type=spin-park",
+            "expected one of blocking, spinning, spin+park, spin+yield, asyncio (any case)",
+        ),
+        ("actorbus.net.selector.net.spinLimit=-1", "expected an integer >= 0 (spins)"),
+        ("actorbus.net.selector.net.parkTime=1ms", "expected an integer >= 0 (nanoseconds)"),
+    ],
+)
+def test_bad_selector_polling_values(tmp_path: Path, line: str, detail: str) -> None:
+    key = line.split("=", maxsplit=1)[0]
+    assert fails(tmp_path, f"actorbus.net.selectors=net\n{line}\n", 2, key).endswith(detail)
+
+
+def test_selectors_sharing_a_loop_must_poll_it_the_same_way(tmp_path: Path) -> None:
+    path = tmp_path / "node.properties"
+    path.write_text(
+        "actorbus.dispatchers=io\n"
+        "actorbus.dispatcher.io.runQueueType=asyncio\n"
+        "actorbus.net.selectors=a,b\n"
+        "actorbus.net.selector.a.dispatcher=io\n"
+        "actorbus.net.selector.a.type=spinning\n"
+        "actorbus.net.selector.b.dispatcher=io\n"
+        "actorbus.net.selector.b.type=spin+park\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    err = info.value
+    assert (err.line, err.key) == (7, "actorbus.net.selector.b.type")
+    assert "selectors 'a' (line 4) and 'b' share the event loop of dispatcher 'io'" in err.detail
+    assert "a: spinning; b: spin+park (spinLimit=2500000, parkTime=1000 ns)" in err.detail
+    assert "expected the same type, spinLimit and parkTime" in err.detail
+    # the same kind with another limit: the spinLimit line is cited
+    path.write_text(
+        "actorbus.dispatchers=io\n"
+        "actorbus.dispatcher.io.runQueueType=asyncio\n"
+        "actorbus.net.selectors=a,b\n"
+        "actorbus.net.selector.a.dispatcher=io\n"
+        "actorbus.net.selector.a.type=spin+yield\n"
+        "actorbus.net.selector.a.spinLimit=10\n"
+        "actorbus.net.selector.b.dispatcher=io\n"
+        "actorbus.net.selector.b.type=spin+yield\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert (info.value.line, info.value.key) == (6, "actorbus.net.selector.a.spinLimit")
+    # blocking and asyncio are one way of polling: they may share a loop
+    path.write_text(
+        "actorbus.dispatchers=io\n"
+        "actorbus.dispatcher.io.runQueueType=asyncio\n"
+        "actorbus.net.selectors=a,b\n"
+        "actorbus.net.selector.a.dispatcher=io\n"
+        "actorbus.net.selector.a.type=blocking\n"
+        "actorbus.net.selector.b.dispatcher=io\n"
+    )
+    assert [s.polling for s in load_config(path).selectors] == ["blocking", "blocking"]
+
+
+def test_selector_config_in_code_refuses_bad_values() -> None:
+    with pytest.raises(ConfigError) as info:
+        SelectorConfig("net", kind="spin+park")  # type: ignore[arg-type]
+    assert info.value.key == "net.selector.net.type"
+    assert str(info.value).startswith("selector 'net': type='spin+park': expected a DispatcherKind")
+    assert "DispatcherKind.parse('spin+park')" in str(info.value)
+    for kwargs, key in (
+        ({"spin_limit": -1}, "spinLimit"),
+        ({"park_time_ns": 0.5}, "parkTime"),
+        ({"priority": 11}, "priority"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            SelectorConfig("net", **kwargs)
+        assert info.value.key == f"net.selector.net.{key}"
+        assert str(info.value).startswith(f"selector 'net': {key}=")
+    with pytest.raises(ConfigError, match="non-empty name"):
+        SelectorConfig("")
+
+
 # ------------------------------------------------------------------------- services
 
 SERVICE_FULL = """\

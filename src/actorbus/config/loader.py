@@ -706,8 +706,10 @@ class _Loader:
     def check_selector_loops(
         self, dispatchers: tuple[DispatcherConfig, ...], selectors: tuple[SelectorConfig, ...]
     ) -> None:
-        """A selector can share the event loop of an asyncio dispatcher only."""
+        """A selector can share the event loop of an asyncio dispatcher only, and
+        selectors sharing one loop must poll it the same way (a loop polls one way)."""
         kinds = {d.name: d.kind for d in dispatchers}
+        first: dict[str, SelectorConfig] = {}
         for selector in selectors:
             if selector.dispatcher is None:
                 continue
@@ -720,6 +722,35 @@ class _Loader:
                     "has no event loop to share; expected the name of an asyncio dispatcher "
                     f"(set {entry.prefix}dispatcher.{selector.dispatcher}.runQueueType=asyncio)",
                 )
+            other = first.setdefault(selector.dispatcher, selector)
+            if other.polling != selector.polling:
+                raise self._polls_differently(selector, other)
+
+    def _polls_differently(self, selector: SelectorConfig, other: SelectorConfig) -> ConfigError:
+        """``selector`` shares ``other``'s loop but says another polling: cite the
+        setting that differs (on ``selector`` if the file sets it there, else on
+        ``other``, else ``selector``'s ``dispatcher`` line)."""
+        if other.polling.split()[0] != selector.polling.split()[0]:
+            attr = "type"
+        elif other.spin_limit != selector.spin_limit:
+            attr = "spinLimit"
+        else:
+            attr = "parkTime"
+        entry = (
+            self.entries.get(("item", "selector", selector.name, attr))
+            or self.entries.get(("item", "selector", other.name, attr))
+            or self.entries[("item", "selector", selector.name, "dispatcher")]
+        )
+        dispatcher_key = ("item", "selector", other.name, "dispatcher")
+        line = self.entries[dispatcher_key].prop.line
+        return self.error(
+            entry,
+            f"selectors {other.name!r} (line {line}) and {selector.name!r} share the event "
+            f"loop of dispatcher {selector.dispatcher!r} but poll it differently "
+            f"({other.name}: {other.polling}; {selector.name}: {selector.polling}); one "
+            "loop polls one way: expected the same type, spinLimit and parkTime on every "
+            f"selector of dispatcher {selector.dispatcher!r}",
+        )
 
     def spark(self) -> Mapping[str, str]:
         return MappingProxyType(

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from actorbus.errors import ConfigError
+
 __all__ = [
     "DEFAULT_DISPATCHER",
     "ActorConfig",
@@ -69,20 +71,83 @@ class DispatcherConfig:
     classes: tuple[str, ...] = ()
 
 
+#: Selector kinds whose event loop polls instead of blocking in epoll when idle.
+POLLING_KINDS = frozenset(
+    {DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SelectorConfig:
-    """One network I/O thread (``net.selector.NAME.*``)."""
+    """One network I/O thread (``net.selector.NAME.*``).
+
+    ``kind`` says how the selector's event loop waits for I/O: ``ASYNCIO`` (the
+    default) and ``BLOCKING`` block in epoll when idle; ``SPINNING`` keeps the
+    loop polling; ``SPIN_PARK`` polls until ``spin_limit`` polls in a row found
+    nothing received, then polls every ``park_time_ns`` (the loop still wakes at
+    once on I/O); ``SPIN_YIELD`` polls and, past ``spin_limit`` idle polls,
+    yields the CPU on each one (docs/links.md, "Polling selectors").  Invalid
+    values raise :class:`~actorbus.errors.ConfigError` here, when built."""
 
     name: str
     kind: DispatcherKind = DispatcherKind.ASYNCIO
     is_default: bool = False
     priority: int = 5
+    #: idle polls before a spin+park selector parks or a spin+yield one yields.
     spin_limit: int = 2_500_000
+    #: how long a parked spin+park selector lets its loop block in epoll between
+    #: polls (rounded up to whole milliseconds, at least 1 ms: the loop's poll
+    #: timeout counts milliseconds).
     park_time_ns: int = 1_000
     #: run on the event loop of this asyncio dispatcher instead of an I/O thread of
     #: its own: actors pinned to that dispatcher then share the loop with the links,
     #: so nothing they send or receive crosses a thread (docs/links.md).
     dispatcher: str | None = None
+
+    def __post_init__(self) -> None:
+        def bad(key: str, value: object, expected: str) -> ConfigError:
+            return ConfigError(
+                f"selector {self.name!r}: {key}={value!r}: expected {expected}",
+                key=f"net.selector.{self.name}.{key}",
+            )
+
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(
+                f"a selector has the name {self.name!r}; give every selector a non-empty name"
+            )
+        if not isinstance(self.kind, DispatcherKind):
+            hint = ""
+            if isinstance(self.kind, str):
+                hint = f" (DispatcherKind.parse({self.kind!r}) reads the properties spelling)"
+            raise bad(
+                "type",
+                self.kind,
+                "a DispatcherKind: ASYNCIO or BLOCKING (block in epoll when idle, the "
+                f"default), SPINNING, SPIN_PARK or SPIN_YIELD{hint}",
+            )
+        for key, value, expected in (
+            ("spinLimit", self.spin_limit, "an integer >= 0 (idle polls)"),
+            ("parkTime", self.park_time_ns, "an integer >= 0 (nanoseconds)"),
+        ):
+            if type(value) is not int or value < 0:
+                raise bad(key, value, expected)
+        if type(self.priority) is not int or not 1 <= self.priority <= 10:
+            raise bad("priority", self.priority, "an integer 1..10 (recorded, not applied)")
+
+    @property
+    def polling(self) -> str:
+        """How this selector's loop waits, with the settings its kind uses:
+        ``blocking``, ``spinning``, ``spin+park (spinLimit=N, parkTime=N ns)`` or
+        ``spin+yield (spinLimit=N)``.  Selectors sharing one dispatcher's loop must
+        say the same (a loop polls one way)."""
+        kind = self.kind
+        if kind is DispatcherKind.SPIN_PARK:
+            return f"spin+park (spinLimit={self.spin_limit}, parkTime={self.park_time_ns} ns)"
+        if kind is DispatcherKind.SPIN_YIELD:
+            return f"spin+yield (spinLimit={self.spin_limit})"
+        if kind is DispatcherKind.SPINNING:
+            return "spinning"
+        return "blocking"
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ __all__ = [
     "Retracted",
     "Role",
     "Scope",
+    "SelectorStats",
     "SequenceGap",
     "Service",
     "ServiceStats",
@@ -92,5 +93,5 @@ __all__ = [
 
 # The asyncio shells over the protocol (imported last: they need the names above).
 from actorbus.net.link import Link, LinkSettings, LinkStats, LinkStatus
-from actorbus.net.node import NodeNet
+from actorbus.net.node import NodeNet, SelectorStats
 from actorbus.net.service import Service, ServiceStats

@@ -978,6 +978,7 @@ class _Session(asyncio.BufferedProtocol):
         return self.view
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.link.selector.active = True  # activity, for a polling selector (node.py)
         shared = self.shared
         if shared is None:
             with self.wlock:  # see _locked

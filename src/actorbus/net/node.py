@@ -26,22 +26,82 @@ owns
   accepting side of a link that is already logged on always refuses the
   newcomer, so an established link is never replaced by a later dial.
 
+Polling selectors
+-----------------
+An idle event loop blocks in epoll, and on a small VM waking the sleeping vCPU
+costs ~30-60 us per message.  A selector whose ``type`` is a spinning kind keeps
+its loop polling instead: a :class:`_Poller` callback reschedules itself with
+``call_soon``, and a loop with a ready callback polls with timeout 0, so
+arriving bytes are seen on the next iteration without the thread ever going
+to sleep.
+
+* ``spinning`` polls for as long as the selector runs.
+* ``spin+park`` polls until ``spin_limit`` polls in a row found nothing
+  received, then reschedules with ``call_later(park time)``: the loop blocks in
+  epoll for at most that long and still wakes at once on I/O.  The park time is
+  ``park_time_ns`` rounded up to whole milliseconds (at least 1 ms), because an
+  event loop's poll timeout counts milliseconds.  A read marks activity; the
+  poller sees it at its next poll (a parked one: at most the park time later)
+  and spins again.
+* ``spin+yield`` polls and, past ``spin_limit`` idle polls, calls
+  ``os.sched_yield()`` on each poll (which releases the GIL meanwhile).
+
+"Activity" is a link of the selector having received bytes: ``_Session.
+buffer_updated`` sets ``Selector.active`` (one attribute store, also on a
+blocking selector, where nobody reads it) and the poller clears it.  One loop
+has one poller: selectors sharing an asyncio dispatcher's loop must have the
+same ``SelectorConfig.polling`` (kind, and the limit and park time their kind
+uses), else start fails with a :class:`~actorbus.errors.ConfigError` (the
+properties loader refuses it with file, line and key).  They share the poller
+and its counters (:meth:`Selector.stats`: polls that spun, parked, yielded).
+Stopping clears the poller's ``running`` flag from any thread: its next poll
+does not reschedule, and a stopped loop exits ``run_forever`` whatever is
+ready, so the poller never keeps a loop alive; a parked poller's pending timer
+is dropped when the loop closes.
+
+The GIL: a polling loop takes and drops the GIL on every iteration, and a
+thread that drops it and takes it straight back nearly always wins it again,
+so another Python thread of the process (a threaded dispatcher's worker, an
+actor on another asyncio loop, the timer thread) waits for it up to the switch
+interval (5 ms) at a time.  Measured (benchmarks/remote.py ``--gil``, 2-core
+VM): actors on a blocking dispatcher whose nodes' selectors poll (on their own
+threads, or on an asyncio loop that runs none of the actors) had a lower
+request/reply p50 (85-122 us against 206-217 us blocking) but a p99 of
+2.4-3.8 ms against ~0.43 ms (6-9x; up to 8-12 ms in other runs).  Actors on the
+polled loop itself gain without that cost: spin+park on both nodes' shared
+loops gave a p50 of 60-65 us against 165-191 us blocking.  So a polling
+selector pays off only when the actors run on the loop it polls (a selector
+sharing their asyncio dispatcher's loop, the latency configuration); it costs
+a core per polling loop (all of it while spinning); and start logs a warning
+when some dispatcher of the bus runs on another thread.
+
 :meth:`NodeNet.close` logs off every link with the reason "node closing",
-closes the services, stops the loops and joins their threads.
+closes the services, stops the pollers and the loops and joins their threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
+import os
 import secrets
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._log import logger
 from ..actors.dispatcher import AsyncioDispatcher
-from ..config.schema import ConnectionConfig, DispatcherKind, SelectorConfig, ServiceConfig
+from ..config.schema import (
+    POLLING_KINDS,
+    ConnectionConfig,
+    DispatcherKind,
+    SelectorConfig,
+    ServiceConfig,
+)
 from ..errors import ConfigError, Error, UsageError
 from ._receipts import Receipts
 from .link import Link, LinkSettings, _Session
@@ -52,12 +112,15 @@ if TYPE_CHECKING:
     from ..bus.message import Notification
     from ..bus.router import Router
 
-__all__ = ["DEFAULT_SELECTOR", "NodeNet", "Selector"]
+__all__ = ["DEFAULT_SELECTOR", "NodeNet", "Selector", "SelectorStats"]
 
 #: Name of the selector made when the configuration names none.
 DEFAULT_SELECTOR = "default"
 
 T = TypeVar("T")
+
+#: what a spin+yield poller calls past its spin limit (releases the GIL meanwhile)
+_sched_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -69,14 +132,145 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+def _park_delay(park_time_ns: int) -> float:
+    """The delay, in seconds, a parked spin+park poller asks ``call_later`` for:
+    ``park_time_ns`` rounded up to whole milliseconds, at least 1 ms.  An event
+    loop's poll timeout counts milliseconds (uvloop runs a ``call_later`` under
+    0.5 ms as ``call_soon``, which would never park)."""
+    return max(1, math.ceil(park_time_ns / 1_000_000)) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorStats:
+    """How a selector's event loop has been polling (totals since it started).
+
+    The counters are the loop's: selectors sharing one dispatcher's loop share
+    one poller and report the same numbers.  All zero on a blocking selector."""
+
+    name: str
+    kind: DispatcherKind
+    #: the asyncio dispatcher whose loop the selector shares (None: its own thread)
+    dispatcher: str | None
+    #: polls after which the loop polled again at once (``call_soon``: no sleep)
+    spins: int = 0
+    #: (spin+park) polls after which the loop could block in epoll up to the park time
+    parks: int = 0
+    #: (spin+yield) polls that gave the CPU away (``os.sched_yield``) and polled again
+    yields: int = 0
+    #: (spin+park) parked now: ``spin_limit`` polls in a row found nothing received
+    parked: bool = False
+
+
+class _Poller:
+    """(loop thread) Keeps one event loop polling instead of blocking in epoll:
+    a callback that reschedules itself with ``call_soon`` makes the loop poll
+    with timeout 0 on every iteration (module docstring, "Polling selectors").
+
+    ``selectors`` are the selectors on the loop; a link of theirs sets
+    ``Selector.active`` when it reads, which is what "activity" means here."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, config: SelectorConfig) -> None:
+        self.spin_limit = config.spin_limit
+        self.park_delay = _park_delay(config.park_time_ns)
+        self.selectors: tuple[Selector, ...] = ()
+        self.spins = 0
+        self.parks = 0
+        self.yields = 0
+        #: consecutive polls that found nothing received
+        self.idle = 0
+        self.parked = False
+        #: cleared (from any thread) to stop: the next poll does not reschedule
+        self.running = False
+        self._call_soon = loop.call_soon
+        self._call_later = loop.call_later
+        polls: dict[DispatcherKind, Callable[[], None]] = {
+            DispatcherKind.SPINNING: self._spin,
+            DispatcherKind.SPIN_PARK: self._spin_park,
+            DispatcherKind.SPIN_YIELD: self._spin_yield,
+        }
+        self._poll = polls[config.kind]
+
+    def start(self) -> None:
+        """(loop thread) Begin polling."""
+        if not self.running:
+            self.running = True
+            self._call_soon(self._poll)
+
+    def stop(self) -> None:
+        """(any thread) Stop polling: the loop blocks in epoll again when idle.  A
+        parked poller's timer runs once more (at most the park time later) and
+        ends; a closed loop drops it."""
+        self.running = False
+
+    def _active(self) -> bool:
+        """A link on the loop received bytes since the last poll (clears the marks)."""
+        active = False
+        for selector in self.selectors:
+            if selector.active:
+                selector.active = False
+                active = True
+        return active
+
+    def _spin(self) -> None:
+        if self.running:
+            self.spins += 1
+            self._call_soon(self._spin)
+
+    def _spin_park(self) -> None:
+        if not self.running:
+            return
+        if self._active():
+            self.idle = 0
+        elif self.idle < self.spin_limit:
+            self.idle += 1
+        else:
+            self.parks += 1
+            self.parked = True
+            self._call_later(self.park_delay, self._spin_park)
+            return
+        self.parked = False
+        self.spins += 1
+        self._call_soon(self._spin_park)
+
+    def _spin_yield(self) -> None:
+        if not self.running:
+            return
+        if self._active():
+            self.idle = 0
+        elif self.idle < self.spin_limit:
+            self.idle += 1
+        else:
+            self.yields += 1
+            _sched_yield()  # releases the GIL while it yields
+            self._call_soon(self._spin_yield)
+            return
+        self.spins += 1
+        self._call_soon(self._spin_yield)
+
+
 class Selector:
     """One network I/O thread running an asyncio event loop, or the loop of an
-    asyncio dispatcher that the selector shares (``SelectorConfig.dispatcher``)."""
+    asyncio dispatcher that the selector shares (``SelectorConfig.dispatcher``).
 
-    def __init__(self, name: str, dispatcher: AsyncioDispatcher | None = None) -> None:
+    ``config.kind`` says how the loop waits for I/O (module docstring, "Polling
+    selectors"); :meth:`stats` shows it working."""
+
+    def __init__(
+        self,
+        name: str,
+        dispatcher: AsyncioDispatcher | None = None,
+        config: SelectorConfig | None = None,
+    ) -> None:
         self.name = name
         #: the asyncio dispatcher whose loop this selector runs on (None: its own thread)
         self.dispatcher = dispatcher
+        self.config = config if config is not None else SelectorConfig(name)
+        #: set by a link of this selector when it reads (``_Session.buffer_updated``),
+        #: cleared by the poller: the "activity" that keeps a spin+park loop spinning
+        self.active = False
+        #: what keeps the loop polling (None: it blocks in epoll when idle); shared
+        #: by the selectors on one dispatcher's loop
+        self.poller: _Poller | None = None
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ident: int | None = None
@@ -88,14 +282,22 @@ class Selector:
 
     def __repr__(self) -> str:
         on = f" on dispatcher {self.dispatcher.name!r}" if self.dispatcher is not None else ""
-        return f"<Selector {self.name!r}{on}>"
+        return f"<Selector {self.name!r} {self.config.kind.value}{on}>"
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None, "the selector has not started"
         return self._loop
 
-    def start(self) -> None:
+    @property
+    def polls(self) -> bool:
+        """True when the loop polls instead of blocking in epoll (a spinning kind)."""
+        return self.config.kind in POLLING_KINDS
+
+    def start(self, poller: _Poller | None = None) -> None:
+        """Start the loop's thread, or join the dispatcher's loop.  A selector on a
+        loop that already has a poller (another selector of the same dispatcher)
+        passes it as ``poller``."""
         if self.dispatcher is not None:
             loop = self.dispatcher.loop
             if loop is None or not self.dispatcher.is_running:
@@ -106,6 +308,12 @@ class Selector:
                 )
             self._loop = loop
             self._ident = self.dispatcher.loop_thread_ident
+            if poller is None and self.polls:
+                poller = _Poller(loop, self.config)
+            if poller is not None:
+                self.poller = poller
+                poller.selectors += (self,)
+                self.run(poller.start)
             return
         assert self._thread is not None
         self._thread.start()
@@ -116,10 +324,16 @@ class Selector:
         self._loop = loop
         self._ident = threading.get_ident()
         asyncio.set_event_loop(loop)
+        if self.polls:
+            poller = self.poller = _Poller(loop, self.config)
+            poller.selectors = (self,)
+            poller.start()
         loop.call_soon(self._ready.set)
         try:
             loop.run_forever()
         finally:
+            if self.poller is not None:
+                self.poller.stop()
             try:
                 tasks = asyncio.all_tasks(loop)
                 for task in tasks:
@@ -130,6 +344,22 @@ class Selector:
             finally:
                 asyncio.set_event_loop(None)
                 loop.close()
+
+    def stats(self) -> SelectorStats:
+        """The poller's counters (any thread; see :class:`SelectorStats`)."""
+        poller = self.poller
+        dispatcher = self.dispatcher.name if self.dispatcher is not None else None
+        if poller is None:
+            return SelectorStats(self.name, self.config.kind, dispatcher)
+        return SelectorStats(
+            self.name,
+            self.config.kind,
+            dispatcher,
+            spins=poller.spins,
+            parks=poller.parks,
+            yields=poller.yields,
+            parked=poller.parked and poller.running,
+        )
 
     def on_loop_thread(self) -> bool:
         """True when called from this selector's own thread."""
@@ -168,8 +398,11 @@ class Selector:
             future.cancel()
 
     def stop(self, timeout: float) -> None:
-        """Stop the loop and join the thread (the loop is closed by the thread).
-        A selector sharing a dispatcher's loop leaves it to the dispatcher."""
+        """Stop polling, stop the loop and join the thread (the loop is closed by
+        the thread).  A selector sharing a dispatcher's loop stops its poller and
+        leaves the loop to the dispatcher."""
+        if self.poller is not None:
+            self.poller.stop()
         if self._thread is not None and self._thread.is_alive():
             self.call(self.loop.stop)
             self._thread.join(timeout)
@@ -231,17 +464,69 @@ class NodeNet:
         configs = tuple(configs) or (SelectorConfig(name=DEFAULT_SELECTOR, is_default=True),)
         defaults = [c.name for c in configs if c.is_default]
         self._default = defaults[0] if defaults else configs[0].name
+        first_on: dict[str, Selector] = {}  # per shared dispatcher: its first selector
         for c in configs:
-            if c.kind is not DispatcherKind.ASYNCIO:
-                logger.info(
-                    "selector {}: type {} is accepted for eBus compatibility; every selector "
-                    "runs an asyncio event loop",
-                    c.name,
-                    c.kind.value,
+            dispatcher = self._shared_dispatcher(c)
+            first = first_on.get(c.dispatcher) if c.dispatcher is not None else None
+            if first is not None and first.config.polling != c.polling:
+                raise ConfigError(
+                    f"selectors {first.name!r} and {c.name!r} share the event loop of "
+                    f"dispatcher {c.dispatcher!r} but poll it differently ({first.name}: "
+                    f"{first.config.polling}; {c.name}: {c.polling}); one loop polls one "
+                    "way: give every selector of that dispatcher the same kind, spin_limit "
+                    "and park_time_ns",
+                    key=f"net.selector.{c.name}.type",
                 )
-            selector = Selector(c.name, self._shared_dispatcher(c))
+            selector = Selector(c.name, dispatcher, c)
             self._selectors[c.name] = selector
-            selector.start()
+            selector.start(first.poller if first is not None else None)
+            if c.dispatcher is not None and first is None:
+                first_on[c.dispatcher] = selector
+            if selector.polls:
+                self._log_polling(selector)
+
+    def _log_polling(self, selector: Selector) -> None:
+        """Say how a polling selector polls, and warn when Python threads other than
+        its loop's will wait for the GIL it keeps taking (module docstring)."""
+        c = selector.config
+        where = (
+            f"on the loop of dispatcher {c.dispatcher!r}"
+            if c.dispatcher is not None
+            else f"on its own thread actorbus-net-{c.name}"
+        )
+        parks = ""
+        if c.kind is DispatcherKind.SPIN_PARK:
+            parks = f"; parked, it polls every {_park_delay(c.park_time_ns) * 1000:g} ms"
+        logger.info("selector {}: {} {}{}", c.name, c.polling, where, parks)
+        # every dispatcher but the one whose loop the selector polls runs other threads
+        others = sorted(n for n in self.bus.runtime.dispatchers if n != c.dispatcher)
+        if not others:
+            return
+        if c.dispatcher is None:
+            what = "on its own thread, while actors run on other threads"
+            fix = (
+                f"run the actors on the selector's loop (an asyncio dispatcher named in "
+                f"net.selector.{c.name}.dispatcher)"
+            )
+        else:
+            what = (
+                f"on the loop of dispatcher {c.dispatcher!r}, while the actors of other "
+                "dispatchers run on their own threads"
+            )
+            fix = f"pin those actors to dispatcher {c.dispatcher!r}"
+        logger.warning(
+            "selector {} polls ({}) {} (dispatchers {}): a polling loop takes the GIL on "
+            "every poll, so those threads and the timer thread wait for it up to the "
+            "switch interval ({:g} ms) at a time (measured: their request/reply p99 went "
+            "from ~0.4 ms to 2.4-3.8 ms); {} or leave the selector's type blocking "
+            "(docs/links.md, Polling selectors)",
+            c.name,
+            c.kind.value,
+            what,
+            ", ".join(map(repr, others)),
+            sys.getswitchinterval() * 1000,
+            fix,
+        )
 
     def _shared_dispatcher(self, c: SelectorConfig) -> AsyncioDispatcher | None:
         """The asyncio dispatcher whose loop selector ``c`` shares, if it names one."""
@@ -422,10 +707,16 @@ class NodeNet:
             session = self._peers.get(node_id)
         return session.link if session is not None else None
 
+    @property
+    def selectors(self) -> tuple[Selector, ...]:
+        """The node's selectors (network I/O threads or shared loops), once started."""
+        return tuple(self._selectors.values())
+
     def stats(self) -> dict[str, Any]:
-        """Counters of every service and link, for monitoring (any thread)."""
+        """Counters of every selector, service and link, for monitoring (any thread)."""
         return {
             "node": self.node_id,
+            "selectors": {s.name: s.stats() for s in self.selectors},
             "services": {s.name: s.counters for s in self.services},
             "links": {link.name: link.counters for link in self.links},
         }
