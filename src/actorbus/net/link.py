@@ -862,7 +862,7 @@ class _Session(asyncio.BufferedProtocol):
         pending before it — and write it to the socket on this thread, when the
         link is idle; False (the caller queues it) when it is not, or the loop
         holds the session."""
-        if self.wfd < 0 or get_ident() == self._loop_ident:  # (callers check the thread too)
+        if self.wfd < 0:  # (the callers made sure this is not the loop's thread)
             return False
         wlock = self.wlock
         if not wlock.acquire(blocking=False):
