@@ -4,7 +4,10 @@ thread between the socket and the actor.  Real loopback sockets, two buses."""
 
 from __future__ import annotations
 
+import gc
+import socket
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -255,6 +258,31 @@ def test_a_read_runs_the_actors_it_delivers_to_before_the_loop_polls_again() -> 
         assert b.runtime.dispatcher("io").stats().drained_after_read - before_b >= count
         assert b.router.outstanding_requests == 0
         assert a.router.outstanding_requests == 0
+    finally:
+        b.close()
+        a.close()
+
+
+def test_stopping_the_dispatcher_a_selector_shares_closes_its_links_and_service_first() -> None:
+    """The dispatcher owns the loop: stopping it on its own (not through
+    Bus.close) must not leave a socket open on a dead loop, nor the peer waiting
+    for a heartbeat timeout to learn the link is gone."""
+    a, b = shared("A"), Bus(node_id="B")
+    try:
+        service, link = linked(a, b)
+        port = service.port
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert a.runtime.dispatcher("io").stop(5) == []
+            # the peer was told (logoff), well inside the heartbeat delays
+            reason = link.wait_closed(5)
+            gc.collect()  # an unclosed transport would warn when collected
+        assert reason is not None and "'io'" in reason and "was stopped" in reason, reason
+        assert a.links == ()
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            pass  # nothing listens any more
+        leftovers = [w for w in caught if issubclass(w.category, (ResourceWarning, RuntimeWarning))]
+        assert leftovers == [], [str(w.message) for w in leftovers]
     finally:
         b.close()
         a.close()

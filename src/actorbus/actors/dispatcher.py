@@ -624,6 +624,8 @@ class AsyncioDispatcher(Dispatcher):
         #: between defer_runs() and run_deferred(): mailboxes made runnable on the loop
         #: thread, in order (None: not deferring)
         self._deferred: list[Mailbox] | None = None
+        #: awaited on the loop when the dispatcher stops, before the loop stops
+        self._stop_hooks: list[Callable[[], Coroutine[Any, Any, object]]] = []
 
     @property
     def thread_count(self) -> int:
@@ -695,14 +697,49 @@ class AsyncioDispatcher(Dispatcher):
                 asyncio.set_event_loop(None)
                 loop.close()
 
+    def add_stop_hook(self, hook: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """(any thread, before :meth:`stop`) Await ``hook()`` on the loop when the
+        dispatcher stops, before the loop stops: for whatever else runs on the loop
+        (a network selector sharing it) to close its sockets while the loop still
+        runs.  Hooks run in the order added; one that raises is logged and the
+        others still run.  They should finish well within the ``stop()`` timeout."""
+        self._stop_hooks.append(hook)
+
     def _signal_stop(self) -> None:
         self._stopping = True
         loop = self._loop
         if loop is not None:
             try:
-                loop.call_soon_threadsafe(loop.stop)
+                loop.call_soon_threadsafe(self._stop_loop)
             except RuntimeError:  # already closed
                 pass
+
+    def _stop_loop(self) -> None:
+        """(loop) Run the stop hooks, then stop the loop."""
+        loop = self._loop
+        assert loop is not None
+        if not self._stop_hooks:
+            loop.stop()
+            return
+        task = loop.create_task(self._run_stop_hooks(list(self._stop_hooks)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_stop_hooks(self, hooks: list[Callable[[], Coroutine[Any, Any, object]]]) -> None:
+        try:
+            for hook in hooks:
+                try:
+                    await hook()
+                except Exception as exc:
+                    logger.opt(exception=exc).error(
+                        "dispatcher {!r}: stop hook {} failed: {}",
+                        self.name,
+                        callback_label(hook),
+                        exc,
+                    )
+        finally:
+            assert self._loop is not None
+            self._loop.stop()
 
     def _schedule(self, mailbox: Mailbox) -> None:
         if threading.get_ident() == self._loop_ident:

@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import math
 import os
 import secrets
@@ -390,8 +391,14 @@ class Selector:
         return future.result(timeout)
 
     def run_coroutine(self, coro: Any, timeout: float) -> None:
-        """Run a coroutine on the loop and wait for it, at most ``timeout`` seconds."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        """Run a coroutine on the loop and wait for it, at most ``timeout`` seconds.
+        Raises RuntimeError (and closes ``coro``, which never runs) when the loop is
+        closed."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:
+            coro.close()
+            raise
         try:
             future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -480,6 +487,8 @@ class NodeNet:
             selector = Selector(c.name, dispatcher, c)
             self._selectors[c.name] = selector
             selector.start(first.poller if first is not None else None)
+            if dispatcher is not None:
+                dispatcher.add_stop_hook(functools.partial(self._loop_stopping, selector))
             if c.dispatcher is not None and first is None:
                 first_on[c.dispatcher] = selector
             if selector.polls:
@@ -795,6 +804,31 @@ class NodeNet:
 
     # ------------------------------------------------------------------ close
 
+    async def _loop_stopping(self, selector: Selector) -> None:
+        """(loop) The asyncio dispatcher whose loop ``selector`` shares is stopping
+        (a stop hook; :meth:`close` has usually run already and this finds nothing):
+        close the services and links on the loop while it still runs, so the peers
+        are told (a logoff, or at least a closed socket) instead of finding out by
+        heartbeat timeout, and no socket is left open on a dead loop."""
+        assert selector.dispatcher is not None
+        why = f"dispatcher {selector.dispatcher.name!r}, whose event loop it runs on, was stopped"
+        with self._lock:
+            services = [s for s in self._services if s.selector is selector]
+            links = [link for link in self._links if link.selector is selector]
+        for service in services:
+            await service._close_on_loop(why)
+        if links:
+            logger.warning(
+                "node {}: {} link(s) closed because {}; stop the bus (Bus.close) rather "
+                "than the dispatcher to close them in order",
+                self.node_id,
+                len(links),
+                why,
+            )
+            await _close_links(links, why, _STOP_HOOK_WAIT)
+        if selector.poller is not None:
+            selector.poller.stop()
+
     def close(self, timeout: float = 5.0) -> None:
         """Log off every link ("node closing"), close the services, stop the I/O
         threads.  Waits at most about ``timeout`` seconds.  Idempotent."""
@@ -837,6 +871,9 @@ class NodeNet:
 
 #: How long close waits for aborted sockets to report they are gone.
 _ABORT_WAIT = 1.0
+#: How long a stopping dispatcher's hook waits for the links on its loop to log off
+#: before aborting them (the dispatcher's stop() timeout defaults to 5 s).
+_STOP_HOOK_WAIT = 1.0
 
 
 async def _close_links(links: list[Link], reason: str, timeout: float) -> None:

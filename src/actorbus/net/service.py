@@ -221,6 +221,17 @@ class Service:
             self._sock.close()
         logger.info("service {}: closed", self.name)
 
+    async def _close_on_loop(self, why: str) -> None:
+        """(the service selector's loop) Stop listening, from the loop itself."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._sock is None:
+            return
+        await self._stop()
+        logger.info("service {}: closed ({})", self.name, why)
+
     async def _stop(self) -> None:
         task = self._task
         if task is not None:
