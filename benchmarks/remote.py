@@ -39,12 +39,15 @@ between socket and actor.  The second is the configuration for latency.
     the same spin limit and park time, activity being bytes received).  No
     budget: the rows show what polling buys at the price of a busy core per node.
 
-``--gil`` adds rows for the cost of polling to *threaded* actors: (b) with the
-actors on a blocking dispatcher and each node's selector polling, either on its
-own I/O thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on
-the loop of an asyncio dispatcher that runs no actors, against the default bus
-in the same rounds (docs/links.md: a polling loop takes the GIL on every poll,
-and the actors' threads wait for it).
+``--gil`` adds rows for polling with *threaded* actors: (b) with the actors on a
+blocking dispatcher and each node's selector polling, either on its own I/O
+thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on the loop
+of an asyncio dispatcher that runs no actors (docs/links.md: a polling loop takes
+the GIL on every poll, and the actors' threads wait for it); and (b) with the
+selector blocking and the actors on a ``spin+park`` or ``spin+yield``
+dispatcher with the default spin limit (docs/actors.md: a polling worker gives
+the GIL up after every empty poll).  All against the default bus in the same
+rounds.
 
 Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about a minute
 and a half; a process role runs when ``--role`` is given).
@@ -147,13 +150,20 @@ _POLLING = (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SP
 #: spin+park selector; ``gil-KIND``: the default bus with its selector polling as
 #: KIND on its own I/O thread; ``gil-shared``: the links on a spin+park selector
 #: sharing an asyncio dispatcher's loop, the actors on a blocking dispatcher (the
-#: last two for the ``--gil`` rows).
+#: last two for the ``--gil`` rows); ``gil-dKIND``: the default selector, the actors
+#: on a KIND polling dispatcher (also ``--gil``).
 _BUSES: dict[str, BusConfig] = {
     "ours": _config(False),
     "loop": _config(True),
     "park": _config(True, DispatcherKind.SPIN_PARK),
     **{f"gil-{kind.value}": _config(False, kind) for kind in _POLLING},
     "gil-shared": _config(True, DispatcherKind.SPIN_PARK, threaded_actors=True),
+    **{
+        f"gil-d{kind.value}": BusConfig(
+            dispatchers=(DispatcherConfig("main", kind=kind, is_default=True),)
+        )
+        for kind in (DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
+    },
 }
 
 
@@ -583,6 +593,10 @@ def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
 _GIL_ROWS = {
     **{f"gil-{kind.value}": f"I/O thread {kind.value}" for kind in _POLLING},
     "gil-shared": "I/O on a spin+park asyncio loop",
+    **{
+        f"gil-d{kind.value}": f"blocking I/O thread, actors' dispatcher {kind.value}"
+        for kind in (DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
+    },
 }
 
 
@@ -728,22 +742,41 @@ def main(argv: list[str] | None = None) -> list[Row]:
         base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
         for bus, results in gil_rtt.items():
             gil_p = best_of(results, key=lambda r: r[0], lowest=True)
+            polling_worker = bus.startswith("gil-d")
+            why = (
+                "each polling worker gives the GIL up after every empty poll, and keeps "
+                "a core busy while it polls"
+                if polling_worker
+                else "the polling loop takes the GIL on every poll and the actors' "
+                "threads wait for it"
+            )
+            what = f"request/reply round trip {{}} (threaded actors), {_GIL_ROWS[bus]}"
             rows += [
                 row(
-                    f"request/reply round trip {label} (threaded actors), {_GIL_ROWS[bus]}",
+                    what.format(label),
                     value,
                     "us",
-                    baseline_name=f"the default bus (blocking selector), {label}",
+                    baseline_name=f"the default bus (all blocking), {label}",
                     baseline_value=base_value,
-                    note=f"both nodes so; the polling loop takes the GIL on every poll and "
-                    f"the actors' threads wait for it; best of {rounds}, interleaved with "
-                    f"the default bus's; lost requests: {sum(r[2] for r in results)}",
+                    note=f"both nodes so; {why}; best of {rounds}, interleaved with the "
+                    f"default bus's; lost requests: {sum(r[2] for r in results)}",
                 )
                 for label, value, base_value in (
                     ("p50", gil_p[0], base_p[0]),
                     ("p99", gil_p[1], base_p[1]),
                 )
             ]
+            if polling_worker:
+                rows.append(
+                    row(
+                        what.format("p50"),
+                        gil_p[0],
+                        "us",
+                        baseline_name="raw uvloop request/reply p50",
+                        baseline_value=raw_p[0],
+                        note="no budget: the raw loops sleep in epoll, our workers poll",
+                    )
+                )
     print_table(rows)
     return rows
 

@@ -23,16 +23,21 @@ Thread kinds differ only in how an idle worker waits for the run queue:
 
 * ``blocking`` — :class:`queue.SimpleQueue` ``get()``; an idle thread sleeps in
   the kernel and costs nothing.  The right default.
-* ``spinning`` — busy-polls a deque.  Under the GIL a spinning thread competes
-  for the interpreter with every other Python thread: it hands the GIL over
-  only at the switch interval (5 ms by default), so posters and other
-  dispatchers run slower and wake-ups can wait up to that interval.  Useful
-  only on free-threaded builds or when nothing else in the process runs Python.
-* ``spin+park`` — polls up to ``spin_limit`` times, then sleeps ``park_time_ns``
-  between polls until work shows up (the OS rounds short sleeps up to tens of
-  microseconds).
-* ``spin+yield`` — polls up to ``spin_limit`` times, then calls
-  ``os.sched_yield()`` between polls; that releases the GIL, so posters get it.
+* ``spinning`` — polls the run queue forever.
+* ``spin+park`` — polls up to ``spin_limit`` times in a row, then sleeps
+  ``park_time_ns`` between polls until work shows up (the OS rounds short
+  sleeps up to tens of microseconds).
+* ``spin+yield`` — polls up to ``spin_limit`` times in a row, then waits in the
+  kernel, as a blocking worker does, until a post wakes it.
+
+Under the GIL a poll must not keep the interpreter: a thread that wants it from
+a busy thread gets it only at the switch interval (5 ms by default), so a worker
+that polled with the GIL held would make every hand-off from another Python
+thread (a link's I/O thread, a poster) wait that long.  Every empty poll of
+every polling kind therefore ends with ``os.sched_yield()`` (``_release_gil``),
+which drops the GIL and offers the CPU to whoever waits for either.  A polling
+worker is awake when the next mailbox arrives, so it skips the kernel wake-up a
+blocking worker needs; it pays with a busy core (docs/actors.md has figures).
 
 The ``asyncio`` kind runs one event loop thread (uvloop when importable).  A
 mailbox is scheduled with ``loop.call_soon_threadsafe`` when a post from
@@ -71,7 +76,6 @@ import sys
 import threading
 import time
 import types
-from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -486,56 +490,80 @@ class BlockingDispatcher(_ThreadDispatcher):
             drain(mailbox, c)
 
 
+#: An empty poll's release of the GIL.  ``os.sched_yield()`` lets whichever thread
+#: waits for the interpreter (or for this CPU) run; a poll that kept the GIL would
+#: make every other Python thread (a link's I/O thread, posters, the timer thread)
+#: wait up to the switch interval (5 ms) for it.
+_release_gil: Callable[[], object] = (
+    os.sched_yield if hasattr(os, "sched_yield") else functools.partial(time.sleep, 0)
+)
+
+#: ``_past_limit()`` found nothing: poll again
+_EMPTY: Any = object()
+
+
 class _PollingDispatcher(_ThreadDispatcher):
-    """Workers poll a deque; after ``spin_limit`` empty polls they call ``_idle()``."""
+    """Workers poll the run queue and give the GIL up after every empty poll (see
+    ``_release_gil``); after ``spin_limit`` empty polls in a row they do what the
+    kind says (``_past_limit``) until work shows up."""
 
     def __init__(self, config: DispatcherConfig) -> None:
         super().__init__(config)
-        run_queue: deque[Mailbox | None] = deque()
+        run_queue: queue.SimpleQueue[Mailbox | None] = queue.SimpleQueue()
         self._run_queue = run_queue
-        self._schedule = run_queue.append
-        self._waiting = run_queue.__len__
-        #: empty polls before a worker starts calling ``_idle`` on each poll.
+        self._schedule = run_queue.put
+        self._waiting = run_queue.qsize
+        #: empty polls in a row before a worker does what ``_past_limit`` does.
         self._spin_limit = config.spin_limit
-        #: what a worker does on an empty poll past the spin limit.
-        self._idle: Callable[[], object] = functools.partial(time.sleep, 0)
 
     def _signal_stop(self) -> None:
         for _ in self._threads:
-            self._run_queue.append(None)
+            self._run_queue.put(None)
+
+    def _past_limit(self, get: Callable[..., Mailbox | None]) -> Mailbox | None:
+        """What an idle worker does past the spin limit: a mailbox (or None: stop)
+        it waited for, or ``_EMPTY`` to poll again."""
+        _release_gil()
+        return _EMPTY  # type: ignore[no-any-return]
 
     def _worker(self, c: _Counters) -> None:
         run_queue = self._run_queue
-        popleft = run_queue.popleft
+        size = run_queue.qsize
+        get = run_queue.get
         drain = self._drain
-        idle = self._idle
+        release = _release_gil
+        past_limit = self._past_limit
         limit = self._spin_limit
         spins = 0
         while True:
-            if run_queue:
+            if size():
                 try:
-                    mailbox = popleft()
-                except IndexError:  # another worker took it
+                    mailbox = get(False)
+                except queue.Empty:  # another worker took it
                     continue
-                if mailbox is None:
-                    return
-                spins = 0
-                c.scheduled += 1
-                drain(mailbox, c)
             elif spins < limit:
                 spins += 1
+                release()
+                continue
             else:
-                idle()
+                mailbox = past_limit(get)
+                if mailbox is _EMPTY:
+                    continue
+            if mailbox is None:
+                return
+            spins = 0
+            c.scheduled += 1
+            drain(mailbox, c)
 
 
 class SpinningDispatcher(_PollingDispatcher):
-    """Idle workers busy-poll forever (see the module notes on the GIL)."""
+    """Idle workers poll forever, giving the GIL up after each empty poll."""
 
     kind = DispatcherKind.SPINNING
 
     def __init__(self, config: DispatcherConfig) -> None:
         super().__init__(config)
-        self._spin_limit = sys.maxsize  # never idles
+        self._spin_limit = sys.maxsize  # never past it
 
 
 class SpinParkDispatcher(_PollingDispatcher):
@@ -545,19 +573,21 @@ class SpinParkDispatcher(_PollingDispatcher):
 
     def __init__(self, config: DispatcherConfig) -> None:
         super().__init__(config)
-        self._idle = functools.partial(time.sleep, config.park_time_ns / 1e9)
+        self._park_s = config.park_time_ns / 1e9
+
+    def _past_limit(self, get: Callable[..., Mailbox | None]) -> Mailbox | None:
+        time.sleep(self._park_s)
+        return _EMPTY  # type: ignore[no-any-return]
 
 
 class SpinYieldDispatcher(_PollingDispatcher):
-    """Idle workers poll ``spin_limit`` times, then yield the CPU (and GIL) per poll."""
+    """Idle workers poll ``spin_limit`` times, then wait for work as a blocking
+    worker does (a post wakes them); they spin again after each task."""
 
     kind = DispatcherKind.SPIN_YIELD
 
-    def __init__(self, config: DispatcherConfig) -> None:
-        super().__init__(config)
-        self._idle = (
-            os.sched_yield if hasattr(os, "sched_yield") else functools.partial(time.sleep, 0)
-        )
+    def _past_limit(self, get: Callable[..., Mailbox | None]) -> Mailbox | None:
+        return get()
 
 
 # ---------------------------------------------------------------------- asyncio

@@ -56,7 +56,8 @@ class DispatcherConfig:
     name: str
     kind: DispatcherKind = DispatcherKind.BLOCKING
     thread_count: int = 1
-    #: spin iterations before parking/yielding (spin+park, spin+yield).
+    #: empty polls in a row before a spin+park thread parks (sleeps ``park_time_ns``
+    #: per poll) or a spin+yield thread waits for a post (docs/actors.md).
     spin_limit: int = 2_500_000
     #: how long a spin+park thread sleeps once the spin limit is reached.
     park_time_ns: int = 1_000
