@@ -85,17 +85,15 @@ import asyncio
 import concurrent.futures
 import functools
 import math
-import os
 import secrets
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._log import logger
-from ..actors.dispatcher import AsyncioDispatcher
+from ..actors.dispatcher import AsyncioDispatcher, _release_gil
 from ..config.schema import (
     POLLING_KINDS,
     ConnectionConfig,
@@ -119,9 +117,6 @@ __all__ = ["DEFAULT_SELECTOR", "NodeNet", "Selector", "SelectorStats"]
 DEFAULT_SELECTOR = "default"
 
 T = TypeVar("T")
-
-#: what a spin+yield poller calls past its spin limit (releases the GIL meanwhile)
-_sched_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -242,7 +237,7 @@ class _Poller:
             self.idle += 1
         else:
             self.yields += 1
-            _sched_yield()  # releases the GIL while it yields
+            _release_gil()  # sched_yield(): releases the GIL while it yields
             self._call_soon(self._spin_yield)
             return
         self.spins += 1

@@ -206,13 +206,18 @@ class Service:
         with self._lock:
             self._retired = self._retired + counters
 
-    def _close(self, timeout: float) -> None:
+    def _begin_close(self) -> bool:
+        """Mark the service closed; True when this call did and a socket is open."""
         with self._lock:
             if self._closed:
-                return
+                return False
             self._closed = True
-        if self._sock is None:
+        return self._sock is not None
+
+    def _close(self, timeout: float) -> None:
+        if not self._begin_close():
             return
+        assert self._sock is not None
         try:
             self.selector.run_coroutine(self._stop(), timeout)
         except RuntimeError:  # the loop is gone: nothing accepts any more
@@ -223,14 +228,9 @@ class Service:
 
     async def _close_on_loop(self, why: str) -> None:
         """(the service selector's loop) Stop listening, from the loop itself."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._sock is None:
-            return
-        await self._stop()
-        logger.info("service {}: closed ({})", self.name, why)
+        if self._begin_close():
+            await self._stop()
+            logger.info("service {}: closed ({})", self.name, why)
 
     async def _stop(self) -> None:
         task = self._task
