@@ -11,6 +11,7 @@ import pytest
 
 import actorbus.actors
 from actorbus.actors import Mailbox, make_dispatcher
+from actorbus.actors.dispatcher import BlockingDispatcher, hold_wakes, release_wakes
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 from actorbus.errors import RegistrationError, UsageError
 
@@ -214,5 +215,42 @@ def test_post_each_is_post_per_argument_scheduled_once(kind: DispatcherKind) -> 
         mailbox.post(done.set)
         assert done.wait(WAIT)
         assert ran[5:] == list(range(3000))
+    finally:
+        assert d.stop() == []
+
+
+def test_held_wakes_queue_tasks_at_once_and_wake_the_worker_on_release() -> None:
+    """A thread that holds wake-ups (a link's I/O thread handling a read) queues the
+    task and makes the mailbox runnable, but the blocking worker is woken only by
+    release_wakes(); other threads' posts are not held."""
+    d = make_dispatcher(DispatcherConfig(name="held"))
+    d.start()
+    try:
+        held_box = Mailbox(d, name="held")
+        other_box = Mailbox(d, name="other")
+        ran: list[str] = []
+        done, other_done = threading.Event(), threading.Event()
+        assert hold_wakes()
+        try:
+            assert not hold_wakes()  # nested: the outer holder releases
+            held_box.post(ran.append, "held")
+            held_box.post(done.set)
+            assert held_box.state == "runnable"
+            assert held_box.depth == 2
+            assert isinstance(d, BlockingDispatcher)
+            assert d._run_queue.qsize() == 0  # no worker was woken
+            # another thread's post is not held, even while this thread holds
+            poster = threading.Thread(target=other_box.post, args=(other_done.set,))
+            poster.start()
+            poster.join(WAIT)
+            assert other_done.wait(WAIT)
+            assert ran == []
+            release_wakes()  # the nested call released nothing: this one wakes
+        finally:
+            release_wakes()  # a second release is harmless
+        assert done.wait(WAIT)
+        assert ran == ["held"]
+        assert hold_wakes()  # released: a new hold opens
+        release_wakes()
     finally:
         assert d.stop() == []

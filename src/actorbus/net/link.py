@@ -89,6 +89,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from .._log import logger
+from ..actors.dispatcher import hold_wakes, release_wakes
 from ..bus import codec
 from ..bus.message import (
     Message,
@@ -981,8 +982,17 @@ class _Session(asyncio.BufferedProtocol):
         self.link.selector.active = True  # activity, for a polling selector (node.py)
         shared = self.shared
         if shared is None:
-            with self.wlock:  # see _locked
-                self._received(nbytes)
+            # The actors' workers are woken once this read is handled, when this
+            # thread is about to give up the GIL (actors/dispatcher.py, "Held
+            # wake-ups"): a worker woken earlier would find the GIL taken and
+            # sleep again until it is released, a second wake-up per hop.
+            held = hold_wakes()
+            try:
+                with self.wlock:  # see _locked
+                    self._received(nbytes)
+            finally:
+                if held:
+                    release_wakes()
             return
         # On a loop shared with the actors' dispatcher the actors this batch made
         # runnable run right here, once the protocol work is done and the session
