@@ -883,9 +883,31 @@ class _Session(asyncio.BufferedProtocol):
                 or transport.get_write_buffer_size()
             ):
                 return False
-            self.pending.append(item)
-            self._drain(proto)  # what waited before it, then the item
-            if self.pending:  # a stand-in for a reply that could not be encoded
+            pending = self.pending
+            if not pending:
+                first = item  # the usual case, a request: nothing waits before it
+            elif (
+                len(pending) == 1
+                and item[0] == _REPLY
+                and (ack := pending[0]).__class__ is tuple
+                and ack[0] == _REQUEST_ACK
+                and ack[1] == item[1]
+            ):
+                # the usual reply: its own acknowledgement waits, and goes with it
+                pending.popleft()
+                self.acks_since = None
+                first = (_REPLY_ACKED, item[1], item[2], ack[2])
+            else:
+                first = None
+            if first is not None:  # _drain's work for one item, without its loop
+                try:
+                    self._command(proto, first)
+                except (CodecError, UsageError) as exc:
+                    self._unsendable(first, exc)  # queues a stand-in reply, if one
+            else:
+                pending.append(item)
+                self._drain(proto)  # what waited before it, then the item
+            if pending:  # a stand-in for a reply that could not be encoded
                 self._drain(proto)
             data = proto.data_to_send()
             if data:
