@@ -39,6 +39,17 @@ between socket and actor.  The second is the configuration for latency.
     the same spin limit and park time, activity being bytes received).  No
     budget: the rows show what polling buys at the price of a busy core per node.
 
+(d) **request/reply with both processes on one CPU** — (b) for the default bus,
+    the shared loop and the raw baseline again, with every thread of both
+    processes pinned to one CPU (``os.sched_setaffinity``, Linux).  No budget:
+    the rows show what the baseline's time is made of.  On a VM whose idle vCPUs
+    halt at once (this one: cpuidle ``haltpoll`` with ``guest_halt_poll_ns=0``),
+    waking a thread on the other, halted vCPU costs some 25 us, and the raw round
+    trip pays four of those: one CPU wakes no sleeping vCPU, and the raw round
+    trip falls to about a quarter.  What is left of ours is our Python and the
+    thread hand-offs, so these ratios are the ones a machine with cheap wake-ups
+    would show (docs/performance.md, "What the round-trip baseline is made of").
+
 ``--gil`` adds rows for polling with *threaded* actors: (b) with the actors on a
 blocking dispatcher and each node's selector polling, either on its own I/O
 thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on the loop
@@ -49,8 +60,8 @@ dispatcher with the default spin limit (docs/actors.md: a polling worker gives
 the GIL up after every empty poll).  All against the default bus in the same
 rounds.
 
-Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about a minute
-and a half; a process role runs when ``--role`` is given).
+Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about two
+minutes; a process role runs when ``--role`` is given).
 """
 
 from __future__ import annotations
@@ -534,13 +545,16 @@ def role_raw_requestor(n: int, port: int, spin: int = 0) -> None:
 class _Proc:
     """A role in a subprocess, read line by line; killed and reaped on exit."""
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, cpu: int | None = None) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if cpu is not None:
+            env[_CPU_ENV] = str(cpu)  # pinned by _role() before anything else runs
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--role", *map(str, args)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            env=env,
         )
 
     def expect(self, word: str) -> list[str]:
@@ -580,11 +594,12 @@ def _one_way(kind: str, n: int, batch: int = BATCH, packb: bool = False) -> floa
     return n / ((t_last - t0) / 1e9)
 
 
-def _round_trip(kind: str, n: int) -> tuple[float, float, int]:
-    """(p50 us, p99 us, requests lost) of ``n`` sequential round trips."""
-    with _Proc(f"{kind}-replier") as replier:
+def _round_trip(kind: str, n: int, cpu: int | None = None) -> tuple[float, float, int]:
+    """(p50 us, p99 us, requests lost) of ``n`` sequential round trips; with
+    ``cpu``, every thread of both processes on that CPU."""
+    with _Proc(f"{kind}-replier", cpu=cpu) as replier:
         port = int(replier.expect("PORT")[0])
-        with _Proc(f"{kind}-requestor", n, port) as requestor:
+        with _Proc(f"{kind}-requestor", n, port, cpu=cpu) as requestor:
             p50, p99, lost = requestor.expect("RTT")
     return float(p50), float(p99), int(lost)
 
@@ -645,6 +660,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
             gil_base.append(_round_trip("ours", n_rtt))
             for bus, results in gil_rtt.items():
                 results.append(_round_trip(bus, n_rtt))
+
+    # (d) both processes on one CPU, after the polling rows for the same reason
+    one_cpu = _one_cpu()
+    pinned: dict[str, list[tuple[float, float, int]]] = {"ours": [], "loop": [], "raw": []}
+    if one_cpu is not None:
+        for _ in range(rounds):
+            for kind, results in pinned.items():
+                results.append(_round_trip(kind, n_rtt, cpu=one_cpu))
 
     base, single, base_packb = max(raw_rate), max(raw_single), max(raw_packb)
     raw_p = best_of(raw_rtt, key=lambda r: r[0], lowest=True)
@@ -738,6 +761,26 @@ def main(argv: list[str] | None = None) -> list[Row]:
             note="same runs as p50",
         ),
     ]
+    if one_cpu is not None:
+        raw_pinned = best_of(pinned["raw"], key=lambda r: r[0], lowest=True)
+        for kind, label in (
+            ("ours", "request/reply round trip p50, one CPU (actors)"),
+            ("loop", "request/reply round trip p50, one CPU, actors on the link's loop"),
+        ):
+            results = pinned[kind]
+            value = best_of(results, key=lambda r: r[0], lowest=True)[0]
+            rows.append(
+                row(
+                    label,
+                    value,
+                    "us",
+                    baseline_name="raw uvloop request/reply p50, one CPU",
+                    baseline_value=raw_pinned[0],
+                    note=f"both processes pinned to CPU {one_cpu}: no wake-up of a halted "
+                    f"vCPU, so these ratios show our Python and hand-offs; no budget; "
+                    f"best of {rounds}; lost requests: {sum(r[2] for r in results)}",
+                )
+            )
     if args.gil:
         base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
         for bus, results in gil_rtt.items():
@@ -781,7 +824,23 @@ def main(argv: list[str] | None = None) -> list[Row]:
     return rows
 
 
+#: environment variable naming the CPU a role process pins itself to (rows (d))
+_CPU_ENV = "ACTORBUS_BENCH_CPU"
+
+
+def _one_cpu() -> int | None:
+    """The CPU for rows (d): the first one this process may use; None where threads
+    cannot be pinned (not Linux) or only one CPU is usable anyway."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[0] if len(cpus) > 1 else None
+
+
 def _role(argv: list[str]) -> None:
+    cpu = os.environ.get(_CPU_ENV)
+    if cpu is not None:  # before any thread exists: every thread inherits it
+        os.sched_setaffinity(0, {int(cpu)})
     role, *rest = argv
     values = [int(v) for v in rest]
     bus, _, what = role.rpartition("-")
