@@ -100,6 +100,7 @@ def _protocol_seeds() -> list[bytes]:
     pipe.client.complete_logon()
     pipe.client.data_to_send()
     pipe.server.notify(("T", "a"), (1, "x"))
+    pipe.server.notify_many(("T", "a"), [(2, "y"), (3, "z")])  # a NOTIFY_RUN frame
     pipe.server.request(("T", "b"), 7, ("q",))
     pipe.server.reply(3, ("T", "c"), ReplyStatus.OK_FINAL, ())
     pipe.server.request_ack(7, 1)

@@ -383,18 +383,19 @@ def test_counters_and_data_queued() -> None:
     client.request_ack(2, 1)
     client.reply(3, KEY, ReplyStatus.OK_FINAL, ())
     client.cancel(1)
-    assert client.data_queued == 5
+    client.notify_many(KEY, [(2,), (3,), (4,)])  # one NOTIFY_RUN frame, 3 messages
+    assert client.data_queued == 8
     data = client.data_to_send()
     assert client.data_queued == 0
     assert client.data_to_send() == b""  # everything went out in one batch
-    assert client.counters.frames_out - before == 10
-    assert client.counters.messages_out == 5
+    assert client.counters.frames_out - before == 11
+    assert client.counters.messages_out == 8
     assert {f[0] for f in frames_of(data)} >= {int(t) for t in DATA_FRAME_TYPES}
     pipe.server.receive_data(data, 0.0)
-    assert len(list(pipe.server.events())) == 8
+    assert len(list(pipe.server.events())) == 11
     assert pipe.server.counters.frames_in - pipe.client.counters.frames_out == 0
     assert pipe.server.counters.bytes_in == pipe.client.counters.bytes_out
-    assert pipe.server.counters.messages_in == 5
+    assert pipe.server.counters.messages_in == 8
 
 
 def test_heartbeat_frames_are_answered_and_counted() -> None:
@@ -454,6 +455,13 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((int(FrameType.REPLY), 1, 0, 1, 0, (), True), "repliers is True"),
         ((int(FrameType.REPLY), 1, 0, 1, 0, (), 1, 2), "REPLY frame: 8 elements, expected 6"),
         ((int(FrameType.CANCEL), 1), "2 elements, expected 3"),
+        ((int(FrameType.NOTIFY_RUN), 1, 0, ()), "NOTIFY_RUN frame: the bodies are ()"),
+        ((int(FrameType.NOTIFY_RUN), 1, 0, 7), "the bodies are 7, expected a non-empty"),
+        ((int(FrameType.NOTIFY_RUN), 1, 0, {"a": 2}), "the bodies are {.a.: 2}"),
+        ((int(FrameType.NOTIFY_RUN), 0, 0, (1,)), "NOTIFY_RUN frame: seq is 0"),
+        ((int(FrameType.NOTIFY_RUN), True, 0, (1,)), "seq is True"),
+        ((int(FrameType.NOTIFY_RUN), 1, 4, (1,)), "key id 4, which the peer never defined"),
+        ((int(FrameType.NOTIFY_RUN), 1, 0), "NOTIFY_RUN frame: 3 elements, expected 4"),
         ((KEY_DEF, -1, "T", "s"), "key id is -1"),
         ((KEY_DEF, 2**32, "T", "s"), "key id 4294967296 is above"),
         ((KEY_DEF, 1, "", "s"), "type name is empty"),

@@ -113,6 +113,7 @@ commands = st.lists(
         st.tuples(st.just("subscribe"), keys, st.sampled_from([Role.SUBSCRIBER, Role.REQUESTOR])),
         st.tuples(st.just("feed_status"), keys, st.sampled_from(Role), st.booleans()),
         st.tuples(st.just("notify"), keys, wire_values),
+        st.tuples(st.just("notify_many"), keys, st.lists(wire_values, max_size=5)),
         st.tuples(st.just("request"), keys, ids, wire_values),
         st.tuples(st.just("request_ack"), ids, st.integers(0, 2**32)),
         st.tuples(st.just("reply"), ids, keys, st.sampled_from(ReplyStatus), wire_values),
@@ -148,6 +149,8 @@ def apply(sender: LinkProtocol, script: list[tuple[Any, ...]]) -> list[Event]:
             expected.append(FeedStatusReceived(*args))
         elif name == "notify" and _known(args[0]):
             expected.append(NotificationReceived(*args))
+        elif name == "notify_many" and _known(args[0]):
+            expected += [NotificationReceived(args[0], body) for body in args[1]]
         elif name == "request" and _known(args[0]):
             expected.append(RequestReceived(*args))
         elif name == "request_ack":

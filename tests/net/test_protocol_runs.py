@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 
+import msgpack
 import pytest
 
 from actorbus.errors import MessageTooLargeError, ProtocolError, UsageError
@@ -18,10 +19,13 @@ from actorbus.net import (
     SequenceGap,
 )
 from actorbus.net._memory import MemoryPipe, encode_frame
+from actorbus.net.protocol import _RUN_MAX
 
 KEY = ("demo.DataPoint", "/demo")
 OTHER = ("demo.DataPoint", "/other")
 NOTIFY = int(FrameType.NOTIFY)
+NOTIFY_RUN = int(FrameType.NOTIFY_RUN)
+KEY_DEF = int(FrameType.KEY_DEF)
 
 
 def connected(**kwargs: object) -> MemoryPipe:
@@ -43,7 +47,19 @@ def batches(pipe: MemoryPipe) -> list[object]:
     return out
 
 
-def test_notify_many_sends_the_bytes_of_one_notify_per_body() -> None:
+def frame_types(data: bytes) -> list[int]:
+    """The frame type of every frame in ``data``."""
+    unpacker = msgpack.Unpacker(use_list=False)
+    types, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos : pos + 4], "big")
+        unpacker.feed(data[pos + 4 : pos + 4 + size])
+        types.append(next(unpacker)[0])
+        pos += 4 + size
+    return types
+
+
+def test_notify_many_sends_a_run_as_one_frame_the_peer_sees_as_one_notify_per_body() -> None:
     one, many = connected(), connected()
     for n in range(5):
         one.server.notify(KEY, ("/demo", n))
@@ -53,8 +69,78 @@ def test_notify_many_sends_the_bytes_of_one_notify_per_body() -> None:
     many.server.notify_many(OTHER, [])
     assert many.server.data_queued == one.server.data_queued == 6
     assert many.server.last_seq_sent == one.server.last_seq_sent
-    assert many.server.data_to_send() == one.server.data_to_send()
-    assert many.server.counters == one.server.counters
+    one_bytes, many_bytes = one.server.data_to_send(), many.server.data_to_send()
+    assert frame_types(one_bytes) == [KEY_DEF, *[NOTIFY] * 5, KEY_DEF, NOTIFY]
+    assert frame_types(many_bytes) == [KEY_DEF, NOTIFY_RUN, KEY_DEF, NOTIFY]
+    assert len(many_bytes) < len(one_bytes)
+    assert many.server.counters.messages_out == one.server.counters.messages_out == 6
+    one.client.receive_data(one_bytes, 0.0)
+    many.client.receive_data(many_bytes, 0.0)
+    assert list(many.client.events()) == list(one.client.events())
+    assert many.client.last_seq_received == one.client.last_seq_received
+    assert many.client.counters.messages_in == one.client.counters.messages_in == 6
+    assert many.client.counters.frames_in == one.client.counters.frames_in - 4
+
+
+def test_notify_many_splits_a_run_over_the_frame_size_limit_and_keeps_the_order() -> None:
+    pipe = connected(settings=ProtocolSettings(max_frame_size=1024))
+    bodies = [("/demo", n, b"x" * 100) for n in range(40)]  # some 4.5 KiB in all
+    pipe.server.notify_many(KEY, bodies)
+    data = pipe.server.data_to_send()
+    types = frame_types(data)
+    assert types.count(NOTIFY_RUN) >= 5 and types.count(KEY_DEF) == 1
+    pipe.client.receive_data(data, 0.0)
+    assert [e.body for e in pipe.client.events()] == bodies
+    assert pipe.client.last_seq_received == pipe.server.last_seq_sent == 40
+    assert pipe.client.counters.messages_in == 40
+
+
+def test_notify_many_puts_at_most_run_max_bodies_in_a_frame() -> None:
+    pipe = connected()
+    bodies = [("/demo", n) for n in range(2 * _RUN_MAX + 1)]
+    pipe.server.notify_many(KEY, bodies)
+    data = pipe.server.data_to_send()
+    assert frame_types(data) == [KEY_DEF, NOTIFY_RUN, NOTIFY_RUN, NOTIFY]
+    pipe.client.receive_data(data, 0.0)
+    assert [body for _key, run in iter(pipe.client.next_batch, None) for body in run] == bodies  # type: ignore[misc]
+
+
+def test_a_run_frame_numbers_its_bodies_like_notify_frames() -> None:
+    # [NOTIFY_RUN, seq, key, (b1..bn)] takes seq .. seq+n-1: an old start is
+    # dropped as duplicates (in part or whole), a late one is a gap.
+    pipe = connected()
+    pipe.server.notify(KEY, 0)
+    pipe.transfer()
+    seq = pipe.client.last_seq_received
+    client = pipe.client
+    before = client.counters.messages_in
+    client.receive_data(
+        encode_frame(NOTIFY_RUN, seq + 1, 0, (1, 2, 3))
+        + encode_frame(NOTIFY_RUN, seq + 2, 0, (2, 3, 4, 5))  # 2 and 3 again
+        + encode_frame(NOTIFY_RUN, seq + 1, 0, (1, 2))  # all old
+        + encode_frame(NOTIFY_RUN, seq + 8, 0, (8, 9))  # 6 and 7 never arrive
+        + encode_frame(NOTIFY, seq + 10, 0, 10),
+        0.0,
+    )
+    assert batches(pipe) == [
+        (KEY, [0, 1, 2, 3, 4, 5]),
+        SequenceGap(seq + 6, seq + 8),
+        (KEY, [8, 9, 10]),
+    ]
+    assert client.counters.duplicates == 4
+    assert client.counters.gaps == 1
+    assert client.counters.messages_in - before == 8
+    assert client.last_seq_received == seq + 10
+
+
+def test_a_run_frame_on_a_type_unknown_here_counts_each_body() -> None:
+    pipe = connected(client_knows=lambda name: name != "demo.Secret")
+    pipe.server.notify_many(("demo.Secret", "/s"), [1, 2, 3])
+    pipe.server.notify_many(KEY, [4, 5])
+    pipe.transfer()
+    assert batches(pipe) == [(KEY, [4, 5])]
+    assert pipe.client.counters.unknown_type == 3
+    assert pipe.client.counters.messages_in == 5
 
 
 def test_notify_many_stops_at_a_body_that_cannot_be_sent() -> None:

@@ -9,8 +9,11 @@ Frame types fall into three groups, which the protocol treats differently:
 * **handshake / link frames** (``LOGON`` .. ``RECEIPT``) carry no sequence number;
 * **sequenced frames** (``ADVERTISE`` and above) carry ``seq`` as their second
   element, numbered 1, 2, 3, ... per direction per link;
-* of the sequenced frames, the **data frames** (``NOTIFY`` .. ``CANCEL``) are the
-  ones a shell's output-queue limit counts; everything else is a system frame.
+* of the sequenced frames, the **data frames** (``NOTIFY`` .. ``NOTIFY_RUN``) are
+  the ones a shell's output-queue limit counts; everything else is a system
+  frame.  A ``NOTIFY_RUN`` frame carries *n* notifications on one key and counts
+  as *n* data messages: they take the sequence numbers ``seq`` .. ``seq+n-1``, as
+  *n* NOTIFY frames would.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ __all__ = [
 ]
 
 #: Version spoken by this implementation; sent in LOGON and checked by the server.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 
 #: A message key as it crosses the link: ``(type_name, subject)``.
 WireKey: TypeAlias = tuple[str, str]
@@ -63,6 +66,7 @@ class FrameType(IntEnum):
     REQUEST_ACK = 23  # [23, seq, request_id, repliers]
     REPLY = 24  # [24, seq, key_id, request_id, status, body]
     CANCEL = 25  # [25, seq, request_id]
+    NOTIFY_RUN = 26  # [26, seq, key_id, [body, ...]]  n >= 1 notifications, seq .. seq+n-1
 
 
 #: Frame types at or above this carry a sequence number as element 1.
@@ -76,6 +80,7 @@ DATA_FRAME_TYPES: Final = frozenset(
         FrameType.REQUEST_ACK,
         FrameType.REPLY,
         FrameType.CANCEL,
+        FrameType.NOTIFY_RUN,
     }
 )
 

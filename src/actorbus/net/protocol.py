@@ -20,8 +20,8 @@ asyncio link) drives it with four kinds of calls:
   in a :class:`NotificationReceived`.  The three may be mixed.
 * **commands in** — ``logon()``, ``accept_logon()``, ``receipt()``, ``advertise()``,
   ``notify()``, ... each queue one frame (plus a KEY_DEF the first time a key is
-  used on this link); ``notify_many(key, bodies)`` queues one NOTIFY per body
-  with the per-call checks made once.
+  used on this link); ``notify_many(key, bodies)`` queues a run of
+  notifications on one key as one NOTIFY_RUN frame (below).
 * **bytes out** — ``data_to_send()`` returns everything queued as one ``bytes``
   (one socket write per batch).  ``tick(now)`` runs the timers; ``next_deadline()``
   says when to call it next.
@@ -65,6 +65,19 @@ Sequence numbers: every sequenced frame (ADVERTISE and above) carries ``seq``,
 dropped and counted; a jump is counted and reported as :class:`SequenceGap`
 before the frame's own event.  Over TCP neither happens with a correct peer;
 the numbers are the basis of later loss-free transports.
+
+Runs on the wire: a NOTIFY_RUN frame ``[26, seq, key_id, [body, ...]]`` carries
+*n* >= 1 notifications on one key, numbered ``seq`` .. ``seq+n-1``: for the
+sequence numbers, the data counts (``messages_in``/``messages_out``, receipts,
+an output-queue limit) and the events the peer sees it is exactly *n* NOTIFY
+frames, but it is packed, length-prefixed and parsed once.  The length prefix
+and a frame header of some ten bytes cost as much to handle in Python as a small
+body does, so a busy publisher's runs cost the receiving thread about half as
+much per message (docs/performance.md).  ``notify_many`` sends runs of two or
+more this way (at most ``_RUN_MAX`` bodies a frame, and halves a run whose frame
+would exceed ``max_frame_size``); a single body goes as NOTIFY.  A run frame whose
+first numbers the peer already had drops those as duplicates, and one that
+jumps is a gap, as for *n* NOTIFY frames.
 
 Receipts: a node that wants to learn what a broken connection lost sends, once
 per link after acceptance and before its LOGON_COMPLETE, ``receipt(n)``: the
@@ -186,6 +199,8 @@ _MAX_COUNT: Final = (1 << 64) - 1
 #: Reasons sent to the peer are cut to this many UTF-8 bytes.
 _MAX_REASON: Final = 512
 _MAX_KEY_ID: Final = 0xFFFF_FFFF
+#: Most notifications ``notify_many`` puts in one NOTIFY_RUN frame (more: several).
+_RUN_MAX: Final = 1024
 
 # Frame type numbers as plain ints: compared on every frame.
 _LOGON: Final = int(FrameType.LOGON)
@@ -207,6 +222,7 @@ _REQUEST: Final = int(FrameType.REQUEST)
 _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
 _REPLY: Final = int(FrameType.REPLY)
 _CANCEL: Final = int(FrameType.CANCEL)
+_NOTIFY_RUN: Final = int(FrameType.NOTIFY_RUN)
 
 # Value -> enum member lookups for validated wire fields.  Plain dict lookups
 # are much cheaper than calling the enum; the caller checks ``type(x) is int``
@@ -556,6 +572,7 @@ class LinkProtocol:
             _REQUEST_ACK: self._on_request_ack,
             _REPLY: self._on_reply,
             _CANCEL: self._on_cancel,
+            _NOTIFY_RUN: self._on_notify_run,
         }
 
     def __repr__(self) -> str:
@@ -922,14 +939,27 @@ class LinkProtocol:
         self._data_queued += 1
 
     def notify_many(self, key: WireKey, bodies: Iterable[object]) -> None:
-        """``notify(key, body)`` for each of ``bodies`` in order, at a lower cost
-        per frame (the checks and lookups are made once).
+        """``notify(key, body)`` for each of ``bodies`` in order, in one NOTIFY_RUN
+        frame when there are two or more (see "Runs on the wire" in the module
+        notes): the same sequence numbers, counters and events at the peer as one
+        NOTIFY per body, for one frame's encoding and parsing.
 
         Raises what ``notify()`` raises, for the first body that cannot be sent:
-        the frames of the bodies before it stay queued and the bodies after it
-        are not taken (``last_seq_sent`` moved by one per frame queued)."""
+        the bodies before it stay queued and the ones after it are not taken
+        (``last_seq_sent`` moved by one per body queued)."""
         if not self._sending:
             self._check_sending("notify")
+        if type(bodies) is not list:
+            bodies = list(bodies)
+        n = len(bodies)
+        if n < 2:
+            if n:
+                self.notify(key, bodies[0])
+            return
+        if n > _RUN_MAX:
+            for i in range(0, n, _RUN_MAX):
+                self.notify_many(key, bodies[i : i + _RUN_MAX])
+            return
         try:
             kid = self._out_keys.get(key)
         except TypeError:
@@ -937,29 +967,23 @@ class LinkProtocol:
         new_key = kid is None
         if kid is None:
             kid = self._key_id(key, "notify")
-        pack = self._pack
-        prefix = self._prefix
-        max_frame = self._max_frame
-        out = self._out.append
-        notify_type = _NOTIFY
-        first = seq = self._tx_seq
+        seq = self._tx_seq + 1
         try:
-            for body in bodies:
-                try:
-                    packed = pack((notify_type, seq + 1, kid, body))
-                except _ENCODE_ERRORS as exc:
-                    raise self._unencodable("notify", key, exc) from exc
-                size = len(packed)
-                if size > max_frame:
-                    raise self._too_large("notify", key, size)
-                if new_key:
-                    self._define(key, kid, "notify")
-                    new_key = False
-                out(prefix(size) + packed)
-                seq += 1
-        finally:
-            self._tx_seq = seq
-            self._data_queued += seq - first
+            packed = self._pack((_NOTIFY_RUN, seq, kid, bodies))
+        except _ENCODE_ERRORS:
+            packed = None  # a body msgpack cannot encode: the halves find which
+        if packed is None or len(packed) > self._max_frame:
+            # Halves until every piece fits (a single body goes as NOTIFY, which
+            # raises for the one that cannot be sent, the pieces before it queued).
+            half = n // 2
+            self.notify_many(key, bodies[:half])
+            self.notify_many(key, bodies[half:])
+            return
+        if new_key:
+            self._define(key, kid, "notify")
+        self._out.append(self._prefix(len(packed)) + packed)
+        self._tx_seq = seq + n - 1
+        self._data_queued += n
 
     def request(self, key: WireKey, request_id: int, body: object) -> None:
         """Queue a request; the peer answers with request_ack() and reply() frames."""
@@ -1283,6 +1307,7 @@ class LinkProtocol:
         pos = tell()  # stream offset where the unread bytes start
         frames = 0
         slow = 0  # frames handled by _dispatch (which counts their messages)
+        extra = 0  # messages beyond the first in NOTIFY_RUN frames of the fast path
         # (every frame a fast path takes is a data frame: counted in messages_in)
         # Notifications go onto the newest queued run while they are on its key.
         run_key: WireKey | None = None
@@ -1343,6 +1368,19 @@ class LinkProtocol:
                                         run.key = run_key = key
                                         run_append = run.append
                                         events.append(run)
+                                    continue
+                            elif frame_type == _NOTIFY_RUN and type(body) is tuple and body:
+                                key = in_keys.get(kid)
+                                if key is not None:
+                                    count = len(body)
+                                    rx_seq = seq + count - 1
+                                    extra += count - 1
+                                    if key is not run_key:
+                                        run = run_type()
+                                        run.key = run_key = key
+                                        run_append = run.append
+                                        events.append(run)
+                                    events[-1].extend(body)  # type: ignore[union-attr]
                                     continue
                             elif (
                                 frame_type == _REQUEST_ACK
@@ -1421,7 +1459,7 @@ class LinkProtocol:
             self._frame_len = need
             self._rx_seq = max(self._rx_seq, rx_seq)
             self.counters.frames_in += frames
-            self.counters.messages_in += frames - slow
+            self.counters.messages_in += frames - slow + extra
         if rejection is not None:
             self._fail(rejection)
 
@@ -1759,6 +1797,36 @@ class LinkProtocol:
                 self.counters.unknown_type += 1
             else:
                 self._queue_notification(key, frame[3])
+
+    def _on_notify_run(self, frame: tuple[object, ...]) -> None:
+        self._length(frame, 4)
+        key = self._key(frame, 2)
+        bodies = frame[3]
+        if type(bodies) is not tuple or not bodies:
+            raise self._malformed(
+                frame, f"the bodies are {_show(bodies)}, expected a non-empty array"
+            )
+        seq = frame[1]
+        if type(seq) is not int or seq < 1:
+            raise self._malformed(frame, f"seq is {_show(seq)}, expected an int >= 1")
+        # n NOTIFY frames numbered seq .. seq+n-1, as _in_sequence takes each
+        count = len(bodies)
+        expected = self._rx_seq + 1
+        if seq > expected:
+            self.counters.gaps += 1
+            self._events.append(SequenceGap(expected, seq))
+        elif seq < expected:
+            old = min(expected - seq, count)
+            self.counters.duplicates += old
+            bodies = bodies[old:]
+        self._rx_seq = max(self._rx_seq, seq + count - 1)
+        if bodies:
+            self.counters.messages_in += len(bodies)
+            if key is None:
+                self.counters.unknown_type += len(bodies)
+            else:
+                for body in bodies:
+                    self._queue_notification(key, body)
 
     def _on_request(self, frame: tuple[object, ...]) -> None:
         self._length(frame, 5)
