@@ -395,22 +395,21 @@ def role_raw_source(n: int, port: int, batch: int, packb: int = 0, runs: int = 0
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         values = list(range(n))
         t0 = time.monotonic_ns()
-        frames: list[bytes] = []
         if runs:  # each ``batch`` messages in one NOTIFY_RUN frame, one write each
             for first in range(0, n, batch):
-                count = min(batch, n - first)
-                writer.write(_run_frame(first, first + 1, count, pack))
+                writer.write(_run_frame(first, first + 1, min(batch, n - first), pack))
                 await writer.drain()
-            values = []
-        for i in values:
-            frames.append(_notify_frame(i, i + 1, pack))
-            if len(frames) >= batch:
+        else:
+            frames: list[bytes] = []
+            for i in values:
+                frames.append(_notify_frame(i, i + 1, pack))
+                if len(frames) >= batch:
+                    writer.write(b"".join(frames))
+                    frames.clear()
+                    await writer.drain()
+            if frames:
                 writer.write(b"".join(frames))
-                frames.clear()
-                await writer.drain()
-        if frames:
-            writer.write(b"".join(frames))
-        await writer.drain()
+            await writer.drain()
         _say("SENT", t0, time.monotonic_ns())
         await loop.run_in_executor(None, sys.stdin.read)
         writer.close()
@@ -728,9 +727,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
             "msg/s",
             baseline_name=f"raw uvloop, {BATCH} per NOTIFY_RUN frame",
             baseline_value=base_runs,
-            note="the raw sender puts each 100 messages in one NOTIFY_RUN frame (one write "
-            "each), as the link does with the runs it finds waiting: the raw floor of the "
-            "link's own framing",
+            note=f"the raw sender puts each {BATCH} messages in one NOTIFY_RUN frame (one "
+            "write each), as the link does with the runs it finds waiting: the raw floor of "
+            "the link's own framing",
         ),
         row(
             "one-way notify, link (pub -> sub actor)",
