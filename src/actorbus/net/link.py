@@ -158,8 +158,13 @@ _CLOSE_GRACE: Final = 1.0
 _BACKLOG_RECHECK: Final = 0.005
 #: Most pending items encoded per write; more wait for the next turn of the loop.
 _MAX_BATCH: Final = 512
-#: Longest a request acknowledgement waits for a reply to share its write (s).
+#: How long a request acknowledgement waits for a reply to share its write (s).
 _ACK_DELAY: Final = 0.001
+#: The event loop's timer tick (s): libuv keeps time and timers in whole
+#: milliseconds, so a timer asked for ``d`` fires anywhere from ``d - 1 ms`` on,
+#: and one asked for less than half a tick runs on the next turn of the loop.
+#: The acknowledgement timer asks for a tick more than it needs.
+_TICK: Final = 0.001
 #: A request or reply is written by the sending thread itself only when at most
 #: this many items wait before it (they are written with it).
 _DIRECT_MAX_PENDING: Final = 8
@@ -1054,14 +1059,14 @@ class _Session(asyncio.BufferedProtocol):
             return True
         if self._only_acks_pending():
             # Our repliers took the peer's requests and usually answer at once:
-            # the acknowledgements wait (at most _ACK_DELAY) to go in the first
+            # the acknowledgements wait (_ACK_DELAY, up to a tick more) to go in the first
             # reply's frame, which saves the peer a frame and a wake-up per
             # request.  A push of anything else flushes them at once.
             self.scheduled = False
             if self.acks_since is None:
                 self.acks_since = now
             if self.ack_timer is None:
-                self.ack_timer = self.loop.call_later(_ACK_DELAY, self._acks_due)
+                self.ack_timer = self.loop.call_later(_ACK_DELAY + _TICK, self._acks_due)
         else:
             # cleared first: a send racing with the check below schedules a flush
             self.scheduled = False
@@ -1083,7 +1088,12 @@ class _Session(asyncio.BufferedProtocol):
         ``_ACK_DELAY`` for a reply go alone; younger ones wait on.  (The timer is
         armed once for many requests, since the threads that write the replies
         cannot cancel it; without this check it would cut the wait of whichever
-        acknowledgement happened to be pending when it fired.)"""
+        acknowledgement happened to be pending when it fired.)  Both arming
+        points ask for ``_TICK`` more than the wait: asked for exactly the wait,
+        libuv's millisecond timers fired up to a tick early, found the
+        acknowledgement younger than ``_ACK_DELAY`` and re-armed for less than
+        half a tick, which runs on the next turn of the loop; the I/O thread
+        went round its loop ~1.9 times per request answered at once, 1.1 now."""
         self.ack_timer = None
         if not self.pending or self.ended:
             return  # the replies took them
@@ -1091,7 +1101,7 @@ class _Session(asyncio.BufferedProtocol):
         if since is not None and self._only_acks_pending():
             wait = since + _ACK_DELAY - self.loop.time()
             if wait > 0:
-                self.ack_timer = self.loop.call_later(wait, self._acks_due)
+                self.ack_timer = self.loop.call_later(wait + _TICK, self._acks_due)
                 return
         self._flush_locked()
 
