@@ -30,6 +30,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+from .. import _gc
 from ..actors import ActorRuntime
 from ..config.schema import BusConfig
 from ..errors import UsageError
@@ -62,7 +63,19 @@ class Bus:
     _open: ClassVar[weakref.WeakSet[Bus]] = weakref.WeakSet()
     _open_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, config: BusConfig | None = None, *, node_id: str | None = None) -> None:
+    def __init__(
+        self,
+        config: BusConfig | None = None,
+        *,
+        node_id: str | None = None,
+        gc_threshold: int | None = _gc.GC_THRESHOLD,
+    ) -> None:
+        """A bus from ``config`` (the default bus if None).  While it is open the
+        interpreter's young-generation GC threshold is at least ``gc_threshold``
+        (None: leave the garbage collector's settings alone); see
+        :mod:`actorbus._gc` and docs/performance.md."""
+        threshold = _gc.check_threshold(gc_threshold)
+        self._gc_held = False
         self.config = config if config is not None else BusConfig()
         self.node_id = node_id or _make_node_id()
         self.router = Router(schedule=self._schedule)
@@ -84,6 +97,9 @@ class Bus:
             Bus._open.add(self)
         if self.config.services or self.config.connections:
             self._start_net()
+        if threshold is not None:
+            _gc.hold(threshold)
+            self._gc_held = True
 
     # ------------------------------------------------------------------ factory
     @classmethod
@@ -148,6 +164,9 @@ class Bus:
         self.runtime.close(timeout)
         with Bus._open_lock:
             Bus._open.discard(self)
+        if self._gc_held:
+            self._gc_held = False
+            _gc.release()
 
     @property
     def is_closed(self) -> bool:
