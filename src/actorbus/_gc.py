@@ -22,7 +22,9 @@ a higher one keeps it), and put back when the last bus closes, unless someone
 changed it meanwhile.  Nothing else changes: the collector still runs, the
 older generations' thresholds are untouched, and garbage cycles are still
 found, a few thousand allocations later.  ``Bus(gc_threshold=None)`` leaves
-the interpreter's settings alone; ``Bus(gc_threshold=N)`` asks for ``N``.
+the interpreter's settings alone; ``Bus(gc_threshold=N)`` asks for ``N``;
+left out, the bus uses its config's ``gc_threshold`` (a properties file's
+``gc.threshold`` key, this default when the file does not set it).
 Holds are counted per process, under a lock: the first bus to open decides
 the threshold the process runs with until every bus is closed.
 """
@@ -38,7 +40,7 @@ from .errors import UsageError
 __all__ = ["GC_THRESHOLD", "check_threshold", "hold", "release"]
 
 #: The young generation's threshold while a bus is open (the default of
-#: ``Bus(gc_threshold=...)``).
+#: ``BusConfig.gc_threshold``, which ``Bus(gc_threshold=...)`` overrides).
 GC_THRESHOLD: Final = 10_000
 
 _lock = threading.Lock()
@@ -47,12 +49,13 @@ _holds = 0
 _saved: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 
-def check_threshold(value: object) -> int | None:
-    """``value`` as a threshold (an int >= 1, or None); a UsageError otherwise."""
+def check_threshold(value: object, name: str = "gc_threshold") -> int | None:
+    """``value`` as a threshold (an int >= 1, or None); a UsageError naming it
+    ``name`` otherwise."""
     if value is None or (type(value) is int and value >= 1):
         return value
     raise UsageError(
-        f"gc_threshold={value!r}: expected an int >= 1 (the young generation's "
+        f"{name}={value!r}: expected an int >= 1 (the young generation's "
         f"threshold while the bus is open; default {GC_THRESHOLD}) or None to "
         f"leave the interpreter's garbage collector settings alone"
     )

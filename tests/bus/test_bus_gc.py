@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from actorbus import _gc
 from actorbus.bus.bus import Bus
+from actorbus.config import BusConfig, load_config
 from actorbus.errors import UsageError
 
 
@@ -72,3 +74,71 @@ def test_a_bad_threshold_is_refused_before_anything_starts(bad: object) -> None:
         Bus(node_id="a", gc_threshold=bad)  # type: ignore[arg-type]
     assert _gc._holds == 0
     assert gc.get_threshold() == (700, 10, 10)
+
+
+# ------------------------------------------------------------- the gc.threshold key
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "app.properties"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_bus_from_a_file_applies_its_gc_threshold(tmp_path: Path) -> None:
+    path = write(tmp_path, "actorbus.dispatchers=main\nactorbus.gc.threshold=50000\n")
+    with Bus.from_properties(path, node_id="a"):
+        assert gc.get_threshold() == (50_000, 10, 10)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_bus_from_a_file_with_gc_threshold_none_leaves_the_collector_alone(
+    tmp_path: Path,
+) -> None:
+    with Bus.from_properties(write(tmp_path, "eBus.gc.threshold=none\n"), node_id="a"):
+        assert gc.get_threshold() == (700, 10, 10)
+    assert _gc._holds == 0
+
+
+def test_a_bus_from_a_file_without_the_key_uses_the_default(tmp_path: Path) -> None:
+    with Bus.from_properties(write(tmp_path, "actorbus.dispatchers=main\n"), node_id="a"):
+        assert gc.get_threshold() == (_gc.GC_THRESHOLD, 10, 10)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_bus_from_env_applies_the_files_gc_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_APP_CONFIG", str(write(tmp_path, "eBus.gc.threshold=30000\n")))
+    with Bus.from_env("MY_APP_CONFIG"):
+        assert gc.get_threshold() == (30_000, 10, 10)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.parametrize(
+    ("argument", "while_open"), [(20_000, (20_000, 10, 10)), (None, (700, 10, 10))]
+)
+def test_the_constructor_argument_overrides_the_file(
+    tmp_path: Path, argument: int | None, while_open: tuple[int, ...]
+) -> None:
+    config = load_config(write(tmp_path, "actorbus.gc.threshold=50000\n"))
+    with Bus(config, node_id="a", gc_threshold=argument):
+        assert gc.get_threshold() == while_open
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_the_constructor_argument_overrides_a_file_saying_none(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "actorbus.gc.threshold=none\n"))
+    with Bus(config, node_id="a", gc_threshold=40_000):
+        assert gc.get_threshold() == (40_000, 10, 10)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.parametrize("bad", [0, -5, True, 1.5])
+def test_a_bad_threshold_in_a_config_built_in_code_is_refused(bad: object) -> None:
+    config = BusConfig(gc_threshold=bad)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^config\.gc_threshold=.*expected an int >= 1"):
+        Bus(config, node_id="a")
+    assert _gc._holds == 0
+    assert gc.get_threshold() == (700, 10, 10)
+    Bus(config, node_id="b", gc_threshold=None).close()  # an explicit argument wins

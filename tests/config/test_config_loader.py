@@ -801,6 +801,67 @@ def test_spark_keys_are_kept_raw(tmp_path: Path) -> None:
     }
 
 
+# ---------------------------------------------------------------------- gc.threshold
+
+GC_EXPECTED = (
+    "expected an integer >= 1 (the young-generation GC threshold while the bus is open) "
+    "or none (any case) to leave the garbage collector alone"
+)
+
+
+def test_gc_threshold_defaults_to_10000(tmp_path: Path) -> None:
+    assert BusConfig().gc_threshold == 10_000
+    assert load(tmp_path, "actorbus.dispatchers=a\n").gc_threshold == 10_000
+
+
+@pytest.mark.parametrize("prefix", ["actorbus.", "eBus."])
+@pytest.mark.parametrize(("written", "meant"), [("50000", 50_000), ("1", 1), ("+700", 700)])
+def test_gc_threshold_under_either_prefix(
+    tmp_path: Path, prefix: str, written: str, meant: int
+) -> None:
+    assert load(tmp_path, f"{prefix}gc.threshold = {written}\n").gc_threshold == meant
+
+
+@pytest.mark.parametrize("written", ["none", "None", "NONE"])
+def test_gc_threshold_none_leaves_the_collector_alone(tmp_path: Path, written: str) -> None:
+    assert load(tmp_path, f"eBus.gc.threshold={written}\n").gc_threshold is None
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "abc", "", "1_000", "10k", "null"])
+def test_gc_threshold_value_errors(tmp_path: Path, value: str) -> None:
+    key = "actorbus.gc.threshold"
+    text = f"actorbus.dispatchers=d\n# the bad one\n{key}={value}\n"
+    assert fails(tmp_path, text, 3, key) == f"{key}={value!r}: {GC_EXPECTED}"
+
+
+def test_gc_threshold_message_in_full(tmp_path: Path) -> None:
+    path = write(tmp_path, "eBus.gc.threshold=0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}:1: eBus.gc.threshold='0': {GC_EXPECTED}"
+
+
+def test_gc_threshold_with_an_end_of_line_comment(tmp_path: Path) -> None:
+    key = "actorbus.gc.threshold"
+    detail = fails(tmp_path, f"actorbus.dispatchers=d\n{key}=10000 ; comment\n", 2, key)
+    assert detail == (
+        f"{key}='10000 ; comment': properties files have no end-of-line comments; move "
+        "'; comment' to its own '#' line (or escape it as '\\;' or '\\#' if it belongs to "
+        "the value)"
+    )
+
+
+def test_gc_threshold_under_both_prefixes_last_wins_and_logged(
+    tmp_path: Path, warnings_log: list[str]
+) -> None:
+    path = write(tmp_path, "actorbus.gc.threshold=20000\neBus.gc.threshold=none\n")
+    assert load_config(path).gc_threshold is None
+    assert warnings_log == [
+        f"{path}:2: eBus.gc.threshold overrides actorbus.gc.threshold from line 1 "
+        "(the last one wins)"
+    ]
+
+
 # ------------------------------------------------------------------------ name lists
 
 
@@ -874,6 +935,9 @@ def test_a_setting_for_a_name_when_the_list_is_absent(tmp_path: Path) -> None:
         ("actorbus.sevice.port", "actorbus.service.port"),
         ("actorbus.sprak.master", "actorbus.spark.master"),
         ("actorbus.actr.a.class", "actorbus.actor.a.class"),
+        ("actorbus.gc.treshold", "actorbus.gc.threshold"),
+        ("eBus.gc.thresholds", "eBus.gc.threshold"),
+        ("actorbus.gc.Threshold", "actorbus.gc.threshold"),
     ],
 )
 def test_unknown_keys_suggest_the_nearest(tmp_path: Path, key: str, suggestion: str) -> None:
@@ -1078,6 +1142,7 @@ actorbus.actor.a.class = {HERE}.Pinned
 actorbus.actor.a.dispatcher = md
 actorbus.actor.a.motto = \\ padded \\; with \\# odd = chars: é\\n
 actorbus.spark.master = local[2]
+eBus.gc.threshold = 50000
 """
 
 
@@ -1086,6 +1151,7 @@ def test_dump_round_trips_a_full_config(tmp_path: Path) -> None:
     again = load_config(write(tmp_path, dump_config(cfg), "dumped.properties"))
     assert dataclasses.replace(again, source=cfg.source) == cfg
     assert cfg.actors[0].options["motto"] == " padded ; with # odd = chars: é\n"
+    assert cfg.gc_threshold == 50_000
 
 
 def test_dump_round_trips_the_default_config(tmp_path: Path) -> None:
@@ -1105,9 +1171,28 @@ def test_dump_round_trips_a_config_built_in_code(tmp_path: Path) -> None:
         connections=(ConnectionConfig(name="c", host="h", port=3, bind_port=65535),),
         actors=(ActorConfig(name="x", class_path=f"{HERE}.make_actor", dispatcher="a"),),
         spark=MappingProxyType({"journal": "/tmp/j k"}),
+        gc_threshold=None,
     )
     again = load_config(write(tmp_path, dump_config(cfg)))
     assert dataclasses.replace(again, source=None) == cfg
+
+
+@pytest.mark.parametrize(
+    ("threshold", "line"),
+    [(None, "actorbus.gc.threshold=none"), (123_456, "actorbus.gc.threshold=123456")],
+)
+def test_dump_writes_a_gc_threshold_other_than_the_default(
+    tmp_path: Path, threshold: int | None, line: str
+) -> None:
+    cfg = BusConfig(gc_threshold=threshold)
+    text = dump_config(cfg)
+    assert f"\n{line}\n" in text
+    again = load_config(write(tmp_path, text))
+    assert dataclasses.replace(again, source=None) == cfg
+
+
+def test_dump_leaves_out_the_default_gc_threshold() -> None:
+    assert "gc.threshold" not in dump_config(BusConfig(gc_threshold=10_000))
 
 
 def test_dump_writes_the_actorbus_prefix_and_every_setting(tmp_path: Path) -> None:
@@ -1180,6 +1265,7 @@ def test_the_documented_example_loads(tmp_path: Path, myapp: None) -> None:
     assert cfg.connections[0].reconnect is True
     assert cfg.actors[1].options == {"title": "Prices ; all venues"}
     assert dict(cfg.spark) == {"master": "local[2]", "journal": "/var/lib/myapp/journal"}
+    assert cfg.gc_threshold == 50_000
     again = load_config(write(tmp_path, dump_config(cfg), "dumped.properties"))
     assert dataclasses.replace(again, source=cfg.source) == cfg
 

@@ -21,6 +21,7 @@ request that collects every reply), and :meth:`arequest` / :meth:`areplies`
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 import queue
 import socket
@@ -28,7 +29,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
 from .. import _gc
 from ..actors import ActorRuntime
@@ -53,6 +54,18 @@ Q = TypeVar("Q", bound=Request)
 _SYSTEM_OWNER = object()
 
 
+class _FromConfig(enum.Enum):
+    """The default of ``Bus(gc_threshold=...)``: use ``config.gc_threshold``."""
+
+    FROM_CONFIG = "config.gc_threshold"
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+_FROM_CONFIG: Final = _FromConfig.FROM_CONFIG
+
+
 def _make_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -68,15 +81,22 @@ class Bus:
         config: BusConfig | None = None,
         *,
         node_id: str | None = None,
-        gc_threshold: int | None = _gc.GC_THRESHOLD,
+        gc_threshold: int | Literal[_FromConfig.FROM_CONFIG] | None = _FROM_CONFIG,
     ) -> None:
         """A bus from ``config`` (the default bus if None).  While it is open the
         interpreter's young-generation GC threshold is at least ``gc_threshold``
-        (None: leave the garbage collector's settings alone); see
-        :mod:`actorbus._gc` and docs/performance.md."""
-        threshold = _gc.check_threshold(gc_threshold)
-        self._gc_held = False
+        (None: leave the garbage collector's settings alone).  Left out, it is
+        ``config.gc_threshold`` (the ``gc.threshold`` key of a properties file,
+        10,000 by default); given, an int or None, it overrides the config.  A
+        value that is neither an int >= 1 nor None raises
+        :class:`~actorbus.errors.UsageError` before anything starts.  See
+        :mod:`actorbus._gc` and docs/bus.md."""
         self.config = config if config is not None else BusConfig()
+        if gc_threshold is _FROM_CONFIG:
+            threshold = _gc.check_threshold(self.config.gc_threshold, "config.gc_threshold")
+        else:
+            threshold = _gc.check_threshold(gc_threshold)
+        self._gc_held = False
         self.node_id = node_id or _make_node_id()
         self.router = Router(schedule=self._schedule)
         self.router.reserved_subject = SYSTEM_SUBJECT
@@ -104,7 +124,8 @@ class Bus:
     # ------------------------------------------------------------------ factory
     @classmethod
     def from_properties(cls, path: str | os.PathLike[str], *, node_id: str | None = None) -> Bus:
-        """A bus configured by a ``.properties`` file (SPEC §4)."""
+        """A bus configured by a ``.properties`` file (SPEC §4), its ``gc.threshold``
+        key included."""
         from ..config import load_config
 
         return cls(load_config(path), node_id=node_id)

@@ -11,19 +11,22 @@ follows the prefix is one of:
 * a *per-name setting*: ``SECTION.NAME.SETTING`` where SECTION is
   ``dispatcher``, ``net.selector``, ``service``, ``connection`` or ``actor``
   (and ``service.SETTING`` for the single unnamed service ``default``);
+* a *top-level setting* of the whole bus: ``gc.threshold``;
 * ``spark.KEY``, kept raw for the Spark pipeline.
 
 Loading is three passes over the parsed entries.  *Collect* classifies every
-prefixed key into a slot (list, setting, actor option or spark key), rejects
-unknown keys with a "did you mean" suggestion and values carrying a habitual
-end-of-line comment, and folds together keys that mean the same slot (the two
-prefixes, setting aliases, ``service.port`` = ``service.default.port``): the
-last one wins and the earlier one is logged.  *Lists* parse the name lists.
-*Build* checks each per-name setting's name is listed, parses its value with
-the setting's entry in one table (setting -> field, parser, expected form,
-names it must refer to), fills required settings and defaults, and makes the
-frozen dataclasses.  Every error is a :class:`~actorbus.errors.ConfigError`
-naming the file, line and key, the value found and what is allowed.
+prefixed key into a slot (list, setting, actor option, top-level setting or
+spark key), rejects unknown keys with a "did you mean" suggestion and values
+carrying a habitual end-of-line comment, and folds together keys that mean the
+same slot (the two prefixes, setting aliases, ``service.port`` =
+``service.default.port``): the last one wins and the earlier one is logged.
+*Lists* parse the name lists.  *Build* checks each per-name setting's name is
+listed, parses its value with the setting's entry in one table (setting ->
+field, parser, expected form, names it must refer to), fills required settings
+and defaults, and makes the frozen dataclasses; a top-level setting is parsed
+with its row of a table of its own (key -> field, parser, expected form).
+Every error is a :class:`~actorbus.errors.ConfigError` naming the file, line
+and key, the value found and what is allowed.
 
 :func:`dump_config` walks the same tables backwards to write a file that loads
 back to an equal configuration.
@@ -94,17 +97,22 @@ class _Setting:
     ref: str | None = None
 
 
+def _int_in(text: str, low: int, high: int | None, expected: str) -> int:
+    """``text`` as a plain decimal integer in ``low..high``; ``_Invalid(expected)`` if not."""
+    if _INT.fullmatch(text) is None:
+        raise _Invalid(expected)
+    number = int(text)
+    if number < low or (high is not None and number > high):
+        raise _Invalid(expected)
+    return number
+
+
 def _integer(field: str, low: int, high: int | None = None, unit: str = "") -> _Setting:
     span = f">= {low}" if high is None else f"{low}..{high}"
     expected = f"expected an integer {span}" + (f" ({unit})" if unit else "")
 
     def parse(text: str) -> int:
-        if _INT.fullmatch(text) is None:
-            raise _Invalid(expected)
-        number = int(text)
-        if number < low or (high is not None and number > high):
-            raise _Invalid(expected)
-        return number
+        return _int_in(text, low, high, expected)
 
     return _Setting(field, parse, expected)
 
@@ -214,6 +222,20 @@ def _address_filter(field: str) -> _Setting:
             if port is not None and (_INT.fullmatch(port) is None or not 1 <= int(port) <= 65535):
                 raise _Invalid(f"{item!r} has port {port!r}; {expected}")
         return tuple(items)
+
+    return _Setting(field, parse, expected)
+
+
+def _gc_threshold(field: str) -> _Setting:
+    expected = (
+        "expected an integer >= 1 (the young-generation GC threshold while the bus is "
+        "open) or none (any case) to leave the garbage collector alone"
+    )
+
+    def parse(text: str) -> int | None:
+        if text.lower() == "none":
+            return None
+        return _int_in(text, 1, None, expected)
 
     return _Setting(field, parse, expected)
 
@@ -400,6 +422,10 @@ _ACTORS: _Section[ActorConfig] = _Section(
 #: In dependency order: references point to earlier sections only.
 _SECTIONS: tuple[_Section[Any], ...] = (_DISPATCHERS, _SELECTORS, _SERVICES, _CONNECTIONS, _ACTORS)
 _SPARK = "spark."
+#: Settings of the whole bus, written right after the prefix (no section, no name).
+_TOP_LEVEL: Mapping[str, _Setting] = MappingProxyType(
+    {"gc.threshold": _gc_threshold("gc_threshold")}
+)
 
 #: A slot is what a key means: (kind, section noun, item name, setting or key).
 _Slot = tuple[str, str, str, str]
@@ -408,7 +434,7 @@ _Slot = tuple[str, str, str, str]
 def _suggest(suffix: str) -> str | None:
     """The known key closest to ``suffix`` (both without prefix), if any is close."""
     parts = suffix.split(".")
-    candidates = [s.list_key for s in _SECTIONS]
+    candidates = [s.list_key for s in _SECTIONS] + list(_TOP_LEVEL)
     for section in _SECTIONS:
         depth = section.item_prefix.count(".")
         spellings = [*section.settings, *section.aliases]
@@ -502,6 +528,8 @@ class _Loader:
         for section in _SECTIONS:
             if suffix == section.list_key:
                 return entry, ("list", section.noun, "", "")
+        if suffix in _TOP_LEVEL:
+            return entry, ("top", "", "", suffix)
         if suffix.startswith(_SPARK) and len(suffix) > len(_SPARK):
             return entry, ("spark", "", "", suffix[len(_SPARK) :])
         for section in _SECTIONS:
@@ -620,15 +648,18 @@ class _Loader:
             built = self._one_default(section, built, given)
         return tuple(built)
 
-    def _value(self, section: _Section[Any], attr: str, entry: _Entry) -> object:
-        setting = section.settings[attr]
+    def _parse(self, setting: _Setting, entry: _Entry) -> object:
         try:
-            value = setting.parse(entry.prop.value)
+            return setting.parse(entry.prop.value)
         except _Invalid as exc:
             raise self.error(entry, str(exc)) from exc.__cause__
         except Exception as exc:  # user code run by an import: keep it, say where
             exc.add_note(f"while loading {self.path}:{entry.prop.line}: {entry.prop.key}")
             raise
+
+    def _value(self, section: _Section[Any], attr: str, entry: _Entry) -> object:
+        setting = section.settings[attr]
+        value = self._parse(setting, entry)
         if setting.ref is not None:
             target = self.lists[setting.ref]
             if value not in target.names:
@@ -752,6 +783,15 @@ class _Loader:
             f"selector of dispatcher {selector.dispatcher!r}",
         )
 
+    def top_level(self) -> dict[str, Any]:
+        """The top-level settings the file sets, as :class:`BusConfig` fields."""
+        fields: dict[str, Any] = {}
+        for (kind, _, _, key), entry in self.entries.items():
+            if kind == "top":
+                setting = _TOP_LEVEL[key]
+                fields[setting.field] = self._parse(setting, entry)
+        return fields
+
     def spark(self) -> Mapping[str, str]:
         return MappingProxyType(
             {slot[3]: e.prop.value for slot, e in self.entries.items() if slot[0] == "spark"}
@@ -780,6 +820,7 @@ def config_from_properties(props: Iterable[Property], path: str = "<string>") ->
         connections=loader.build(_CONNECTIONS),
         actors=loader.build(_ACTORS),
         spark=loader.spark(),
+        **loader.top_level(),
         source=path,
     )
 
@@ -826,10 +867,18 @@ def _format_value(value: object) -> str | None:
 
 def dump_config(config: BusConfig) -> str:
     """Write ``config`` as properties text that :func:`load_config` reads back
-    to an equal configuration (``source`` aside).  Every setting is written,
-    defaults included, so the output doubles as a reference."""
+    to an equal configuration (``source`` aside).  Every setting of every listed
+    item is written, defaults included, so the output doubles as a reference; a
+    top-level setting (``gc.threshold``) only when it differs from its default."""
     prefix = PREFIXES[0]
     lines = ["# actorbus configuration, written by actorbus.config.dump_config"]
+    default = BusConfig()
+    for key, setting in _TOP_LEVEL.items():
+        value = getattr(config, setting.field)
+        if value != getattr(default, setting.field):
+            text = _format_value(value)
+            text = "none" if text is None else text  # a section's None is left out instead
+            lines += ["", f"# {key}", format_property(prefix + key, text)]
     groups: tuple[tuple[_Section[Any], tuple[Any, ...]], ...] = (
         (_DISPATCHERS, config.dispatchers),
         (_SELECTORS, config.selectors),

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from actorbus._gc import GC_THRESHOLD
 from actorbus.errors import ConfigError
 
 __all__ = [
@@ -222,6 +223,10 @@ class BusConfig:
     actors: tuple[ActorConfig, ...] = ()
     #: ``spark.*`` keys, raw (the Spark pipeline validates them).
     spark: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: while a bus built from this is open, the interpreter's young-generation GC
+    #: threshold is at least this (``gc.threshold``); None leaves the garbage
+    #: collector alone (docs/bus.md).  ``Bus(gc_threshold=...)`` overrides it.
+    gc_threshold: int | None = GC_THRESHOLD
     #: where this configuration came from (a path), for error messages.
     source: str | None = None
 
