@@ -1179,20 +1179,18 @@ def test_dump_round_trips_a_config_built_in_code(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("threshold", "line"),
-    [(None, "actorbus.gc.threshold=none"), (123_456, "actorbus.gc.threshold=123456")],
+    [
+        (None, "actorbus.gc.threshold=none"),
+        (123_456, "actorbus.gc.threshold=123456"),
+        (10_000, "actorbus.gc.threshold=10000"),
+    ],
 )
-def test_dump_writes_a_gc_threshold_other_than_the_default(
-    tmp_path: Path, threshold: int | None, line: str
-) -> None:
+def test_dump_writes_the_gc_threshold(tmp_path: Path, threshold: int | None, line: str) -> None:
     cfg = BusConfig(gc_threshold=threshold)
     text = dump_config(cfg)
     assert f"\n{line}\n" in text
     again = load_config(write(tmp_path, text))
     assert dataclasses.replace(again, source=None) == cfg
-
-
-def test_dump_leaves_out_the_default_gc_threshold() -> None:
-    assert "gc.threshold" not in dump_config(BusConfig(gc_threshold=10_000))
 
 
 def test_dump_writes_the_actorbus_prefix_and_every_setting(tmp_path: Path) -> None:

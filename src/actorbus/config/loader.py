@@ -867,18 +867,14 @@ def _format_value(value: object) -> str | None:
 
 def dump_config(config: BusConfig) -> str:
     """Write ``config`` as properties text that :func:`load_config` reads back
-    to an equal configuration (``source`` aside).  Every setting of every listed
-    item is written, defaults included, so the output doubles as a reference; a
-    top-level setting (``gc.threshold``) only when it differs from its default."""
+    to an equal configuration (``source`` aside).  Every setting is written,
+    defaults included, so the output doubles as a reference."""
     prefix = PREFIXES[0]
     lines = ["# actorbus configuration, written by actorbus.config.dump_config"]
-    default = BusConfig()
     for key, setting in _TOP_LEVEL.items():
-        value = getattr(config, setting.field)
-        if value != getattr(default, setting.field):
-            text = _format_value(value)
-            text = "none" if text is None else text  # a section's None is left out instead
-            lines += ["", f"# {key}", format_property(prefix + key, text)]
+        text = _format_value(getattr(config, setting.field))
+        text = "none" if text is None else text  # a section's None is left out instead
+        lines += ["", f"# {key}", format_property(prefix + key, text)]
     groups: tuple[tuple[_Section[Any], tuple[Any, ...]], ...] = (
         (_DISPATCHERS, config.dispatchers),
         (_SELECTORS, config.selectors),
