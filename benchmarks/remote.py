@@ -28,6 +28,14 @@ starts two fresh processes on 127.0.0.1):
     request frame and awaits the reply frame from a uvloop server that answers
     in ``data_received``.  Budget: p50 <= 2x the baseline; p99 reported.
 
+    Reference rows (no budget): the raw echo in the default bus's shape, each
+    node's loop thread handing every frame to a worker thread over a
+    ``SimpleQueue`` and the worker writing its frame on the socket itself (as a
+    link's direct write does), against the plain raw echo (what two thread
+    hand-offs cost on this host: the floor under any design that runs actors on
+    threads of their own) and against the default bus (what our code costs on
+    top of them).
+
 Both are run twice: with the default bus (actors on a blocking dispatcher, the
 link on its own I/O thread: a message crosses two threads on each node) and
 with the receiving actors on an asyncio dispatcher whose event loop the link
@@ -73,6 +81,7 @@ import argparse
 import asyncio
 import math
 import os
+import queue
 import struct
 import subprocess
 import sys
@@ -556,6 +565,100 @@ def role_raw_requestor(n: int, port: int, spin: int = 0) -> None:
     loop.run_until_complete(run())
 
 
+# ============================================ process roles: raw, with worker threads
+#
+# The raw echo in the default bus's shape: each node's event loop runs on an I/O
+# thread that hands every frame it reads to a worker thread over a SimpleQueue
+# (the frames of a read all queued before the loop waits again, as a link's held
+# wake-ups do), and the worker writes its frame on the socket itself (a link's
+# direct write).  No framework code: what is left of the difference to the plain
+# raw echo is what a thread hand-off costs on this host, the floor under any
+# design that runs the actors on threads of their own.
+
+
+class _HandingProtocol(asyncio.Protocol):
+    """Puts ``(socket fd, frame)`` on ``to_worker`` for every frame it reads."""
+
+    def __init__(self, to_worker: queue.SimpleQueue[tuple[int, Any] | None]) -> None:
+        self.frames = _Frames()
+        self.to_worker = to_worker
+        self.fd = -1
+
+    def connection_made(self, transport: Any) -> None:
+        self.fd = transport.get_extra_info("socket").fileno()
+
+    def data_received(self, data: bytes) -> None:
+        put, fd = self.to_worker.put, self.fd
+        for frame in self.frames.feed(data):
+            put((fd, frame))
+
+
+def _write_frame(fd: int, body: bytes) -> None:
+    """Write one frame on the (non-blocking) socket from a worker thread."""
+    data = _PREFIX.pack(len(body)) + body
+    if os.write(fd, data) != len(data):  # a few dozen bytes into an idle socket
+        raise RuntimeError("raw threaded baseline: short write")
+
+
+def _loop_thread(loop: asyncio.AbstractEventLoop) -> threading.Thread:
+    thread = threading.Thread(target=loop.run_forever, name="io", daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, io: threading.Thread, *closing: Any) -> None:
+    for thing in closing:
+        loop.call_soon_threadsafe(thing.close)
+    loop.call_soon_threadsafe(loop.stop)
+    io.join(TIMEOUT)
+    loop.close()
+
+
+def role_rawthread_replier() -> None:
+    loop = _uvloop()
+    to_worker: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+    server = loop.run_until_complete(
+        loop.create_server(lambda: _HandingProtocol(to_worker), "127.0.0.1", 0)
+    )
+    io = _loop_thread(loop)
+
+    def work() -> None:
+        seq = 0
+        while (item := to_worker.get()) is not None:
+            fd, frame = item  # as _EchoProtocol answers
+            seq += 1
+            body = frame[4]
+            _write_frame(fd, _PACK((24, seq, 1, frame[3], 0, (0, body[0], body[1], 0, body[2]))))
+
+    worker = threading.Thread(target=work, name="worker")
+    worker.start()
+    _say("PORT", server.sockets[0].getsockname()[1])
+    sys.stdin.read()
+    to_worker.put(None)
+    worker.join(TIMEOUT)
+    _stop_loop(loop, io, server)
+
+
+def role_rawthread_requestor(n: int, port: int) -> None:
+    loop = _uvloop()
+    replies: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+    transport, proto = loop.run_until_complete(
+        loop.create_connection(lambda: _HandingProtocol(replies), "127.0.0.1", port)
+    )
+    io = _loop_thread(loop)
+    warmup = max(n // 10, 100)
+    times: list[int] = []
+    get, fd = replies.get, proto.fd
+    for i in range(n + warmup):  # this thread is the requestor's worker
+        start = time.perf_counter_ns()
+        _write_frame(fd, _PACK((22, i + 1, 0, i, (SUBJECT, 1_700_000_000_000 + i, i))))
+        get()
+        times.append(time.perf_counter_ns() - start)
+    _stop_loop(loop, io, transport)
+    got = sorted(times[warmup:])
+    _say("RTT", percentile(got, 50) / 1000, percentile(got, 99) / 1000, 0)
+
+
 # ==================================================================== the parent
 
 
@@ -635,6 +738,10 @@ _GIL_ROWS = {
 
 
 _LOOP_NOTE = "receiving actors on an asyncio dispatcher whose loop the link shares"
+_RAWTHREAD_NOTE = (
+    "the raw echo in the default bus's shape: each node's loop thread hands every "
+    "frame to a worker thread (SimpleQueue), which writes its frame on the socket"
+)
 _LOOP_NOTE_ONE_WAY = (
     f"{_LOOP_NOTE} (for latency: one thread reads, decodes and runs the subscriber)"
 )
@@ -663,11 +770,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
         raw_packb.append(_one_way("raw", n_notify, BATCH, packb=True))
         raw_runs.append(_one_way("raw", n_notify, BATCH, runs=True))
         raw_single.append(_one_way("raw", n_notify, 1))
-    ours_rtt, loop_rtt, raw_rtt = [], [], []
+    ours_rtt, loop_rtt, raw_rtt, rawthread_rtt = [], [], [], []
     for _ in range(rounds):
         ours_rtt.append(_round_trip("ours", n_rtt))
         loop_rtt.append(_round_trip("loop", n_rtt))
         raw_rtt.append(_round_trip("raw", n_rtt))
+        rawthread_rtt.append(_round_trip("rawthread", n_rtt))
     # The polling rows after the others (a polling process keeps a CPU busy, which
     # changes what the next process pays to wake one), interleaved with their own
     # baselines: (c) with the raw polling loops, --gil with the default bus.
@@ -683,7 +791,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
 
     # (d) both processes on one CPU, after the polling rows for the same reason
     one_cpu = _one_cpu()
-    pinned: dict[str, list[tuple[float, float, int]]] = {"ours": [], "loop": [], "raw": []}
+    pinned: dict[str, list[tuple[float, float, int]]] = {
+        "ours": [],
+        "loop": [],
+        "raw": [],
+        "rawthread": [],
+    }
     if one_cpu is not None:
         for _ in range(rounds):
             for kind, results in pinned.items():
@@ -767,6 +880,31 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 note="same runs as p50",
             ),
         ]
+    # The threaded floor: the raw echo with a worker thread per node, against the
+    # plain raw echo (what the two hand-offs cost) and under the default bus (what
+    # our code costs on top of them).
+    rawthread_p = best_of(rawthread_rtt, key=lambda r: r[0], lowest=True)
+    ours_p = best_of(ours_rtt, key=lambda r: r[0], lowest=True)
+    rows += [
+        row(
+            "request/reply round trip p50, raw uvloop, a worker thread per node",
+            rawthread_p[0],
+            "us",
+            baseline_name="raw uvloop request/reply p50",
+            baseline_value=raw_p[0],
+            note=f"{_RAWTHREAD_NOTE}; the ratio is what two thread hand-offs cost here; "
+            f"best of {rounds}",
+        ),
+        row(
+            "request/reply round trip p50 (actors)",
+            ours_p[0],
+            "us",
+            baseline_name="raw uvloop request/reply p50, a worker thread per node",
+            baseline_value=rawthread_p[0],
+            note="the default bus against the raw echo of the same shape: the ratio is "
+            "what our code costs on top of the hand-offs; no budget",
+        ),
+    ]
     park_p = best_of(park_rtt, key=lambda r: r[0], lowest=True)
     rawspin_p = best_of(rawspin_rtt, key=lambda r: r[0], lowest=True)
     spin_note = (
@@ -795,6 +933,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     if one_cpu is not None:
         raw_pinned = best_of(pinned["raw"], key=lambda r: r[0], lowest=True)
         for kind, label in (
+            ("rawthread", "request/reply round trip p50, one CPU, raw, a worker thread per node"),
             ("ours", "request/reply round trip p50, one CPU (actors)"),
             ("loop", "request/reply round trip p50, one CPU, actors on the link's loop"),
         ):
@@ -895,6 +1034,10 @@ def _role(argv: list[str]) -> None:
         role_raw_replier(spin=int(bus == "rawspin"))
     elif role in ("raw-requestor", "rawspin-requestor"):
         role_raw_requestor(*values, spin=int(bus == "rawspin"))
+    elif role == "rawthread-replier":
+        role_rawthread_replier()
+    elif role == "rawthread-requestor":
+        role_rawthread_requestor(*values)
     else:
         raise SystemExit(f"unknown role {role!r}")
 
