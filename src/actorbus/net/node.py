@@ -103,7 +103,7 @@ from ..config.schema import (
 )
 from ..errors import ConfigError, Error, UsageError
 from ._receipts import Receipts
-from .link import Link, LinkSettings, _Session
+from .link import Link, LinkSettings, _endpoint, _Session
 from .service import Service
 
 if TYPE_CHECKING:
@@ -650,7 +650,7 @@ class NodeNet:
                 "seconds >= 0"
             )
         if name is None:
-            name = f"{host}:{port}"
+            name = _endpoint(host, port)  # "[::1]:7001" for an IPv6 host
         sel = self._selector(selector, f"connection {name!r}")
         link = Link(
             self,
