@@ -5,8 +5,6 @@ addresses arrive IPv4-mapped (``::ffff:127.0.0.1``) and are matched as IPv4."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import buses, started, wait_for
@@ -16,20 +14,6 @@ from actorbus.errors import LinkClosedError
 from actorbus.testing import Recorder
 
 UP = FeedState.UP
-
-
-def _has_ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
-            probe.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _has_ipv6_loopback(), reason="this host has no IPv6 loopback (::1)"
-)
 
 
 def test_feeds_and_requests_cross_a_link_over_ipv6_loopback() -> None:
