@@ -20,6 +20,7 @@ from actorbus.bus.feeds import IncomingRequest, ReplyFeed
 from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
+from actorbus.errors import LinkClosedError
 from actorbus.net import node as node_module
 from actorbus.net.link import LinkStatus
 from actorbus.testing import Recorder
@@ -374,6 +375,29 @@ def test_connect_to_nothing_closes_without_reconnect_and_retries_with_it() -> No
         retrying.close()
         assert retrying.status is LinkStatus.CLOSED
         assert b.links == ()
+
+
+@pytest.mark.parametrize(
+    ("host", "bind_to_held_port", "says"),
+    [
+        ("no-such-host.invalid", False, "check the host name"),
+        ("127.0.0.1", False, "nothing listens there: start the peer node's service"),
+        ("127.0.0.1", True, "the local address (bind_host/bind_port) is taken"),
+    ],
+)
+def test_a_failed_dial_says_what_to_do(host: str, bind_to_held_port: bool, says: str) -> None:
+    with buses("B") as (b,), socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        service = b.listen(0)
+        port = service.port
+        service.close()  # nothing listens on port now
+        bind = {"bind_host": "127.0.0.1", "bind_port": held.getsockname()[1]}
+        link = b.connect(host, port, **(bind if bind_to_held_port else {}))
+        # (30 s: a resolver that times out before failing takes a while)
+        with pytest.raises(LinkClosedError, match="cannot connect to") as info:
+            link.wait_logged_on(30)
+        assert says in str(info.value)
 
 
 def test_bus_listen_errors_say_what_to_do() -> None:

@@ -77,6 +77,7 @@ decides whether to reconnect.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import os
 import socket
@@ -555,7 +556,7 @@ class Link:
                 lambda: session, self._host, self._port, local_addr=self._local
             )
         except OSError as exc:
-            reason = f"cannot connect to {self._address}: {exc.strerror or exc}"
+            reason = f"cannot connect to {self._address}: {exc.strerror or exc}{_dial_hint(exc)}"
             logger.bind(link=self.name).info("link {}: {}", self.name, reason)
             self._session_over(None, reason)
         except asyncio.CancelledError:
@@ -1901,6 +1902,17 @@ def _family_name(cls: type[Message]) -> str:
         if issubclass(cls, family):
             return family.__name__
     return cls.__name__
+
+
+def _dial_hint(exc: OSError) -> str:
+    """What to do about a failed dial, for its reason (logs, LinkClosedError)."""
+    if isinstance(exc, socket.gaierror):
+        return "; check the host name (it does not resolve here)"
+    if isinstance(exc, ConnectionRefusedError):
+        return "; nothing listens there: start the peer node's service or check the port"
+    if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+        return "; the local address (bind_host/bind_port) is taken or not on this host"
+    return "; check the address and the network path to it"
 
 
 def _endpoint(host: str, port: int) -> str:
