@@ -627,6 +627,7 @@ def test_a_full_connection(tmp_path: Path) -> None:
         "actorbus.connection.up.messageQueueSize=3\n"
         "actorbus.connection.up.reconnect=true\n"
         "actorbus.connection.up.reconnectDelay=250\n"
+        "actorbus.connection.up.connectTimeout=750\n"
         "actorbus.connection.up.heartbeatDelay=4\n"
         "actorbus.connection.up.heartbeatReplyDelay=5\n",
     )
@@ -643,6 +644,7 @@ def test_a_full_connection(tmp_path: Path) -> None:
             message_queue_size=3,
             reconnect=True,
             reconnect_delay_ms=250,
+            connect_timeout_ms=750,
             heartbeat_delay_ms=4,
             heartbeat_reply_delay_ms=5,
         ),
@@ -687,6 +689,7 @@ def test_a_connection_needs_host_and_port(
         ("reconnect", "often", "expected true or false"),
         ("reconnectDelay", "-1", "expected an integer >= 0 (milliseconds)"),
         ("reconnectTime", "soon", "expected an integer >= 0 (milliseconds)"),
+        ("connectTimeout", "-5", "expected an integer >= 0 (milliseconds)"),
         ("selector", "io", "expected the name of a configured selector"),
     ],
 )
@@ -1199,6 +1202,7 @@ def test_dump_writes_the_actorbus_prefix_and_every_setting(tmp_path: Path) -> No
     assert all(k.startswith("actorbus.") for k in keys)
     assert "actorbus.dispatcher.md.threadCount" in keys
     assert "actorbus.connection.up.reconnectDelay" in keys
+    assert "actorbus.connection.up.connectTimeout" in keys
     assert "actorbus.service.api.heartbeatReplyDelay" in keys
 
 

@@ -5,9 +5,11 @@ system notifications, counters, configuration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from actorbus.bus.feeds import IncomingRequest, ReplyFeed
 from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
-from actorbus.errors import LinkClosedError
+from actorbus.errors import LinkClosedError, UsageError
 from actorbus.net import node as node_module
 from actorbus.net.link import LinkStatus
 from actorbus.testing import Recorder
@@ -342,12 +344,14 @@ def test_links_and_services_from_properties(tmp_path: Path) -> None:
             f"actorbus.connection.up.port = {service.port}\n"
             "actorbus.connection.up.reconnect = true\n"
             "actorbus.connection.up.reconnectDelay = 100\n"
+            "actorbus.connection.up.connectTimeout = 2500\n"
             "actorbus.connection.up.messageQueueSize = 1000\n"
         )
         b = Bus.from_properties(client, node_id="B")
         try:
             (link,) = b.links
             assert link.name == "up" and link.reconnect and link.reconnect_delay == 0.1
+            assert link.connect_timeout == 2.5
             assert link.settings.message_queue_size == 1000
             assert link.wait_logged_on(5) == "A"
             wait_for(lambda: len(service.links) == 1, "A accepted the link")
@@ -398,6 +402,35 @@ def test_a_failed_dial_says_what_to_do(host: str, bind_to_held_port: bool, says:
         with pytest.raises(LinkClosedError, match="cannot connect to") as info:
             link.wait_logged_on(30)
         assert says in str(info.value)
+
+
+@contextlib.contextmanager
+def unanswered_port() -> Iterator[int]:
+    """A loopback port whose listener's accept queue is full: the kernel drops
+    further SYNs, so a dial there hangs as one to a host that is down would."""
+    with socket.socket() as listener, socket.socket() as filler:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # (room for one connection nobody accepts)
+        port = listener.getsockname()[1]
+        filler.connect(("127.0.0.1", port))
+        yield port
+
+
+def test_a_dial_nobody_answers_fails_after_connect_timeout() -> None:
+    with buses("B") as (b,), unanswered_port() as port:
+        started_at = time.monotonic()
+        once = b.connect("127.0.0.1", port, connect_timeout=0.3)
+        with pytest.raises(LinkClosedError, match=r"no answer within 0\.3 s; check that"):
+            once.wait_logged_on(30)
+        assert 0.25 <= time.monotonic() - started_at < 10
+        retrying = b.connect(
+            "127.0.0.1", port, reconnect=True, reconnect_delay=0.01, connect_timeout=0.1
+        )
+        wait_for(lambda: retrying.counters.reconnects >= 2, "the link dials again", 10)
+        assert not retrying.is_logged_on
+        retrying.close()
+        with pytest.raises(UsageError, match="connect_timeout=-1"):
+            b.connect("127.0.0.1", port, connect_timeout=-1)
 
 
 def test_bus_listen_errors_say_what_to_do() -> None:

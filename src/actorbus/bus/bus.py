@@ -380,6 +380,7 @@ class Bus:
         name: str | None = None,
         reconnect: bool = False,
         reconnect_delay: float = 5.0,
+        connect_timeout: float = 10.0,
         bind_host: str | None = None,
         bind_port: int = 0,
         heartbeat_delay: float = 0.0,
@@ -397,8 +398,11 @@ class Bus:
         blocks until feeds flow.  With ``reconnect`` a lost (or refused)
         connection is dialled again after ``reconnect_delay`` seconds, doubling
         per failed attempt up to 10x the delay (30 s at most, unless the delay is
-        longer).  ``bind_host``/``bind_port`` choose the local address.  Other
-        settings as for :meth:`listen`."""
+        longer).  A dial the peer does not answer (a host that is down, a
+        firewall that drops it) is given up after ``connect_timeout`` seconds
+        (0: when the operating system gives up, minutes on Linux) and counts as
+        a failed dial.  ``bind_host``/``bind_port`` choose the local address.
+        Other settings as for :meth:`listen`."""
         from ..net.link import LinkSettings
 
         settings = LinkSettings(
@@ -419,6 +423,7 @@ class Bus:
             bind_port=bind_port,
             reconnect=reconnect,
             reconnect_delay=reconnect_delay,
+            connect_timeout=connect_timeout,
             selector=selector,
         )
         return link

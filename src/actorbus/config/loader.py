@@ -400,6 +400,7 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
         "selector": _reference("selector", "selector"),
         "reconnect": _boolean("reconnect"),
         "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
+        "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
         **_link_settings(),
     },
     aliases={"reconnectTime": "reconnectDelay"},

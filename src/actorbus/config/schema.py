@@ -191,6 +191,8 @@ class ConnectionConfig:
     message_queue_size: int = 0
     reconnect: bool = False
     reconnect_delay_ms: int = 5_000
+    #: give up a dial the peer does not answer after this long (0 = the OS's own limit).
+    connect_timeout_ms: int = 10_000
     heartbeat_delay_ms: int = 0
     heartbeat_reply_delay_ms: int = 0
     #: input back-pressure (see ServiceConfig.input_backlog).

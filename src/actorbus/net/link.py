@@ -394,6 +394,7 @@ class Link:
         bind_port: int = 0,
         reconnect: bool = False,
         reconnect_delay: float = 5.0,
+        connect_timeout: float = 10.0,
         service: Service | None = None,
     ) -> None:
         self.name = name
@@ -402,6 +403,8 @@ class Link:
         self.selector = selector
         self.reconnect = reconnect
         self.reconnect_delay = reconnect_delay
+        #: seconds a dial may go unanswered before it counts as failed (0: the OS's limit).
+        self.connect_timeout = connect_timeout
         #: the service that accepted this link (None for a client link).
         self.service = service
         self._net = net
@@ -551,10 +554,24 @@ class Link:
 
     async def _connect(self) -> None:
         session = _Session(self)
+        timeout = self.connect_timeout or None
         try:
-            await self._loop.create_connection(
-                lambda: session, self._host, self._port, local_addr=self._local
+            await asyncio.wait_for(
+                self._loop.create_connection(
+                    lambda: session, self._host, self._port, local_addr=self._local
+                ),
+                timeout,
             )
+        except TimeoutError as exc:  # (an OSError too: caught first)
+            # ours (no errno), or the operating system's (ETIMEDOUT) with no timeout set
+            waited = f"{self.connect_timeout:g} s" if exc.errno is None else "the OS's limit"
+            reason = (
+                f"cannot connect to {self._address}: no answer within {waited}; check "
+                "that the peer's host is up and that no firewall drops the connection "
+                "(or raise connect_timeout)"
+            )
+            logger.bind(link=self.name).info("link {}: {}", self.name, reason)
+            self._session_over(None, reason)
         except OSError as exc:
             reason = f"cannot connect to {self._address}: {exc.strerror or exc}{_dial_hint(exc)}"
             logger.bind(link=self.name).info("link {}: {}", self.name, reason)

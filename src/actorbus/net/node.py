@@ -583,6 +583,7 @@ class NodeNet:
             bind_port=c.bind_port,
             reconnect=c.reconnect,
             reconnect_delay=c.reconnect_delay_ms / 1000,
+            connect_timeout=c.connect_timeout_ms / 1000,
             selector=c.selector,
         )
 
@@ -636,6 +637,7 @@ class NodeNet:
         bind_port: int = 0,
         reconnect: bool = False,
         reconnect_delay: float = 5.0,
+        connect_timeout: float = 10.0,
         selector: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
@@ -648,6 +650,11 @@ class NodeNet:
             raise UsageError(
                 f"connect(reconnect_delay={reconnect_delay!r}): expected a finite number of "
                 "seconds >= 0"
+            )
+        if type(connect_timeout) not in (int, float) or not 0 <= connect_timeout < float("inf"):
+            raise UsageError(
+                f"connect(connect_timeout={connect_timeout!r}): expected a finite number of "
+                "seconds >= 0 (0: wait as long as the operating system does)"
             )
         if name is None:
             name = _endpoint(host, port)  # "[::1]:7001" for an IPv6 host
@@ -664,6 +671,7 @@ class NodeNet:
             bind_port=bind_port,
             reconnect=reconnect,
             reconnect_delay=float(reconnect_delay),
+            connect_timeout=float(connect_timeout),
         )
         with self._lock:
             self._links.append(link)
