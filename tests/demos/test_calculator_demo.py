@@ -171,4 +171,6 @@ def test_runner_prints_averages_and_stops_cleanly() -> None:
     summary = run(duration=1.0, period_ms=10, window=4, seed=7, out=lines.append)
     assert summary["final_state"] == "Shutdown"
     assert summary["received"] and summary["received"] > 10
+    # counted once the source and the calculator stopped: nothing in flight
+    assert summary["received"] == summary["published"]
     assert any(line.endswith("over 4") for line in lines)
