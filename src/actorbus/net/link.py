@@ -562,18 +562,8 @@ class Link:
                 ),
                 timeout,
             )
-        except TimeoutError as exc:  # (an OSError too: caught first)
-            # ours (no errno), or the operating system's (ETIMEDOUT) with no timeout set
-            waited = f"{self.connect_timeout:g} s" if exc.errno is None else "the OS's limit"
-            reason = (
-                f"cannot connect to {self._address}: no answer within {waited}; check "
-                "that the peer's host is up and that no firewall drops the connection "
-                "(or raise connect_timeout)"
-            )
-            logger.bind(link=self.name).info("link {}: {}", self.name, reason)
-            self._session_over(None, reason)
-        except OSError as exc:
-            reason = f"cannot connect to {self._address}: {exc.strerror or exc}{_dial_hint(exc)}"
+        except OSError as exc:  # (TimeoutError included: ours or the OS's)
+            reason = f"cannot connect to {self._address}: {_dial_failure(exc, timeout)}"
             logger.bind(link=self.name).info("link {}: {}", self.name, reason)
             self._session_over(None, reason)
         except asyncio.CancelledError:
@@ -1921,15 +1911,24 @@ def _family_name(cls: type[Message]) -> str:
     return cls.__name__
 
 
-def _dial_hint(exc: OSError) -> str:
-    """What to do about a failed dial, for its reason (logs, LinkClosedError)."""
+def _dial_failure(exc: OSError, timeout: float | None) -> str:
+    """Why a dial failed and what to do about it, for its reason (logs,
+    LinkClosedError).  A TimeoutError without errno is ours (``connect_timeout``);
+    one with errno (ETIMEDOUT) is the operating system's."""
+    if isinstance(exc, TimeoutError):
+        waited = f"{timeout:g} s" if exc.errno is None and timeout else "the OS's limit"
+        return (
+            f"no answer within {waited}; check that the peer's host is up and that no "
+            "firewall drops the connection (or raise connect_timeout)"
+        )
+    what = exc.strerror or exc
     if isinstance(exc, socket.gaierror):
-        return "; check the host name (it does not resolve here)"
+        return f"{what}; check the host name (it does not resolve here)"
     if isinstance(exc, ConnectionRefusedError):
-        return "; nothing listens there: start the peer node's service or check the port"
+        return f"{what}; nothing listens there: start the peer node's service or check the port"
     if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
-        return "; the local address (bind_host/bind_port) is taken or not on this host"
-    return "; check the address and the network path to it"
+        return f"{what}; the local address (bind_host/bind_port) is taken or not on this host"
+    return f"{what}; check the address and the network path to it"
 
 
 def _endpoint(host: str, port: int) -> str:

@@ -646,16 +646,14 @@ class NodeNet:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
         if type(bind_port) is not int or not 0 <= bind_port <= 65535:
             raise UsageError(f"connect(bind_port={bind_port!r}): expected a port from 0 to 65535")
-        if type(reconnect_delay) not in (int, float) or not 0 <= reconnect_delay < float("inf"):
-            raise UsageError(
-                f"connect(reconnect_delay={reconnect_delay!r}): expected a finite number of "
-                "seconds >= 0"
-            )
-        if type(connect_timeout) not in (int, float) or not 0 <= connect_timeout < float("inf"):
-            raise UsageError(
-                f"connect(connect_timeout={connect_timeout!r}): expected a finite number of "
-                "seconds >= 0 (0: wait as long as the operating system does)"
-            )
+        for key, seconds, zero in (
+            ("reconnect_delay", reconnect_delay, ""),
+            ("connect_timeout", connect_timeout, " (0: wait as long as the operating system does)"),
+        ):
+            if type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
+                raise UsageError(
+                    f"connect({key}={seconds!r}): expected a finite number of seconds >= 0{zero}"
+                )
         if name is None:
             name = _endpoint(host, port)  # "[::1]:7001" for an IPv6 host
         sel = self._selector(selector, f"connection {name!r}")
