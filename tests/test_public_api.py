@@ -55,6 +55,7 @@ EXPECTED = {
     "ValidationError",
     "current_actor",
     "enable_logging",
+    "wait_for_stop",
 }
 
 

@@ -7,12 +7,12 @@ it cleanly: every actor's shutdown runs (the calculator's machine takes its
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from actorbus import wait_for_stop
 from actorbus.actors import Actor
 from actorbus.bus.bus import Bus
 from actorbus.config import load_config
@@ -42,7 +42,7 @@ def run(
     diagram: str | Path | None = None,
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C.
+    """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C / SIGTERM.
 
     Returns a summary: points sent, averages published and received (counted
     once the source and the calculator stopped, so nothing is in flight), final states."""
@@ -80,11 +80,7 @@ def run(
         for actor in actors.values():
             bus.register(actor)
         bus.startup(list(actors.values())).wait(10)
-        previous = _install_sigint(stop)
-        try:
-            stop.wait(duration)
-        finally:
-            _restore_sigint(previous)
+        wait_for_stop(duration, stop=stop)
         calculator = actors.get("calculator")
         if diagram is not None and isinstance(calculator, Calculator):
             from actorbus.fsm import write_diagram
@@ -119,14 +115,3 @@ def _settle(bus: Bus, actors: dict[str, Actor]) -> None:
     calculator, sink = actors.get("calculator"), actors.get("sink")
     if isinstance(calculator, Calculator) and isinstance(sink, Sink):
         wait_until(lambda: len(sink.received) >= calculator.published, 5.0)
-
-
-def _install_sigint(stop: threading.Event) -> Any:
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-
-
-def _restore_sigint(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGINT, previous)

@@ -6,7 +6,7 @@ comes back.  The same process drives Spark (``local[2]`` by default, or the
 cluster ``actorbus.spark.master`` names): a streaming query reads the journal,
 computes per-subject averages over 5-second event-time windows with a 2-second
 watermark, and publishes them back to this node.  When the demo stops (after
-``duration`` seconds, on ``stop``, or Ctrl-C) a batch job prints per-subject
+``duration`` seconds, on ``stop``, or Ctrl-C / SIGTERM) a batch job prints per-subject
 statistics of the whole journal.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from actorbus import wait_for_stop
 from actorbus.bus.bus import Bus
 from actorbus.bus.message import MessageKey
 from actorbus.config import load_config
@@ -54,7 +54,7 @@ def run(
     out: Callable[[str], object] = print,
     stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C.
+    """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C / SIGTERM.
 
     ``config`` is the properties file (default ``spark.properties`` here);
     ``journal``/``checkpoint`` override its ``actorbus.spark.journal`` /
@@ -97,11 +97,7 @@ def run(
         )
         try:
             bus.startup(source).wait(30)
-            previous = _install_sigint(stop)
-            try:
-                stop.wait(duration)
-            finally:
-                _restore_sigint(previous)
+            wait_for_stop(duration, stop=stop)
             bus.shutdown(source).wait(30)
             last = recorder.flush_and_wait()
             query.processAllAvailable()
@@ -142,17 +138,6 @@ def _print_statistics(stats: Sequence[dict[str, Any]], out: Callable[[str], obje
             f"{row['subject']:<14} {row['points']:>7} {row['mean']:>9.3f} "
             f"{(row['stddev'] or 0.0):>8.3f} {row['min']:>9.3f} {row['max']:>9.3f}"
         )
-
-
-def _install_sigint(stop: threading.Event) -> Any:
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-
-
-def _restore_sigint(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGINT, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

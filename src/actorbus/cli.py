@@ -2,7 +2,8 @@
 
 * ``actorbus run APP.properties [--duration S]`` — start a bus from a properties
   file, create the actors its ``actors`` keys name, start them, and run until
-  Ctrl-C (or ``--duration``).
+  Ctrl-C or SIGTERM (or ``--duration``); then shut the actors down and close the
+  bus, so that every link logs off with a reason (see :mod:`actorbus._signals`).
 * ``actorbus demo calculator [...]`` — the moving-average calculator demo.
 * ``actorbus diagram MACHINE -o OUT`` — render a state machine (a ``.sm`` file or
   ``module:Class``) as Mermaid, DOT, SVG or PNG (by the output's extension).
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import enable_logging
+from ._log import logger
+from ._signals import wait_for_stop
 from .errors import Error
 
 __all__ = ["main"]
@@ -185,7 +186,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"{args.properties}: names no actors; add 'actorbus.actors = NAME' and "
             f"'actorbus.actor.NAME.class = package.module.Class'"
         )
-    stop = threading.Event()
     with Bus(config) as bus:
         actors = []
         for spec in config.actors:
@@ -201,14 +201,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bus.register(actor, dispatcher=spec.dispatcher)
             actors.append(actor)
         bus.startup(actors).wait(30)
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, lambda *a: stop.set())
-        try:
-            stop.wait(args.duration)
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+        signum = wait_for_stop(args.duration)
+        if signum is not None:
+            logger.info("actorbus run: {} received, shutting down", signum.name)
         bus.shutdown_all().wait(30)
     return 0
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from actorbus import SYSTEM_SUBJECT, Bus, LinkLoggedOff, LinkLoggedOn
 from actorbus.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +102,45 @@ def test_run_starts_the_actors_a_properties_file_names(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "over 2" in proc.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_run_stops_on_sigterm_or_sigint_and_its_links_log_off(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # A service manager stops a node with SIGTERM; before, Python died of it at
+    # once: no actor shutdown, and the peer saw a connection closed without a
+    # logoff.  Now both signals stop it the orderly way, exit status 0.
+    with Bus(node_id="watcher") as watcher:
+        logged_on = watcher.inbox(LinkLoggedOn, SYSTEM_SUBJECT)
+        logged_off = watcher.inbox(LinkLoggedOff, SYSTEM_SUBJECT)
+        port = watcher.listen(0, "127.0.0.1").port
+        app = tmp_path / "node.properties"
+        app.write_text(
+            "actorbus.connections = watcher\n"
+            "actorbus.connection.watcher.host = 127.0.0.1\n"
+            f"actorbus.connection.watcher.port = {port}\n"
+            "actorbus.actors = source\n"
+            "actorbus.actor.source.class = demos.calculator.actors.Source\n"
+            "actorbus.actor.source.period_ms = 5\n"
+        )
+        node = subprocess.Popen(
+            [sys.executable, "-m", "actorbus", "run", str(app)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            on = logged_on.receive(30)
+            assert on is not None, f"the node never logged on; exit status {node.poll()}"
+            node.send_signal(sig)
+            out, err = node.communicate(timeout=30)
+        finally:
+            if node.poll() is None:
+                node.kill()
+                node.communicate()
+        assert node.returncode == 0, err
+        off = logged_off.receive(10)
+        assert off is not None
+        assert off.reason.startswith("logged off by the peer: "), off.reason
