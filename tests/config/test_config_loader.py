@@ -865,6 +865,45 @@ def test_gc_threshold_under_both_prefixes_last_wins_and_logged(
     ]
 
 
+# --------------------------------------------------------------------------- nodeId
+
+NODE_ID_HINT = (
+    "use a short id unique among the nodes it links to, or leave the key out for a "
+    "generated host-pid-random id"
+)
+
+
+def test_node_id_is_read_under_either_prefix_and_left_out_means_none(tmp_path: Path) -> None:
+    assert BusConfig().node_id is None
+    assert load(tmp_path, "actorbus.dispatchers=a\n").node_id is None
+    assert load(tmp_path, "actorbus.nodeId = pricing-1\n").node_id == "pricing-1"
+    assert load(tmp_path, "eBus.nodeId=marché\n").node_id == "marché"
+    assert load(tmp_path, "actorbus.nodeId=" + "n" * 255 + "\n").node_id == "n" * 255
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("", "it has 0 UTF-8 bytes, expected 1..255"),
+        ("n" * 256, "it has 256 UTF-8 bytes, expected 1..255"),
+        ("é" * 128, "it has 256 UTF-8 bytes, expected 1..255"),
+    ],
+)
+def test_node_id_value_errors_name_file_line_and_key(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    key = "actorbus.nodeId"
+    text = f"actorbus.dispatchers=d\n{key}={value}\n"
+    assert fails(tmp_path, text, 2, key) == f"{key}={value!r}: {problem}; {NODE_ID_HINT}"
+
+
+def test_dump_leaves_an_unset_node_id_out(tmp_path: Path) -> None:
+    text = dump_config(BusConfig())
+    assert "nodeId=" not in text
+    assert "\n# nodeId: not set\n" in text
+    assert "actorbus.nodeId=a b\n" in dump_config(BusConfig(node_id="a b"))
+
+
 # ------------------------------------------------------------------------ name lists
 
 
@@ -1146,6 +1185,7 @@ actorbus.actor.a.dispatcher = md
 actorbus.actor.a.motto = \\ padded \\; with \\# odd = chars: é\\n
 actorbus.spark.master = local[2]
 eBus.gc.threshold = 50000
+actorbus.nodeId = pricing-é-1
 """
 
 
@@ -1155,6 +1195,7 @@ def test_dump_round_trips_a_full_config(tmp_path: Path) -> None:
     assert dataclasses.replace(again, source=cfg.source) == cfg
     assert cfg.actors[0].options["motto"] == " padded ; with # odd = chars: é\n"
     assert cfg.gc_threshold == 50_000
+    assert cfg.node_id == "pricing-é-1"
 
 
 def test_dump_round_trips_the_default_config(tmp_path: Path) -> None:
@@ -1175,6 +1216,7 @@ def test_dump_round_trips_a_config_built_in_code(tmp_path: Path) -> None:
         actors=(ActorConfig(name="x", class_path=f"{HERE}.make_actor", dispatcher="a"),),
         spark=MappingProxyType({"journal": "/tmp/j k"}),
         gc_threshold=None,
+        node_id="node a",
     )
     again = load_config(write(tmp_path, dump_config(cfg)))
     assert dataclasses.replace(again, source=None) == cfg

@@ -84,6 +84,38 @@ def test_second_link_is_rejected_whichever_side_dials() -> None:
         still_serving(a, b, "/still")
 
 
+def test_a_restarted_node_with_its_id_replaces_the_link_to_its_previous_run() -> None:
+    """A node whose id is fixed (``nodeId``) restarts while the peer still holds
+    the link to its previous run (a dead end that has not noticed, as after a
+    host crash without heartbeats): the new run's logon carries a new session
+    id, so it replaces the held link instead of being refused as a second one."""
+    with buses("B") as (b,):
+        log_b = SystemLog(b)
+        service = b.listen(0)
+        with RawPeer.connect(service.port, "A", session="run-1") as previous:
+            assert previous.logon() == "B"
+            assert SystemLog.next(log_b.logged_on).peer_node == "A"
+            sub = Recorder("sub")
+            started(b, sub)
+            sub.subscribe(Counter, "/restart")
+            with buses("A") as (a,):  # the new run, same id, a new session
+                link = a.connect("127.0.0.1", service.port)
+                assert link.wait_logged_on(5) == "B"
+                expected = "node 'A' restarted (new session "
+                assert previous.expect(LogoffReceived).reason.startswith(expected)
+                off = SystemLog.next(log_b.logged_off)
+                assert off.peer_node == "A" and expected in off.reason, off.reason
+                assert SystemLog.next(log_b.logged_on).peer_node == "A"  # the new link
+                assert b.net.link_to("A") is not None and b.net.link_to("A").is_logged_on
+                assert service.counters.links.refused_logons == 0
+                # feeds flow over the new link
+                p = a.publisher(Counter, "/restart")
+                wait_for(lambda: p.feed_state is UP, "B's subscriber reaches the new run")
+                p.publish(Counter("/restart", n=7))
+                sub.log.wait_for(lambda ev: [e[1].n for e in sub.log.of("message")] == [7])
+                assert sub.states() == [UP]  # never DOWN across the replacement
+
+
 def test_a_node_cannot_link_to_itself() -> None:
     with buses("A") as (a,):
         service = a.listen(0)

@@ -70,6 +70,21 @@ def _make_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def _check_node_id(node_id: str | None, where: str) -> str | None:
+    """``node_id`` if it is a valid node id; None and "" mean "not given"."""
+    if node_id is None or node_id == "":
+        return None
+    from ..net.protocol import _node_id_problem
+
+    problem = _node_id_problem(node_id) if type(node_id) is str else "expected a str"
+    if problem is not None:
+        raise UsageError(
+            f"{where} = {node_id!r:.80}: {problem}; use a short id unique to this node, "
+            "or leave it out for a generated one (host-pid-random)"
+        )
+    return node_id
+
+
 class Bus:
     """One node of the bus.  Use as a context manager, or call :meth:`close`."""
 
@@ -83,7 +98,10 @@ class Bus:
         node_id: str | None = None,
         gc_threshold: int | Literal[_FromConfig.FROM_CONFIG] | None = _FROM_CONFIG,
     ) -> None:
-        """A bus from ``config`` (the default bus if None).  While it is open the
+        """A bus from ``config`` (the default bus if None), named ``node_id`` (else
+        ``config.node_id``, the ``nodeId`` key of a properties file, else a
+        generated ``host-pid-random``; an id that is not 1..255 UTF-8 bytes of
+        text raises :class:`~actorbus.errors.UsageError`).  While it is open the
         interpreter's young-generation GC threshold is at least ``gc_threshold``
         (None: leave the garbage collector's settings alone).  Left out, it is
         ``config.gc_threshold`` (the ``gc.threshold`` key of a properties file,
@@ -97,7 +115,9 @@ class Bus:
         else:
             threshold = _gc.check_threshold(gc_threshold)
         self._gc_held = False
-        self.node_id = node_id or _make_node_id()
+        self.node_id = _check_node_id(node_id, "Bus(node_id=...)") or (
+            _check_node_id(self.config.node_id, "config.node_id") or _make_node_id()
+        )
         self.router = Router(schedule=self._schedule)
         self.router.reserved_subject = SYSTEM_SUBJECT
         self.router.reserved_owner = _SYSTEM_OWNER

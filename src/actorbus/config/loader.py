@@ -95,6 +95,8 @@ class _Setting:
     expected: str
     #: noun of the section whose listed names the value must be one of.
     ref: str | None = None
+    #: (top-level settings) how dump_config writes None; None: leaves the key out
+    none_text: str | None = None
 
 
 def _int_in(text: str, low: int, high: int | None, expected: str) -> int:
@@ -236,6 +238,24 @@ def _gc_threshold(field: str) -> _Setting:
         if text.lower() == "none":
             return None
         return _int_in(text, 1, None, expected)
+
+    return _Setting(field, parse, expected, none_text="none")
+
+
+def _node_id(field: str) -> _Setting:
+    hint = (
+        "use a short id unique among the nodes it links to, or leave the key out for "
+        "a generated host-pid-random id"
+    )
+    expected = f"expected 1..255 UTF-8 bytes of text; {hint}"
+
+    def parse(text: str) -> str:
+        from ..net.protocol import _node_id_problem  # the wire's rule, checked here
+
+        problem = _node_id_problem(text)
+        if problem is not None:
+            raise _Invalid(f"{problem}; {hint}")
+        return text
 
     return _Setting(field, parse, expected)
 
@@ -425,7 +445,7 @@ _SECTIONS: tuple[_Section[Any], ...] = (_DISPATCHERS, _SELECTORS, _SERVICES, _CO
 _SPARK = "spark."
 #: Settings of the whole bus, written right after the prefix (no section, no name).
 _TOP_LEVEL: Mapping[str, _Setting] = MappingProxyType(
-    {"gc.threshold": _gc_threshold("gc_threshold")}
+    {"gc.threshold": _gc_threshold("gc_threshold"), "nodeId": _node_id("node_id")}
 )
 
 #: A slot is what a key means: (kind, section noun, item name, setting or key).
@@ -874,8 +894,12 @@ def dump_config(config: BusConfig) -> str:
     lines = ["# actorbus configuration, written by actorbus.config.dump_config"]
     for key, setting in _TOP_LEVEL.items():
         text = _format_value(getattr(config, setting.field))
-        text = "none" if text is None else text  # a section's None is left out instead
-        lines += ["", f"# {key}", format_property(prefix + key, text)]
+        if text is None:
+            text = setting.none_text
+        if text is None:
+            lines += ["", f"# {key}: not set"]
+        else:
+            lines += ["", f"# {key}", format_property(prefix + key, text)]
     groups: tuple[tuple[_Section[Any], tuple[Any, ...]], ...] = (
         (_DISPATCHERS, config.dispatchers),
         (_SELECTORS, config.selectors),

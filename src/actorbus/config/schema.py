@@ -229,6 +229,10 @@ class BusConfig:
     #: threshold is at least this (``gc.threshold``); None leaves the garbage
     #: collector alone (docs/bus.md).  ``Bus(gc_threshold=...)`` overrides it.
     gc_threshold: int | None = GC_THRESHOLD
+    #: this node's id (``nodeId``): what peers see in their logs and in
+    #: ``LinkLoggedOn.peer_node``, and what the one-link rule compares; None: a
+    #: generated ``host-pid-random``.  ``Bus(node_id=...)`` overrides it.
+    node_id: str | None = None
     #: where this configuration came from (a path), for error messages.
     source: str | None = None
 

@@ -1698,7 +1698,7 @@ class _Session(asyncio.BufferedProtocol):
         assert proto is not None
         self.peer = peer
         link = self.link
-        refusal = link._net._claim(self, peer)
+        refusal = link._net._claim(self, peer, session)
         if refusal is not None:
             self.refused_logons += 1
             self._log.info(

@@ -742,16 +742,35 @@ class NodeNet:
         if self.closing:
             raise UsageError(f"{what} on node {self.node_id} whose network is closed")
 
-    def _claim(self, session: _Session, peer: str) -> str | None:
-        """Claim ``peer`` for ``session`` (the one-link rule); the refusal reason, or None."""
+    def _claim(self, session: _Session, peer: str, peer_session: str = "") -> str | None:
+        """Claim ``peer`` for ``session`` (the one-link rule); the refusal reason, or None.
+
+        A logon whose session id differs from the one of the link already held
+        to ``peer`` comes from a new run of that node (a restart, with its node
+        id fixed by configuration): the held link is to a run that is gone
+        (its end may not have noticed yet, without heartbeats maybe never), so
+        the new link replaces it rather than being refused."""
         if peer == self.node_id:
             return f"node {peer!r} cannot link to itself (both ends have the same node id)"
         victim: _Session | None = None
+        reason = ""
         with self._lock:
             if self.closing:
                 return "the node is closing"
             old = self._peers.get(peer)
-            if old is not None and not old.ended:
+            if (
+                old is not None
+                and not old.ended
+                and peer_session
+                and old.peer_session
+                and old.peer_session != peer_session
+            ):
+                victim = old
+                reason = (
+                    f"node {peer!r} restarted (new session {peer_session!r}); its new link "
+                    "replaces this one"
+                )
+            elif old is not None and not old.ended:
                 ours = session.link.initiator
                 if old.link.initiator == ours or (not ours and old.logged_on):
                     return (
@@ -761,18 +780,15 @@ class NodeNet:
                 # The two nodes dialled each other: both keep the link dialled by the
                 # node with the smaller id.
                 winner = min(self.node_id, peer)
+                reason = (
+                    f"nodes {self.node_id!r} and {peer!r} dialled each other; the link "
+                    f"dialled by {winner!r} is kept"
+                )
                 if ours != (winner == self.node_id):
-                    return (
-                        f"nodes {self.node_id!r} and {peer!r} dialled each other; the link "
-                        f"dialled by {winner!r} is kept"
-                    )
+                    return reason
                 victim = old
             self._peers[peer] = session
         if victim is not None:
-            reason = (
-                f"nodes {self.node_id!r} and {peer!r} dialled each other; the link dialled "
-                f"by {min(self.node_id, peer)!r} is kept"
-            )
             selector = victim.link.selector
             if selector.on_loop_thread():
                 victim.logoff(reason)
