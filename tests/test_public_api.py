@@ -49,6 +49,7 @@ EXPECTED = {
     "Scope",
     "ServiceStarted",
     "SocketAddress",
+    "StopSignals",
     "SubscribeFeed",
     "TimerHandle",
     "UsageError",

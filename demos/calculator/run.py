@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from actorbus import wait_for_stop
+from actorbus import StopSignals
 from actorbus.actors import Actor
 from actorbus.bus.bus import Bus
 from actorbus.config import load_config
@@ -56,7 +56,7 @@ def run(
     average_subject = f"{subject}{AVERAGE_SUBJECT.removeprefix('/demo')}"
     stop = stop or threading.Event()
     actors: dict[str, Actor] = {}
-    with Bus(cfg) as bus:
+    with StopSignals(stop=stop) as stopping, Bus(cfg) as bus:
         if "source" in roles:
             actors["source"] = Source(
                 "source",
@@ -80,7 +80,7 @@ def run(
         for actor in actors.values():
             bus.register(actor)
         bus.startup(list(actors.values())).wait(10)
-        wait_for_stop(duration, stop=stop)
+        stopping.wait(duration)
         calculator = actors.get("calculator")
         if diagram is not None and isinstance(calculator, Calculator):
             from actorbus.fsm import write_diagram

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from actorbus import wait_for_stop
+from actorbus import StopSignals
 from actorbus.bus.bus import Bus
 from actorbus.bus.message import MessageKey
 from actorbus.config import load_config
@@ -73,7 +73,7 @@ def run(
     stop = stop or threading.Event()
     own_session = spark is None
     summary: dict[str, Any] = {"journal": journal_dir, "checkpoint": checkpoint_dir}
-    with Bus(cfg) as bus:
+    with StopSignals(stop=stop) as stopping, Bus(cfg) as bus:
         host = settings.get("sink.host", "127.0.0.1")
         service = bus.listen(int(settings.get("sink.port", "0")), host)
         recorder = Recorder(journal_dir, [MessageKey(DataPoint, s) for s in names])
@@ -97,7 +97,7 @@ def run(
         )
         try:
             bus.startup(source).wait(30)
-            wait_for_stop(duration, stop=stop)
+            stopping.wait(duration)
             bus.shutdown(source).wait(30)
             last = recorder.flush_and_wait()
             query.processAllAvailable()

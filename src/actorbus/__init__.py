@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import _log  # noqa: F401  (disables the library logger at import)
 from ._log import enable_logging
-from ._signals import wait_for_stop
+from ._signals import StopSignals, wait_for_stop
 from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
 from .bus._types import SocketAddress
 from .bus.bus import Bus
@@ -89,6 +89,7 @@ __all__ = [
     "Scope",
     "ServiceStarted",
     "SocketAddress",
+    "StopSignals",
     "SubscribeFeed",
     "TimerHandle",
     "UsageError",

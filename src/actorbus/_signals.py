@@ -1,4 +1,4 @@
-"""Run a node until it is told to stop: :func:`wait_for_stop`.
+"""Run a node until it is told to stop: :func:`wait_for_stop`, :class:`StopSignals`.
 
 A node's main thread usually has nothing to do once its actors are started; it
 waits until the operator stops it and then shuts the actors down and closes the
@@ -9,12 +9,17 @@ turns the first into ``KeyboardInterrupt`` wherever the main thread happens to
 be, and by default dies on the second at once, with no shutdown at all: the
 peers see a connection closed without a logoff, and work the actors held is
 lost.  :func:`wait_for_stop` takes both as a request to stop: the handlers it
-installs only set an event, and the caller's shutdown code runs on the main
-thread as ordinary code after the wait returns.
+installs only note the signal (a handler takes no lock), and the caller's
+shutdown code runs on the main thread as ordinary code after the wait returns.
+
+:class:`StopSignals` is the same in two steps, for a node that must not miss a
+signal while it starts: its handlers are installed on ``__enter__`` (before the
+bus opens), a signal that comes during the start is kept, and ``wait()``
+returns at once with it.
 
 While it waits, a second signal of the same kind is taken like the first.  The
-previous handlers are back when it returns, so a signal that arrives while the
-caller shuts down acts as it did before the wait (Ctrl-C raises
+previous handlers are back when the wait returns, so a signal that arrives
+while the caller shuts down acts as it did before (Ctrl-C raises
 ``KeyboardInterrupt``, SIGTERM ends the process): an operator can always cut a
 shutdown that hangs.
 
@@ -41,7 +46,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["wait_for_stop"]
+__all__ = ["StopSignals", "wait_for_stop"]
 
 #: what stops a node: Ctrl-C and a service manager's stop.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -64,7 +69,9 @@ def wait_for_stop(
     duration did.  ``stop`` is set in every case, so other threads waiting on
     it learn that the node is stopping.  Handlers are installed only when
     called on the main thread, and the previous ones are restored before it
-    returns.  Raises :class:`ValueError` for a negative ``duration``.
+    returns.  Raises :class:`ValueError` for a negative ``duration``.  A signal
+    that comes *before* the call acts as it would without it: to catch the
+    ones that come while the node starts too, use :class:`StopSignals`.
 
     Typical use, on the main thread::
 
@@ -74,52 +81,89 @@ def wait_for_stop(
             wait_for_stop()
             bus.shutdown_all().wait(10)
     """
-    if duration is not None and duration < 0:
-        raise ValueError(f"wait_for_stop(duration={duration!r}): expected seconds >= 0 or None")
-    event = stop if stop is not None else threading.Event()
-    received: list[signal.Signals] = []
-    waiting = [False]
+    with StopSignals(stop=stop, signals=signals) as stopping:
+        return stopping.wait(duration)
 
-    def handler(signum: int, frame: Any) -> None:
+
+class StopSignals:
+    """Take the stop signals from ``__enter__`` to the end of :meth:`wait`.
+
+    A signal that arrives while the node is still starting is kept, and the
+    :meth:`wait` that follows returns at once with it; the handlers stay in
+    place only until then (or until the ``with`` block ends), so a second
+    signal during the shutdown acts as it did before::
+
+        with StopSignals() as stopping, Bus(config) as bus:
+            ...                             # register and start the actors
+            stopping.wait()                 # returns at once if a signal came already
+            bus.shutdown_all().wait(10)
+    """
+
+    def __init__(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        signals: Iterable[signal.Signals] = STOP_SIGNALS,
+    ) -> None:
+        #: set once the node is to stop (by a signal, :meth:`wait`'s end, or anyone)
+        self.stop = stop if stop is not None else threading.Event()
+        #: the signals taken so far, first first
+        self.received: list[signal.Signals] = []
+        self._signals = tuple(signals)
+        self._previous: dict[signal.Signals, Any] = {}
+        self._waiting = False
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self._signals:
+                if signal.getsignal(sig) is signal.SIG_IGN:
+                    continue  # ignored when the process started: leave it so
+                self._previous[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _handler(self, signum: int, frame: Any) -> None:
         # No lock may be taken here: the handler runs on the main thread between
         # two of its bytecodes, possibly inside Event.wait() while it holds the
-        # event's lock, and event.set() would then wait for itself.  So the first
-        # signal leaves the wait the way KeyboardInterrupt does, and the event is
-        # set after the wait, in ordinary code.
-        received.append(signal.Signals(signum))
-        if waiting[0]:
-            waiting[0] = False  # (at most one raise: none can land in the cleanup)
+        # event's lock, and event.set() would then wait for itself.  So a signal
+        # is only noted, and during wait() the first one leaves the wait the way
+        # KeyboardInterrupt does; the event is set after it, in ordinary code.
+        self.received.append(signal.Signals(signum))
+        if self._waiting:
+            self._waiting = False  # (at most one raise: none can land in the cleanup)
             raise _Stopped
 
-    previous: dict[signal.Signals, Any] = {}
-    try:
+    def wait(self, duration: float | None = None) -> signal.Signals | None:
+        """Block until a signal (or one came since ``__enter__``), ``stop`` is set,
+        or ``duration`` seconds pass; then put the previous handlers back, set
+        ``stop`` and return the first signal taken, or None."""
+        if duration is not None and duration < 0:
+            raise ValueError(f"wait(duration={duration!r}): expected seconds >= 0 or None")
         try:
-            if threading.current_thread() is threading.main_thread():
-                for sig in signals:
-                    if signal.getsignal(sig) is signal.SIG_IGN:
-                        continue  # ignored when the process started: leave it so
-                    previous[sig] = signal.signal(sig, handler)
-            waiting[0] = True
-            deadline = None if duration is None else time.monotonic() + duration
-            while not received and not event.is_set():
-                left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
-                if left <= 0:
-                    break
-                event.wait(left)
-        finally:
-            waiting[0] = False
-            _restore(previous)
-    except _Stopped:
-        _restore(previous)  # (the raise may have cut the first restore short)
-    event.set()
-    return received[0] if received else None
+            try:
+                self._waiting = True
+                deadline = None if duration is None else time.monotonic() + duration
+                while not self.received and not self.stop.is_set():
+                    left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+                    if left <= 0:
+                        break
+                    self.stop.wait(left)
+            finally:
+                self._waiting = False
+                self._restore()
+        except _Stopped:
+            self._restore()  # (the raise may have cut the first restore short)
+        self.stop.set()
+        return self.received[0] if self.received else None
+
+    def _restore(self) -> None:
+        previous, self._previous = self._previous, {}
+        for sig, old in previous.items():
+            # (None: a handler installed from C, which Python cannot reinstall)
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
 
 
 class _Stopped(BaseException):
-    """Raised by the handler out of the wait, caught by wait_for_stop()."""
-
-
-def _restore(previous: dict[signal.Signals, Any]) -> None:
-    for sig, old in previous.items():
-        # (None: a handler installed from C, which Python cannot reinstall)
-        signal.signal(sig, signal.SIG_DFL if old is None else old)
+    """Raised by the handler out of the wait, caught by StopSignals.wait()."""

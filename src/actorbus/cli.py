@@ -23,7 +23,7 @@ from typing import Any
 
 from . import enable_logging
 from ._log import logger
-from ._signals import wait_for_stop
+from ._signals import StopSignals
 from .errors import Error
 
 __all__ = ["main"]
@@ -186,7 +186,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             f"{args.properties}: names no actors; add 'actorbus.actors = NAME' and "
             f"'actorbus.actor.NAME.class = package.module.Class'"
         )
-    with Bus(config) as bus:
+    # the stop signals are taken from before the bus opens: one that comes while
+    # the actors start is kept, and the node stops in order right after
+    with StopSignals() as stopping, Bus(config) as bus:
         actors = []
         for spec in config.actors:
             module_name, _, attr = spec.class_path.rpartition(".")
@@ -201,7 +203,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bus.register(actor, dispatcher=spec.dispatcher)
             actors.append(actor)
         bus.startup(actors).wait(30)
-        signum = wait_for_stop(args.duration)
+        signum = stopping.wait(args.duration)
         if signum is not None:
             logger.info("actorbus run: {} received, shutting down", signum.name)
         bus.shutdown_all().wait(30)

@@ -1,6 +1,7 @@
-"""``actorbus.wait_for_stop``: SIGINT and SIGTERM end the wait (no
-KeyboardInterrupt, no death), the previous handlers come back, ignored signals
-stay ignored, and off the main thread it waits on the event alone.  The signals
+"""``actorbus.wait_for_stop`` and ``StopSignals``: SIGINT and SIGTERM end the
+wait (no KeyboardInterrupt, no death), a signal that comes before the wait is
+kept, the previous handlers come back, ignored signals stay ignored, and off the
+main thread it waits on the event alone.  The signals
 are real ones, sent to this process with ``os.kill``."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus import wait_for_stop
+from actorbus import StopSignals, wait_for_stop
 from actorbus.testing import wait_until
 
 ORIGINAL = signal.getsignal(signal.SIGTERM)
@@ -59,7 +60,7 @@ def test_a_stop_signal_ends_the_wait_and_the_old_handler_comes_back(
 
 CHILD = """
 import signal, sys, threading
-from actorbus import wait_for_stop
+from actorbus import StopSignals, wait_for_stop
 from actorbus.testing import wait_until
 
 before = signal.getsignal(signal.SIGTERM)
@@ -152,3 +153,26 @@ def test_off_the_main_thread_it_installs_nothing_and_waits_on_the_event() -> Non
 def test_a_negative_duration_is_refused() -> None:
     with pytest.raises(ValueError, match=r"duration=-1.*seconds >= 0"):
         wait_for_stop(-1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stop_signals_keep_a_signal_that_comes_before_the_wait(sig: signal.Signals) -> None:
+    # (a node stopped while its actors still start: it stops in order right after)
+    before = signal.getsignal(sig)
+    with StopSignals() as stopping:
+        os.kill(os.getpid(), sig)  # the node is still "starting"
+        started = time.monotonic()
+        assert stopping.wait(30.0) is sig
+        assert time.monotonic() - started < 10.0
+        assert stopping.stop.is_set() and stopping.received == [sig]
+        # back already: a second signal during the shutdown acts as before
+        assert signal.getsignal(sig) is before
+    assert signal.getsignal(sig) is before
+
+
+def test_stop_signals_put_the_handlers_back_when_the_block_ends_without_a_wait() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError, match="start failed"), StopSignals():
+        assert signal.getsignal(signal.SIGTERM) is not before
+        raise RuntimeError("start failed")
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -117,6 +117,7 @@ def test_run_stops_on_sigterm_or_sigint_and_its_links_log_off(
         port = watcher.listen(0, "127.0.0.1").port
         app = tmp_path / "node.properties"
         app.write_text(
+            "actorbus.nodeId = stopped-node\n"
             "actorbus.connections = watcher\n"
             "actorbus.connection.watcher.host = 127.0.0.1\n"
             f"actorbus.connection.watcher.port = {port}\n"
@@ -134,6 +135,7 @@ def test_run_stops_on_sigterm_or_sigint_and_its_links_log_off(
         try:
             on = logged_on.receive(30)
             assert on is not None, f"the node never logged on; exit status {node.poll()}"
+            assert on.peer_node == "stopped-node"
             node.send_signal(sig)
             out, err = node.communicate(timeout=30)
         finally:
