@@ -139,7 +139,7 @@ class StopSignals:
         """Block until a signal (or one came since ``__enter__``), ``stop`` is set,
         or ``duration`` seconds pass; then put the previous handlers back, set
         ``stop`` and return the first signal taken, or None."""
-        if duration is not None and duration < 0:
+        if duration is not None and not duration >= 0:  # (NaN too)
             raise ValueError(f"wait(duration={duration!r}): expected seconds >= 0 or None")
         try:
             try:

@@ -147,6 +147,7 @@ def _cmd_diagram(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from demos.calculator.run import ROLES, run
 
+    _check_duration(args.duration)
     if args.window < 1:
         raise _Fail(f"--window {args.window}: expected an integer >= 1")
     if args.period <= 0:
@@ -174,10 +175,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_duration(duration: float | None) -> None:
+    if duration is not None and not duration >= 0:  # (NaN too)
+        raise _Fail(
+            f"--duration {duration}: expected seconds >= 0 (leave it out to run until stopped)"
+        )
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .bus.bus import Bus
     from .config import load_config
 
+    _check_duration(args.duration)
     if not args.properties.is_file():
         raise _Fail(f"{args.properties}: no such properties file")
     config = load_config(args.properties)

@@ -150,9 +150,12 @@ def test_off_the_main_thread_it_installs_nothing_and_waits_on_the_event() -> Non
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_a_negative_duration_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"duration=-1.*seconds >= 0"):
-        wait_for_stop(-1)
+@pytest.mark.parametrize("duration", [-1, float("nan")])
+def test_a_negative_duration_is_refused(duration: float) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(ValueError, match=r"duration=.*: expected seconds >= 0"):
+        wait_for_stop(duration)
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -172,7 +175,14 @@ def test_stop_signals_keep_a_signal_that_comes_before_the_wait(sig: signal.Signa
 
 def test_stop_signals_put_the_handlers_back_when_the_block_ends_without_a_wait() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(RuntimeError, match="start failed"), StopSignals():
-        assert signal.getsignal(signal.SIGTERM) is not before
-        raise RuntimeError("start failed")
+    inside: list[object] = []
+
+    def failing_start() -> None:
+        with StopSignals():
+            inside.append(signal.getsignal(signal.SIGTERM))
+            raise RuntimeError("start failed")
+
+    with pytest.raises(RuntimeError, match="start failed"):
+        failing_start()
+    assert inside and inside[0] is not before
     assert signal.getsignal(signal.SIGTERM) is before

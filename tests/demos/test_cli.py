@@ -50,6 +50,9 @@ def test_demo_with_diagram_of_the_live_actor(
         (["demo", "calculator", "--window", "0"], "--window 0"),
         (["demo", "calculator", "--min", "5", "--max", "5"], "must be greater"),
         (["run", "missing.properties"], "no such properties file"),
+        (["run", "app.properties", "--duration", "-1"], "--duration -1.0: expected seconds >= 0"),
+        (["run", "app.properties", "--duration", "nan"], "--duration nan: expected seconds >= 0"),
+        (["demo", "calculator", "--duration", "-2"], "--duration -2.0: expected seconds >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str) -> None:

@@ -115,8 +115,10 @@ class Bus:
         else:
             threshold = _gc.check_threshold(gc_threshold)
         self._gc_held = False
-        self.node_id = _check_node_id(node_id, "Bus(node_id=...)") or (
-            _check_node_id(self.config.node_id, "config.node_id") or _make_node_id()
+        self.node_id = (
+            _check_node_id(node_id, "Bus(node_id=...)")
+            or _check_node_id(self.config.node_id, "config.node_id")
+            or _make_node_id()
         )
         self.router = Router(schedule=self._schedule)
         self.router.reserved_subject = SYSTEM_SUBJECT
