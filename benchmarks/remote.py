@@ -61,6 +61,17 @@ between socket and actor.  The second is the configuration for latency.
     thread hand-offs, so these ratios are the ones a machine with cheap wake-ups
     would show (docs/performance.md, "What the round-trip baseline is made of").
 
+(e) **request/reply with idle vCPUs polling** (``--halt-poll-ns NS``, root, a
+    guest whose cpuidle driver is ``haltpoll``) — (b) for the raw echo, the raw
+    echo with a worker thread per node, the default bus and the shared loop,
+    with the guest kernel's ``guest_halt_poll_ns`` set to NS for these rows
+    (restored afterwards, also on Ctrl-C): an idle vCPU polls that long before
+    it halts, so a thread woken within NS of its CPU going idle costs no wake-up
+    of a halted vCPU.  This is a host with cheap wake-ups on two CPUs, which the
+    one-CPU rows approximate: the raw round trip falls to a quarter, ours by
+    less, and the ratios are what such a host shows.  No budget; off by default
+    because it changes a kernel setting for every process while it runs.
+
 ``--gil`` adds rows for polling with *threaded* actors: (b) with the actors on a
 blocking dispatcher and each node's selector polling, either on its own I/O
 thread (``spinning``, ``spin+park``, ``spin+yield``) or ``spin+park`` on the loop
@@ -71,14 +82,16 @@ dispatcher with the default spin limit (docs/actors.md: a polling worker gives
 the GIL up after every empty poll).  All against the default bus in the same
 rounds.
 
-Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil]`` (about two
-minutes; a process role runs when ``--role`` is given).
+Run: ``.venv/bin/python benchmarks/remote.py [--quick] [--gil] [--halt-poll-ns NS]``
+(about two minutes, 30 s more with ``--halt-poll-ns``; a process role runs when
+``--role`` is given).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
 import os
 import queue
@@ -87,6 +100,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -757,7 +771,18 @@ def main(argv: list[str] | None = None) -> list[Row]:
         action="store_true",
         help="add round trips of threaded actors with polling I/O threads (the GIL's cost)",
     )
+    parser.add_argument(
+        "--halt-poll-ns",
+        type=int,
+        metavar="NS",
+        help="add rows (e): round trips with idle vCPUs polling NS before they halt "
+        "(sets the haltpoll guest_halt_poll_ns for those rows; root)",
+    )
     args = parser.parse_args(argv)
+    if args.halt_poll_ns is not None:
+        problem = _halt_poll_problem(args.halt_poll_ns)
+        if problem:
+            parser.error(problem)
     n_notify = 50_000 if args.quick else 200_000
     n_rtt = 2_000 if args.quick else 10_000
     rounds = 1 if args.quick else args.rounds
@@ -801,6 +826,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
         for _ in range(rounds):
             for kind, results in pinned.items():
                 results.append(_round_trip(kind, n_rtt, cpu=one_cpu))
+
+    # (e) idle vCPUs polling: last, since it changes what every process pays to wake
+    polled: dict[str, list[tuple[float, float, int]]] = {
+        "raw": [],
+        "rawthread": [],
+        "ours": [],
+        "loop": [],
+    }
+    if args.halt_poll_ns is not None:
+        with _halt_poll(args.halt_poll_ns):
+            for _ in range(rounds):
+                for kind, results in polled.items():
+                    results.append(_round_trip(kind, n_rtt))
 
     base, single, base_packb = max(raw_rate), max(raw_single), max(raw_packb)
     base_runs = max(raw_runs)
@@ -951,6 +989,29 @@ def main(argv: list[str] | None = None) -> list[Row]:
                     f"best of {rounds}; lost requests: {sum(r[2] for r in results)}",
                 )
             )
+    if args.halt_poll_ns is not None:
+        polled_us = args.halt_poll_ns / 1000
+        raw_polled = best_of(polled["raw"], key=lambda r: r[0], lowest=True)
+        for kind, label in (
+            ("rawthread", ", raw uvloop, a worker thread per node"),
+            ("ours", " (actors)"),
+            ("loop", ", actors on the link's loop"),
+        ):
+            results = polled[kind]
+            value = best_of(results, key=lambda r: r[0], lowest=True)[0]
+            rows.append(
+                row(
+                    f"request/reply round trip p50, idle vCPUs poll {polled_us:g} us{label}",
+                    value,
+                    "us",
+                    baseline_name=f"raw uvloop request/reply p50, idle vCPUs poll {polled_us:g} us",
+                    baseline_value=raw_polled[0],
+                    note=f"guest_halt_poll_ns={args.halt_poll_ns} for these rows: an idle "
+                    "vCPU polls before it halts, so a woken thread costs no wake-up of a "
+                    f"halted vCPU; no budget; best of {rounds}; lost requests: "
+                    f"{sum(r[2] for r in results)}",
+                )
+            )
     if args.gil:
         base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
         for bus, results in gil_rtt.items():
@@ -1005,6 +1066,37 @@ def _one_cpu() -> int | None:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[0] if len(cpus) > 1 else None
+
+
+#: the guest kernel's idle-poll time (cpuidle driver haltpoll), rows (e)
+_HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+
+
+def _halt_poll_problem(ns: int) -> str | None:
+    """Why ``--halt-poll-ns`` cannot be used here, or None."""
+    if ns < 0:
+        return f"--halt-poll-ns must be >= 0 nanoseconds, got {ns}"
+    if not _HALT_POLL.exists():
+        return (
+            f"--halt-poll-ns needs a guest kernel with the haltpoll cpuidle driver "
+            f"({_HALT_POLL} does not exist); on bare metal, boot with idle=poll instead "
+            "and run without the option"
+        )
+    if not os.access(_HALT_POLL, os.W_OK):
+        return f"--halt-poll-ns writes {_HALT_POLL}: run as root"
+    return None
+
+
+@contextlib.contextmanager
+def _halt_poll(ns: int) -> Iterator[None]:
+    """Set ``guest_halt_poll_ns`` to ``ns`` for the block; the previous value
+    comes back however the block ends."""
+    before = _HALT_POLL.read_text().strip()
+    _HALT_POLL.write_text(str(ns))
+    try:
+        yield
+    finally:
+        _HALT_POLL.write_text(before)
 
 
 def _role(argv: list[str]) -> None:
