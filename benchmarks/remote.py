@@ -969,49 +969,21 @@ def main(argv: list[str] | None = None) -> list[Row]:
         ),
     ]
     if one_cpu is not None:
-        raw_pinned = best_of(pinned["raw"], key=lambda r: r[0], lowest=True)
-        for kind, label in (
-            ("rawthread", "request/reply round trip p50, one CPU, raw, a worker thread per node"),
-            ("ours", "request/reply round trip p50, one CPU (actors)"),
-            ("loop", "request/reply round trip p50, one CPU, actors on the link's loop"),
-        ):
-            results = pinned[kind]
-            value = best_of(results, key=lambda r: r[0], lowest=True)[0]
-            rows.append(
-                row(
-                    label,
-                    value,
-                    "us",
-                    baseline_name="raw uvloop request/reply p50, one CPU",
-                    baseline_value=raw_pinned[0],
-                    note=f"both processes pinned to CPU {one_cpu}: no wake-up of a halted "
-                    f"vCPU, so these ratios show our Python and hand-offs; no budget; "
-                    f"best of {rounds}; lost requests: {sum(r[2] for r in results)}",
-                )
-            )
+        rows += _condition_rows(
+            pinned,
+            "one CPU",
+            f"both processes pinned to CPU {one_cpu}: no wake-up of a halted vCPU, so "
+            "these ratios show our Python and hand-offs",
+            rounds,
+        )
     if args.halt_poll_ns is not None:
-        polled_us = args.halt_poll_ns / 1000
-        raw_polled = best_of(polled["raw"], key=lambda r: r[0], lowest=True)
-        for kind, label in (
-            ("rawthread", ", raw uvloop, a worker thread per node"),
-            ("ours", " (actors)"),
-            ("loop", ", actors on the link's loop"),
-        ):
-            results = polled[kind]
-            value = best_of(results, key=lambda r: r[0], lowest=True)[0]
-            rows.append(
-                row(
-                    f"request/reply round trip p50, idle vCPUs poll {polled_us:g} us{label}",
-                    value,
-                    "us",
-                    baseline_name=f"raw uvloop request/reply p50, idle vCPUs poll {polled_us:g} us",
-                    baseline_value=raw_polled[0],
-                    note=f"guest_halt_poll_ns={args.halt_poll_ns} for these rows: an idle "
-                    "vCPU polls before it halts, so a woken thread costs no wake-up of a "
-                    f"halted vCPU; no budget; best of {rounds}; lost requests: "
-                    f"{sum(r[2] for r in results)}",
-                )
-            )
+        rows += _condition_rows(
+            polled,
+            f"idle vCPUs poll {args.halt_poll_ns / 1000:g} us",
+            f"guest_halt_poll_ns={args.halt_poll_ns} for these rows: an idle vCPU polls "
+            "before it halts, so a woken thread costs no wake-up of a halted vCPU",
+            rounds,
+        )
     if args.gil:
         base_p = best_of(gil_base, key=lambda r: r[0], lowest=True)
         for bus, results in gil_rtt.items():
@@ -1053,6 +1025,31 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 )
     print_table(rows)
     return rows
+
+
+def _condition_rows(
+    runs: dict[str, list[tuple[float, float, int]]], where: str, why: str, rounds: int
+) -> list[Row]:
+    """Rows (d) and (e): the round-trip p50 of the raw echo with a worker thread
+    per node, the default bus and the shared loop, each against the raw echo,
+    all run under one condition (``where``)."""
+    raw_p50 = best_of(runs["raw"], key=lambda r: r[0], lowest=True)[0]
+    return [
+        row(
+            f"request/reply round trip p50, {where}{label}",
+            best_of(runs[kind], key=lambda r: r[0], lowest=True)[0],
+            "us",
+            baseline_name=f"raw uvloop request/reply p50, {where}",
+            baseline_value=raw_p50,
+            note=f"{why}; no budget; best of {rounds}; lost requests: "
+            f"{sum(r[2] for r in runs[kind])}",
+        )
+        for kind, label in (
+            ("rawthread", ", raw, a worker thread per node"),
+            ("ours", " (actors)"),
+            ("loop", ", actors on the link's loop"),
+        )
+    ]
 
 
 #: environment variable naming the CPU a role process pins itself to (rows (d))
