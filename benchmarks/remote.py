@@ -68,7 +68,7 @@ between socket and actor.  The second is the configuration for latency.
     (restored afterwards, also on Ctrl-C): an idle vCPU polls that long before
     it halts, so a thread woken within NS of its CPU going idle costs no wake-up
     of a halted vCPU.  This is a host with cheap wake-ups on two CPUs, which the
-    one-CPU rows approximate: the raw round trip falls to a quarter, ours by
+    one-CPU rows approximate: the raw round trip falls to a fifth, ours by
     less, and the ratios are what such a host shows.  No budget; off by default
     because it changes a kernel setting for every process while it runs.
 
