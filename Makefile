@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz clean venv
+.PHONY: demo test lint bench fuzz clean venv system-tools
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks demos fuzz
 	$(VENV)/bin/mypy
 
-test: lint
+# The suite needs Graphviz, iproute2 and iptables besides Python's packages: installed
+# here when missing (root + apt-get), else named on one line and the tests needing them fail.
+system-tools:
+	tools/ensure-system-tools.sh
+
+test: system-tools lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

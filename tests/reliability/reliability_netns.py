@@ -70,7 +70,7 @@ class Host:
     def iptables(self, *rule: str) -> None:
         if shutil.which("iptables") is None:
             raise AssertionError(
-                "iptables is not installed; the CI script installs it (apt-get install iptables)"
+                "iptables is not installed; `make test` installs it (tools/ensure-system-tools.sh)"
             )
         self.run("iptables", "-w", *rule)
 
