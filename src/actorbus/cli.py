@@ -10,12 +10,17 @@
 
 Bad arguments or bad files print one clear line to stderr and exit with status 2
 (no traceback).
+
+The working directory comes first on ``sys.path``, as under ``python -m``: the
+modules a properties file or a ``module:Class`` names are found there, then on
+``PYTHONPATH`` and among the installed packages.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="actorbus",
         description="Actor runtime with a typed message bus, state machines and remote links.",
+        epilog=(
+            "Modules named by a properties file or a module:Class are imported from the "
+            "working directory first (as under python -m), then from PYTHONPATH and the "
+            "installed packages."
+        ),
     )
     parser.add_argument("--log-level", default="WARNING", help="loguru level (default WARNING)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -125,7 +135,14 @@ def _load_machine(text: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise _Fail(f"{text}: cannot import {module_name!r}: {exc}") from None
+        from .config.loader import _no_module_hint
+
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            reason = _no_module_hint(missing)
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        raise _Fail(f"{text}: cannot import {module_name!r}: {reason}") from None
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -219,9 +236,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_from_working_directory() -> None:
+    """Put the working directory first on ``sys.path`` unless it is there already.
+
+    ``python -m actorbus`` does this itself; the console script's ``sys.path``
+    starts with the script's own directory instead, so without this the user's
+    modules in the working directory would not import under ``actorbus run``."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``actorbus`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _import_from_working_directory()
     if argv[:2] == ["demo", "spark"]:
         enable_logging("WARNING")
         from demos.spark_pipeline.run import main as spark_main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,11 +272,14 @@ def test_classes_must_import(tmp_path: Path) -> None:
         2,
         key,
     )
-    assert detail == (
+    assert detail.startswith(
         f"{key}='collections.OrderedDict, no_such_module_xyz.Klass': "
         "'no_such_module_xyz.Klass' does not import: there is no module named "
-        "'no_such_module_xyz'; expected a comma list of dotted paths of importable classes, "
-        "e.g. app.actors.Pricer"
+        "'no_such_module_xyz' in the directories Python searched ("
+    )
+    assert detail.endswith(
+        "); put it in one of them, add its directory to PYTHONPATH, or install its package; "
+        "expected a comma list of dotted paths of importable classes, e.g. app.actors.Pricer"
     )
 
 
@@ -760,11 +764,16 @@ def test_an_actor_needs_a_class(tmp_path: Path) -> None:
 def test_an_actor_class_must_import(tmp_path: Path) -> None:
     key = "actorbus.actor.a.class"
     detail = fails(tmp_path, f"actorbus.actors=a\n{key}=no_such_module_xyz.Klass\n", 2, key)
-    assert detail == (
+    assert detail.startswith(
         f"{key}='no_such_module_xyz.Klass': 'no_such_module_xyz.Klass' does not import: "
-        "there is no module named 'no_such_module_xyz'; expected the dotted path of an "
-        "importable Actor class or factory"
+        "there is no module named 'no_such_module_xyz' in the directories Python searched ("
     )
+    assert detail.endswith(
+        "); put it in one of them, add its directory to PYTHONPATH, or install its package; "
+        "expected the dotted path of an importable Actor class or factory"
+    )
+    searched = detail.split("searched (", 1)[1].split("); put it", 1)[0].split(", ")
+    assert searched == list(dict.fromkeys(os.path.abspath(p or os.curdir) for p in sys.path))
 
 
 def test_an_actor_class_must_be_callable(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ from actorbus.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SM = ROOT / "demos" / "calculator" / "calculator.sm"
+#: the installed console script (its sys.path does not start with the working directory)
+ACTORBUS = Path(sys.executable).with_name("actorbus")
 
 
 def test_diagram_writes_svg_and_mermaid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,3 +153,88 @@ def test_run_stops_on_sigterm_or_sigint_and_its_links_log_off(
         off = logged_off.receive(10)
         assert off is not None
         assert off.reason.startswith("logged off by the peer: "), off.reason
+
+
+# ------------------------------------------------- the console script, from any directory
+
+USER_ACTORS = """
+from actorbus import Actor
+
+
+class Greeter(Actor):
+    def __init__(self, name, greeting="hello"):
+        super().__init__(name)
+        self.greeting = greeting
+
+    def startup(self):
+        print(f"{self.name}: {self.greeting}", flush=True)
+"""
+
+USER_MACHINE = """
+from statemachine import State
+
+from actorbus.fsm import Machine
+
+
+class Door(Machine):
+    Closed = State(initial=True)
+    Open = State()
+    open = Closed.to(Open)
+    close = Open.to(Closed)
+"""
+
+
+def _console_script(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``actorbus ARGV`` run by the installed script in ``cwd``; PYTHONPATH is left out so
+    only the working directory can make the user's module importable."""
+    assert ACTORBUS.is_file(), f"{ACTORBUS} is missing: pip install -e . installs it"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [str(ACTORBUS), *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_console_script_runs_actors_from_a_module_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "user_actors.py").write_text(textwrap.dedent(USER_ACTORS))
+    (tmp_path / "app.properties").write_text(
+        "actorbus.actors = greeter\n"
+        "actorbus.actor.greeter.class = user_actors.Greeter\n"
+        "actorbus.actor.greeter.greeting = hello from the working directory\n"
+    )
+    proc = _console_script(tmp_path, "run", "app.properties", "--duration", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert "greeter: hello from the working directory" in proc.stdout
+
+
+def test_console_script_draws_a_machine_from_a_module_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "user_machine.py").write_text(textwrap.dedent(USER_MACHINE))
+    proc = _console_script(tmp_path, "diagram", "user_machine:Door", "--current", "Open")
+    assert proc.returncode == 0, proc.stderr
+    assert "stateDiagram-v2" in proc.stdout
+    assert "Closed" in proc.stdout
+    assert "Open" in proc.stdout
+
+
+def test_console_script_names_a_missing_module_the_directories_searched_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app.properties").write_text(
+        "actorbus.actors = a\nactorbus.actor.a.class = no_such_user_module.Greeter\n"
+    )
+    for argv, module in [
+        (["run", "app.properties"], "no_such_user_module"),
+        (["diagram", "no_such_machines:Door"], "no_such_machines"),
+    ]:
+        proc = _console_script(tmp_path, *argv)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        line = lines[0]
+        assert f"there is no module named {module!r} in the directories Python searched (" in line
+        searched = line.split("searched (", 1)[1].split(")", 1)[0].split(", ")
+        assert searched[0] == str(tmp_path), line  # the working directory first
+        assert "add its directory to PYTHONPATH, or install its package" in line

@@ -40,6 +40,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -263,6 +264,19 @@ def _node_id(field: str) -> _Setting:
 _MISSING = object()
 
 
+def _no_module_hint(name: str) -> str:
+    """Why module ``name`` does not import when nothing by that name exists, and what to do.
+
+    Names the directories Python searched (``sys.path``; ``''`` is the working
+    directory), so a module left in some other directory is easy to spot."""
+    searched = dict.fromkeys(os.path.abspath(entry or os.curdir) for entry in sys.path)
+    return (
+        f"there is no module named {name!r} in the directories Python searched "
+        f"({', '.join(searched)}); put it in one of them, add its directory to PYTHONPATH, "
+        f"or install its package"
+    )
+
+
 def _resolve(path: str) -> object:
     """Import the object named by the dotted ``path`` (``pkg.module.Name``)."""
     parts = path.split(".")
@@ -288,7 +302,7 @@ def _resolve(path: str) -> object:
                 raise _Invalid(f"{path!r} does not import: {module_name!r} has no {attr!r}")
             target = found
         return target
-    raise _Invalid(f"{path!r} does not import: there is no module named {parts[0]!r}")
+    raise _Invalid(f"{path!r} does not import: {_no_module_hint(parts[0])}")
 
 
 def _classes(field: str) -> _Setting:
