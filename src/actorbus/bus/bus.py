@@ -364,6 +364,11 @@ class Bus:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
 
+        ``host`` defaults to ``"127.0.0.1"``: only processes on this machine can
+        link.  Pass ``"0.0.0.0"`` (every IPv4 interface), ``"::"`` or one
+        interface's address for other machines.  A service from a properties file
+        defaults to ``0.0.0.0`` instead (``actorbus.service.NAME.host``).
+
         ``address_filter`` admits only the hosts (``"h"``) and endpoints
         (``"h:port"``) listed; others are closed at once and counted.  The other
         settings apply to every link the service accepts (times in seconds, 0 =
