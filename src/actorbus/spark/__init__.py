@@ -12,8 +12,10 @@
 
 pyspark (>= 4.2) and pyarrow are optional (``pip install 'actorbus[spark]'``):
 importing this package works without them; using a Spark part raises
-:class:`SparkUnavailableError` saying what to install.  Options, the type
-mapping, offsets and delivery semantics are in docs/spark.md.
+:class:`SparkUnavailableError` saying what to install.  :func:`register` also
+checks that the Python Spark runs for its workers imports actorbus
+(:class:`SparkWorkerPythonError` names the interpreter and the setting).
+Options, the type mapping, offsets and delivery semantics are in docs/spark.md.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SinkDeliveryError, SparkOptionError, SparkPipelineError, SparkUnavailableError
+from ._errors import (
+    SinkDeliveryError,
+    SparkOptionError,
+    SparkPipelineError,
+    SparkUnavailableError,
+    SparkWorkerPythonError,
+)
 from ._options import BATCH_ID_FIELD
 from .recorder import Recorder
 
@@ -38,6 +46,7 @@ __all__ = [
     "SparkOptionError",
     "SparkPipelineError",
     "SparkUnavailableError",
+    "SparkWorkerPythonError",
     "message_schema",
     "register",
 ]
@@ -74,6 +83,13 @@ def __dir__() -> list[str]:
 
 
 def register(spark: Any) -> None:
-    """Register the ``"actorbus"`` format with SparkSession ``spark``."""
+    """Register the ``"actorbus"`` format with SparkSession ``spark``.
+
+    Raises :class:`SparkWorkerPythonError` when the interpreter Spark runs for its
+    Python workers (``PYSPARK_PYTHON``, else ``python3`` on PATH) cannot import
+    actorbus and pyarrow: checked once per interpreter, by running it."""
     source = _spark_module(".source")
+    from ._workers import check_worker_python
+
+    check_worker_python(spark)
     spark.dataSource.register(source.ActorbusDataSource)

@@ -6,6 +6,8 @@
   An unknown message type and a missing journal are option errors too: they
   name the option (``type``, ``path``) that points at the wrong thing.
 * :class:`SparkUnavailableError` — pyspark or pyarrow is not installed.
+* :class:`SparkWorkerPythonError` — the interpreter Spark runs for its Python
+  workers cannot import actorbus (a :class:`SparkUnavailableError` there).
 * :class:`SinkDeliveryError` — a sink task could not reach or log on to the
   bus node it publishes to; also a :class:`~actorbus.PeerError`.
 
@@ -23,6 +25,7 @@ __all__ = [
     "SparkOptionError",
     "SparkPipelineError",
     "SparkUnavailableError",
+    "SparkWorkerPythonError",
 ]
 
 
@@ -43,6 +46,18 @@ class SparkOptionError(SparkPipelineError, UsageError):
 
 class SparkUnavailableError(SparkPipelineError, UsageError):
     """pyspark (and pyarrow) are needed for this part of :mod:`actorbus.spark`."""
+
+
+class SparkWorkerPythonError(SparkUnavailableError):
+    """The Python Spark starts for its workers (``PYSPARK_PYTHON``, else ``python3``)
+    cannot import actorbus or pyarrow, so every query on the format would fail.
+
+    ``python`` is the interpreter as Spark names it.
+    """
+
+    def __init__(self, message: str, *, python: str) -> None:
+        super().__init__(message)
+        self.python = python
 
 
 class SinkDeliveryError(SparkPipelineError, PeerError):
