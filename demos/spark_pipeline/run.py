@@ -140,9 +140,10 @@ def _print_statistics(stats: Sequence[dict[str, Any]], out: Callable[[str], obje
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m demos.spark_pipeline [--duration S] [--subjects N] ...``"""
-    parser = argparse.ArgumentParser(prog="python -m demos.spark_pipeline", description=__doc__)
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m demos.spark_pipeline") -> int:
+    """``python -m demos.spark_pipeline [--duration S] [--subjects N] ...``; ``prog`` is
+    the command as the user typed it (``actorbus demo spark``), for usage and errors."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--config", type=Path, default=None, help="properties file")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds (default 30)")
     parser.add_argument("--subjects", type=int, default=100, help="subjects (default 100)")

@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         enable_logging("WARNING")
         from demos.spark_pipeline.run import main as spark_main
 
-        return spark_main(argv[2:])
+        return spark_main(argv[2:], prog="actorbus demo spark")
     parser = _parser()
     args = parser.parse_args(argv)
     enable_logging(args.log_level)

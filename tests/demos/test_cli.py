@@ -238,3 +238,20 @@ def test_console_script_names_a_missing_module_the_directories_searched_and_the_
         searched = line.split("searched (", 1)[1].split(")", 1)[0].split(", ")
         assert searched[0] == str(tmp_path), line  # the working directory first
         assert "add its directory to PYTHONPATH, or install its package" in line
+
+
+@pytest.mark.parametrize("demo", ["spark", "calculator"])
+def test_demo_help_names_the_actorbus_command(tmp_path: Path, demo: str) -> None:
+    helped = _console_script(tmp_path, "demo", demo, "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith(f"usage: actorbus demo {demo} [-h]"), helped.stdout
+
+
+def test_spark_demo_errors_name_the_actorbus_command(tmp_path: Path) -> None:
+    # the Spark demo parses its own options: its errors carry the command typed
+    refused = _console_script(tmp_path, "demo", "spark", "--no-such-option")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("usage: actorbus demo spark [-h]"), refused.stderr
+    assert "actorbus demo spark: error: unrecognized arguments: --no-such-option" in (
+        refused.stderr
+    )
