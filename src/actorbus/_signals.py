@@ -32,6 +32,13 @@ the duration or never.  Measured here: two signals a thread of the process sent
 it back to back were handled after the whole timeout; with the slices, at the
 next slice.
 
+A ``KeyboardInterrupt`` or ``SystemExit`` raised by actor code on a
+dispatcher thread stops the node the same way: the runtime hands it to
+:func:`stop_with`, which wakes every wait in progress, and the wait raises it
+in the main thread once its handlers are restored (the actors' failure
+contract, docs/actors.md).  One nobody waited for is raised by the runtime's
+``close()``, through :func:`take_fatal`.
+
 Signals whose disposition is "ignore" stay ignored (a shell starts background
 jobs with SIGINT ignored; ``nohup`` ignores SIGHUP), as Python itself leaves an
 ignored SIGINT alone.  Only the main thread can install handlers; elsewhere the
@@ -46,7 +53,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["StopSignals", "wait_for_stop"]
+__all__ = ["StopSignals", "stop_with", "take_fatal", "wait_for_stop"]
 
 #: what stops a node: Ctrl-C and a service manager's stop.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -54,6 +61,35 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 #: the longest the main thread waits without running bytecode (see the module
 #: docstring, "woken late")
 _SLICE = 0.25
+
+_fatal_lock = threading.Lock()
+#: fatal exceptions from actor code not raised anywhere yet, first first
+_fatal: list[BaseException] = []
+#: the stop events of the waits in progress
+_waiting: set[threading.Event] = set()
+
+
+def stop_with(exc: BaseException) -> None:
+    """(any thread) Stop the node because actor code raised ``exc`` (a
+    BaseException that is not an Exception): every wait in progress returns
+    and raises it; :func:`take_fatal` gives it to whoever closes the node if
+    nobody was waiting."""
+    with _fatal_lock:
+        _fatal.append(exc)
+        waiting = list(_waiting)
+    for event in waiting:
+        event.set()
+
+
+def take_fatal(candidates: Iterable[BaseException] | None = None) -> BaseException | None:
+    """Remove and return the first fatal exception not raised yet (among
+    ``candidates`` when given), or None."""
+    with _fatal_lock:
+        for i, exc in enumerate(_fatal):
+            if candidates is None or any(exc is c for c in candidates):
+                del _fatal[i]
+                return exc
+    return None
 
 
 def wait_for_stop(
@@ -141,6 +177,10 @@ class StopSignals:
         ``stop`` and return the first signal taken, or None."""
         if duration is not None and not duration >= 0:  # (NaN too)
             raise ValueError(f"wait(duration={duration!r}): expected seconds >= 0 or None")
+        with _fatal_lock:
+            _waiting.add(self.stop)
+            if _fatal:
+                self.stop.set()
         try:
             try:
                 self._waiting = True
@@ -155,7 +195,13 @@ class StopSignals:
                 self._restore()
         except _Stopped:
             self._restore()  # (the raise may have cut the first restore short)
+        finally:
+            with _fatal_lock:
+                _waiting.discard(self.stop)
         self.stop.set()
+        fatal = take_fatal()
+        if fatal is not None:
+            raise fatal
         return self.received[0] if self.received else None
 
     def _restore(self) -> None:

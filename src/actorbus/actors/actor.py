@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVarTuple
 
 from actorbus.actors.errors import NotRegisteredError
+from actorbus.actors.failure import FailedTask, report_failure
 from actorbus.bus.owner import FeedOwner
 from actorbus.errors import UsageError
 
@@ -58,17 +59,33 @@ class Actor(FeedOwner):
 
     **Failure contract**
 
-    * An exception raised by a task (a timer callback, a callback given to
-      :meth:`post`, a feed callback) is logged with the actor's name and the
-      callback's name, and is otherwise swallowed: the dispatcher thread
-      survives and the actor keeps running and receiving tasks.
+    * An :class:`Exception` raised by a task (a feed callback, a timer callback,
+      a callback given to :meth:`post`, or an awaitable one of them returned on
+      an asyncio dispatcher) is passed to :meth:`on_failure` on the actor's
+      dispatcher, with a :class:`~actorbus.actors.failure.FailedTask` naming
+      the callback, the feed key and the message.  The default
+      :meth:`on_failure` reports it once, traceback included: to stderr when
+      the application configured no logging (docs/actors.md, "Logging").  The
+      actor keeps running and receiving tasks; the dispatcher's
+      ``task_failures`` counts it.
+    * A request callback that raises also ends that replier's part of the
+      request with an ERROR reply (naming the exception's class), so the
+      requestor does not wait for its timeout.  A reply of a class the request
+      does not allow does the same, and ``reply()`` raises
+      :class:`~actorbus.RequestError` to the replier.
     * An exception raised by ``startup()`` leaves the actor *not started*; it is
-      reported to whoever waits on the startup
-      (:meth:`~actorbus.actors.runtime.Completion.wait` re-raises it) and
-      logged.  Starting it again later runs ``startup()`` again.
-    * An exception raised by ``shutdown()`` is reported to whoever waits on the
-      shutdown; the actor is considered stopped anyway, and its timers are
-      cancelled.
+      reported, and whoever waits on the startup
+      (:meth:`~actorbus.actors.runtime.Completion.wait`) gets it raised.
+      Starting it again later runs ``startup()`` again.
+    * An exception raised by ``shutdown()`` is reported likewise; the actor is
+      considered stopped anyway, and its timers are cancelled.
+    * A :class:`BaseException` that is not an :class:`Exception`
+      (``KeyboardInterrupt``, ``SystemExit``) is never swallowed: it is
+      reported at CRITICAL and stops the node — :func:`~actorbus.wait_for_stop`
+      returns and raises it in the main thread (or ``Bus.close()`` /
+      ``ActorRuntime.close()`` raises it if nothing was waiting), after which
+      the usual shutdown runs the actors' ``shutdown()``.  Dispatcher threads
+      survive it, so that shutdown can still run.
     * Tasks run whether or not the actor is started; started/stopped is the
       lifecycle state that ``startup``/``shutdown`` move between (starting a
       started actor, or stopping a stopped one, is a no-op).
@@ -109,6 +126,16 @@ class Actor(FeedOwner):
 
         Close feeds here.  The actor's timers are cancelled right after.
         """
+
+    def on_failure(self, exc: Exception, task: FailedTask) -> None:
+        """Called on the actor's dispatcher when one of its tasks raised ``exc``.
+
+        The default reports it (see the failure contract above).  Override to
+        handle failures yourself — count them, stop the actor, raise an alarm;
+        call ``super().on_failure(exc, task)`` to keep the report.  It must not
+        block, and what it raises is reported along with ``exc``.
+        """
+        report_failure(exc, task, outcome="the actor keeps running")
 
     # ------------------------------------------------------------------- properties
 
@@ -213,6 +240,15 @@ class Actor(FeedOwner):
         return self.runtime.timers.schedule(
             mailbox, delay_s, fn, args, period_s=period_s, owner=self._ab_timers
         )
+
+    def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
+        """(name, kind, awaits callbacks) of the actor's dispatcher; None when not
+        registered.  Feeds use it to refuse ``async def`` callbacks nothing awaits."""
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            return None
+        d = mailbox.dispatcher
+        return d.name, d.kind.value, d.is_async
 
     def _mailbox_or_raise(self, what: str) -> Mailbox:
         mailbox = self._ab_mailbox

@@ -94,9 +94,10 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any, ClassVar
 
-from actorbus._log import logger
+from actorbus._log import logger, report
 from actorbus.actors._context import _tls
-from actorbus.actors.mailbox import Mailbox, MailboxState, _apply
+from actorbus.actors.failure import FailedTask, callback_label, describe_task, report_failure
+from actorbus.actors.mailbox import Mailbox, MailboxState
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 from actorbus.errors import ConfigError, UsageError
 
@@ -166,30 +167,6 @@ class _Counters:
         self.scheduled = 0
         self.overruns = 0
         self.after_read = 0
-
-
-def task_label(fn: object, arg: Any) -> str:
-    """The name of a queued task's callable (looking inside packed tasks)."""
-    try:
-        return callback_label(arg[0] if fn is _apply else fn)
-    except Exception:  # a label must never take the worker down with it
-        return object.__repr__(fn)
-
-
-def callback_label(fn: object) -> str:
-    """A readable name for a task's callable, for log records and errors.
-
-    Runtime components that post their own bound methods (timers, feeds) give
-    a better name through a ``_ab_label`` string attribute on the instance.
-    """
-    owner = getattr(fn, "__self__", None)
-    label = getattr(owner, "_ab_label", None) if owner is not None else None
-    if isinstance(label, str):
-        return label
-    name = getattr(fn, "__qualname__", None)
-    if isinstance(name, str):
-        return name
-    return repr(fn)
 
 
 class Dispatcher(abc.ABC):
@@ -336,35 +313,74 @@ class Dispatcher(abc.ABC):
 
     # ------------------------------------------------------------- failure reports
 
+    #: called with a BaseException that is not an Exception (KeyboardInterrupt,
+    #: SystemExit) raised by actor code; the runtime sets it to stop the node.
+    on_fatal: Callable[[BaseException], object] | None = None
+
     def _task_failed(
         self, mailbox: Mailbox, fn: object, arg: Any, exc: BaseException, c: _Counters
     ) -> None:
+        """An ``Exception`` from a task: count it and hand it to the actor's
+        ``on_failure`` (which reports it by default); the actor keeps running."""
         c.failures += 1
-        label = task_label(fn, arg)
-        logger.bind(actor=mailbox.name, dispatcher=self.name).opt(exception=exc).error(
-            "actor {!r} on dispatcher {!r}: task {} raised {}: {}; the actor keeps running",
-            mailbox.name,
-            self.name,
-            label,
-            type(exc).__name__,
-            exc,
+        try:
+            task = describe_task(mailbox.name, self.name, fn, arg)
+        except Exception:  # describing must never take the worker down with it
+            task = FailedTask(mailbox.name, self.name, object.__repr__(fn))
+        actor = mailbox.actor
+        if actor is None:
+            report_failure(exc, task, outcome="the dispatcher keeps running")
+            return
+        try:
+            actor.on_failure(exc, task)  # type: ignore[arg-type]
+        except Exception as hook_exc:
+            report_failure(exc, task, outcome="the actor keeps running")
+            report_failure(
+                hook_exc,
+                FailedTask(mailbox.name, self.name, callback_label(actor.on_failure)),
+                outcome="the failure above was reported instead",
+            )
+
+    def _task_fatal(self, mailbox: Mailbox, fn: object, arg: Any, exc: BaseException) -> None:
+        """A BaseException that is not an Exception from a task: not swallowed.
+        Report it once and hand it to :attr:`on_fatal`, which stops the node and
+        raises it again in the thread that waits for the node (docs/actors.md).
+        The worker thread stays, so every actor can still shut down in order."""
+        try:
+            task = describe_task(mailbox.name, self.name, fn, arg)
+        except Exception:
+            task = FailedTask(mailbox.name, self.name, object.__repr__(fn))
+        report(
+            "CRITICAL",
+            f"{task} on dispatcher {self.name!r} raised {type(exc).__name__}"
+            f"{': ' + str(exc) if str(exc) else ''}; the node stops",
+            exception=exc,
+            actor=task.actor,
+            dispatcher=self.name,
         )
+        hook = self.on_fatal
+        if hook is not None:
+            hook(exc)
 
     def _task_returned(
         self, mailbox: Mailbox, fn: object, arg: Any, result: object, c: _Counters
     ) -> None:
-        """A thread-kind task returned something; only a coroutine is a mistake."""
-        if isinstance(result, Coroutine):
-            result.close()
-            c.failures += 1
-            logger.bind(actor=mailbox.name, dispatcher=self.name).error(
-                "actor {!r}: task {} returned a coroutine (is it async def?) but "
-                "dispatcher {!r} is {!r}, which does not await; pin the actor to an "
-                "asyncio dispatcher (runQueueType=asyncio) or make the callback synchronous",
-                mailbox.name,
-                task_label(fn, arg),
-                self.name,
-                self.kind.value,
+        """A thread-kind task returned something; only an awaitable is a mistake
+        (an ``async def`` callback the feed could not see as one at subscribe time)."""
+        if isinstance(result, Coroutine) or hasattr(result, "__await__"):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            self._task_failed(
+                mailbox,
+                fn,
+                arg,
+                UsageError(
+                    f"the callback returned a coroutine (or another awaitable), but dispatcher {self.name!r} is "
+                    f"{self.kind.value!r}, which does not await; pin the actor to an asyncio "
+                    f"dispatcher (runQueueType=asyncio) or make the callback synchronous"
+                ),
+                c,
             )
 
     def __repr__(self) -> str:
@@ -455,8 +471,10 @@ class _ThreadDispatcher(Dispatcher):
                 arg = popleft()
                 try:
                     r = fn(arg)
-                except BaseException as exc:
+                except Exception as exc:
                     self._task_failed(mailbox, fn, arg, exc, c)
+                except BaseException as exc:
+                    self._task_fatal(mailbox, fn, arg, exc)
                 else:
                     if r is not None:
                         self._task_returned(mailbox, fn, arg, r, c)
@@ -905,13 +923,15 @@ class AsyncioDispatcher(Dispatcher):
                     arg = popleft()
                     try:
                         r = fn(arg)
-                    except BaseException as exc:
+                    except Exception as exc:
                         self._task_failed(mailbox, fn, arg, exc, c)
+                    except BaseException as exc:
+                        self._task_fatal(mailbox, fn, arg, exc)
                     else:
-                        if r is not None and isinstance(r, Coroutine):
+                        if r is not None and (isinstance(r, Coroutine) or hasattr(r, "__await__")):
                             n += i + 1
                             self._await(mailbox, fn, arg, r)
-                            return  # the token stays ours until the coroutine is done
+                            return  # the token stays ours until the awaitable is done
                     if queue and clock() > deadline:
                         n += i + 1
                         c.overruns += 1
@@ -927,11 +947,10 @@ class AsyncioDispatcher(Dispatcher):
         if queue and mailbox._claim(0, False):
             self._call_soon(self._run_mailbox, mailbox)
 
-    def _await(
-        self, mailbox: Mailbox, fn: object, arg: Any, coro: Coroutine[Any, Any, Any]
-    ) -> None:
+    def _await(self, mailbox: Mailbox, fn: object, arg: Any, awaitable: Any) -> None:
         loop = self._loop
         assert loop is not None  # we are running on it
+        coro = awaitable if isinstance(awaitable, Coroutine) else _awaiting(awaitable)
         t = loop.create_task(self._await_then_resume(mailbox, fn, arg, coro))
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
@@ -944,10 +963,19 @@ class AsyncioDispatcher(Dispatcher):
         except asyncio.CancelledError as exc:
             if self._stopping:
                 raise
+            # Cancelled from inside (the callback awaited something that was
+            # cancelled): that callback failed; the actor goes on.
+            self._task_failed(mailbox, fn, arg, exc, self._counters[0])
+        except Exception as exc:
             self._task_failed(mailbox, fn, arg, exc, self._counters[0])
         except BaseException as exc:
-            self._task_failed(mailbox, fn, arg, exc, self._counters[0])
+            self._task_fatal(mailbox, fn, arg, exc)
         self._drain(mailbox)
+
+
+async def _awaiting(awaitable: Any) -> Any:
+    """A coroutine awaiting ``awaitable`` (a future or any object with ``__await__``)."""
+    return await awaitable
 
 
 _KINDS: dict[DispatcherKind, type[Dispatcher]] = {

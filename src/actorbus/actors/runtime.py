@@ -31,7 +31,8 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from actorbus._log import logger
+from actorbus._log import logger, report
+from actorbus._signals import stop_with, take_fatal
 from actorbus.actors.actor import Actor
 from actorbus.actors.dispatcher import Dispatcher, DispatcherStats, make_dispatcher
 from actorbus.actors.errors import NotRegisteredError, RuntimeClosedError, UnknownDispatcherError
@@ -204,9 +205,12 @@ class ActorRuntime:
         self._class_cache: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
         dispatchers: dict[str, Dispatcher] = {}
         self._timers = TimerService()
+        #: BaseExceptions (not Exceptions) raised by actor code: they stop the node
+        self._fatal: list[BaseException] = []
         try:
             for cfg in config.dispatchers:
                 d = make_dispatcher(cfg)
+                d.on_fatal = self._stop_with
                 dispatchers[cfg.name] = d
                 d.start()
             self._timers.start()
@@ -217,6 +221,12 @@ class ActorRuntime:
             raise
         self._dispatchers = dispatchers
         self._dispatchers_view: Mapping[str, Dispatcher] = MappingProxyType(dispatchers)
+
+    def _stop_with(self, exc: BaseException) -> None:
+        """(a dispatcher thread) Actor code raised ``exc``, a BaseException that is
+        not an Exception: stop the node and raise it in the thread waiting for it."""
+        self._fatal.append(exc)
+        stop_with(exc)
 
     # ------------------------------------------------------------------- lookups
 
@@ -461,9 +471,12 @@ class ActorRuntime:
         hook = actor._ab_startup_fn or actor.startup
         try:
             result = hook()
-        except BaseException as exc:
+        except Exception as exc:
             self._lifecycle_failed(actor, completion, "startup", exc)
             return None
+        except BaseException as exc:  # not swallowed: the dispatcher stops the node
+            completion._finish(actor, exc)
+            raise
         if isinstance(result, Coroutine):
             return self._await_lifecycle(actor, completion, "startup", result)
         actor._ab_started = True
@@ -477,10 +490,14 @@ class ActorRuntime:
         hook = actor._ab_shutdown_fn or actor.shutdown
         try:
             result = hook()
-        except BaseException as exc:
+        except Exception as exc:
             self._stopped(actor)
             self._lifecycle_failed(actor, completion, "shutdown", exc)
             return None
+        except BaseException as exc:  # not swallowed: the dispatcher stops the node
+            self._stopped(actor)
+            completion._finish(actor, exc)
+            raise
         if isinstance(result, Coroutine):
             return self._await_lifecycle(actor, completion, "shutdown", result)
         self._stopped(actor)
@@ -522,13 +539,16 @@ class ActorRuntime:
     ) -> None:
         try:
             await coro
-        except BaseException as exc:
+        except Exception as exc:
             if action == "shutdown":
                 self._stopped(actor)
             self._lifecycle_failed(actor, completion, action, exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
             return
+        except BaseException as exc:  # cancelled, or not swallowed (see above)
+            if action == "shutdown":
+                self._stopped(actor)
+            completion._finish(actor, exc)
+            raise
         if action == "startup":
             actor._ab_started = True
         else:
@@ -549,13 +569,11 @@ class ActorRuntime:
     ) -> None:
         outcome = "the actor is not started" if action == "startup" else "the actor is stopped"
         exc.add_note(f"raised by {action}() of actor {actor.name!r}")
-        logger.bind(actor=actor.name).opt(exception=exc).error(
-            "actor {!r}: {}() raised {}: {}; {}",
-            actor.name,
-            action,
-            type(exc).__name__,
-            exc,
-            outcome,
+        report(
+            "ERROR",
+            f"actor {actor.name!r}: {action}() raised {type(exc).__name__}: {exc}; {outcome}",
+            exception=exc,
+            actor=actor.name,
         )
         completion._finish(actor, exc)
 
@@ -574,7 +592,10 @@ class ActorRuntime:
         Calling it again does nothing.  Raises :class:`UsageError` when called
         from one of the runtime's own threads (it would have to join itself),
         and :class:`TimeoutError` naming the threads that did not stop within
-        ``timeout`` seconds (a task is blocking them).
+        ``timeout`` seconds (a task is blocking them).  When actor code raised
+        a ``KeyboardInterrupt`` or ``SystemExit`` that no
+        :func:`~actorbus.wait_for_stop` raised yet, it is raised here, once
+        everything is closed.
         """
         if self.owns_current_thread():
             raise UsageError(
@@ -607,6 +628,9 @@ class ActorRuntime:
                         a._ab_started = False
                         self._detach(a)
             self._closed = True
+        fatal = take_fatal(self._fatal)
+        if fatal is not None:
+            raise fatal
         if alive:
             raise TimeoutError(
                 f"close(): threads still running after {timeout} s: {', '.join(alive)}; "

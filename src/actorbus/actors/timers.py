@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from actorbus._log import logger
-from actorbus.actors.dispatcher import callback_label
+from actorbus._log import logger, report
 from actorbus.actors.errors import RuntimeClosedError, TimerError
+from actorbus.actors.failure import callback_label
 
 if TYPE_CHECKING:
     from actorbus.actors.mailbox import Mailbox
@@ -262,8 +262,10 @@ class TimerHandle:
             try:
                 self._fire()
             except Exception as exc:
-                logger.opt(exception=exc).error(
-                    "{} on the timer thread raised {}: {}", self._ab_label, type(exc).__name__, exc
+                report(
+                    "ERROR",
+                    f"{self._ab_label} on the timer thread raised {type(exc).__name__}: {exc}",
+                    exception=exc,
                 )
             return
         if self._queued:  # the previous expiry has not run yet: coalesce

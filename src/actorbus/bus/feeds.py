@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import abc
 import enum
+import inspect
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import CallbackError, FeedStateError, RequestError, UsageError
@@ -83,6 +84,70 @@ _OK_CONTINUING = ReplyStatus.OK_CONTINUING
 
 def _direct(fn: Callable[..., Any], *args: Any) -> None:
     fn(*args)
+
+
+def _label(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def _refuse_async(feed: Feed, fn: Callable[..., Any], what: str, *, streams: bool = False) -> None:
+    """Raise CallbackError when ``fn`` is ``async def`` (or, with ``streams``, an
+    async generator) but the feed's callbacks run where nothing awaits them; an
+    async generator is refused everywhere unless ``streams``."""
+    is_agen = inspect.isasyncgenfunction(fn)
+    if is_agen and not streams:
+        raise CallbackError(
+            f"{feed._place_verb}() on {type(feed).__name__} {feed._key}: the {what} callback "
+            f"{_label(fn)} is an async generator, which a feed cannot run; make it a plain "
+            f"or async def function (a replier that streams its replies: Actor.serve())"
+        )
+    if not (is_agen or inspect.iscoroutinefunction(fn)):
+        return
+    info = getattr(feed._owner, "_ab_dispatcher_info", None)
+    where = info() if info is not None else None
+    if where is not None and where[2]:
+        return  # an asyncio dispatcher: it awaits
+    place = (
+        f"actor {getattr(feed._owner, 'name', feed._owner)!r} runs on dispatcher {where[0]!r} "
+        f"of kind {where[1]!r}, which does not await"
+        if where is not None
+        else "this feed has no actor, so its callbacks run on the calling thread, unawaited"
+    )
+    raise CallbackError(
+        f"{feed._place_verb}() on {type(feed).__name__} {feed._key}: the {what} callback "
+        f"{_label(fn)} is async def, but {place}; pin the actor to an asyncio dispatcher "
+        f"(runQueueType=asyncio, or bus.register(actor, dispatcher=NAME) with an asyncio "
+        f"one), or make the callback a plain def"
+    )
+
+
+def _fail_request(incoming: IncomingRequest[Any], exc: BaseException) -> None:
+    """A request callback raised: end that replier's part with an ERROR reply, so
+    the requestor learns it now rather than at its timeout.  The reason names the
+    exception's class only; its text and traceback stay in the replier's log."""
+    if incoming.is_active:
+        incoming.handle._reply_from(
+            incoming,
+            Reply(
+                incoming.request.subject,
+                status=ReplyStatus.ERROR,
+                reason=(
+                    f"the replier's request callback failed with {type(exc).__name__}; "
+                    f"the replier's node reported it"
+                ),
+            ),
+        )
+
+
+async def _guarded(incoming: IncomingRequest[Any], coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await an ``async def`` request callback; a failure ends the replier's part
+    with an ERROR reply, as a synchronous one does."""
+    try:
+        return await coro
+    except Exception as exc:
+        _fail_request(incoming, exc)
+        raise
 
 
 def _overrides(owner: object, name: str) -> Callable[..., Any] | None:
@@ -205,16 +270,32 @@ class Feed(abc.ABC):
     def _resolve(
         self, given: Callback | None, method: str, what: str, required: bool
     ) -> Callback | None:
-        if given is not None:
-            return given
-        found = _overrides(self._owner, method) if self._owner is not None else None
-        if found is None and required:
-            raise CallbackError(
-                f"{self._place_verb}() on {type(self).__name__} {self._key}: no {what} callback; "
-                f"override {type(self._owner).__name__}.{method}() or call "
-                f"feed.{what.replace(' ', '_')}_callback(fn) before {self._place_verb}()"
-            )
+        found = given
+        if found is None and self._owner is not None:
+            found = _overrides(self._owner, method)
+        if found is None:
+            if required:
+                raise CallbackError(
+                    f"{self._place_verb}() on {type(self).__name__} {self._key}: no {what} "
+                    f"callback; override {type(self._owner).__name__}.{method}() or call "
+                    f"feed.{what.replace(' ', '_')}_callback(fn) before {self._place_verb}()"
+                )
+            return None
+        _refuse_async(self, found, what)
         return found
+
+    def callback_for(self, task: object) -> Callable[..., Any] | None:
+        """The application callback that ``task`` — one of this feed's delivery
+        tasks, as queued in its owner's mailbox — runs; None for anything else.
+        Failure reports use it to name the callback that raised."""
+        name = getattr(task, "__name__", None)
+        if getattr(task, "__self__", None) is not self or not isinstance(name, str):
+            return None
+        attr = self._task_callbacks.get(name)
+        return getattr(self, attr, None) if attr is not None else None
+
+    #: delivery task method name -> the attribute holding the callback it runs
+    _task_callbacks: dict[str, str] = {"_fire_status": "_cb_status"}
 
     @abc.abstractmethod
     def _retract(self) -> None:
@@ -354,9 +435,10 @@ class PublishFeed(Feed, Generic[N]):
             f"only its own key — open a feed for that key"
         )
 
-    def _fire_status(self, up: bool) -> None:
+    def _fire_status(self, up: bool) -> object:
         if self._phase is _Phase.PLACED and self._cb_status is not None:
-            self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+            return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+        return None
 
 
 # ================================================================== subscribe feed
@@ -383,6 +465,11 @@ class SubscribeFeed(Feed, Generic[N]):
     )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
+    _task_callbacks = {
+        "_fire_status": "_cb_status",
+        "_deliver": "_cb_message",
+        "_deliver_if": "_cb_message",
+    }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -401,7 +488,7 @@ class SubscribeFeed(Feed, Generic[N]):
         mailbox = getattr(post, "__self__", None)
         parts = getattr(mailbox, "post_parts", None) if post is not _direct else None
         self._inline: tuple[Any, ...] | None = None
-        self._route: Callable[[Any], None] | None = None
+        self._route: Callable[[Any], object] | None = None
         #: what holds this feed's undelivered messages when it is not a mailbox
         #: (an :class:`~actorbus.bus.inbox.Inbox`): anything with a ``depth``, which
         #: a link's input back-pressure watches as it watches mailboxes
@@ -445,17 +532,22 @@ class SubscribeFeed(Feed, Generic[N]):
     # The delivery task, run on the owner's dispatcher: drop the message if the
     # feed was retracted since it was queued; check the condition just before
     # delivering.  While placed, ``_cb_message`` is set (subscribe() resolved it).
-    def _deliver(self, message: Any) -> None:
+    # The callback's result is the task's: an awaitable is awaited by an asyncio
+    # dispatcher before the actor's next task.
+    def _deliver(self, message: Any) -> object:
         if self._phase is _PLACED:
-            self._cb_message(message, self)  # type: ignore[misc]
+            return self._cb_message(message, self)  # type: ignore[misc]
+        return None
 
-    def _deliver_if(self, message: Any) -> None:
+    def _deliver_if(self, message: Any) -> object:
         if self._phase is _PLACED and self._condition(message):  # type: ignore[misc]
-            self._cb_message(message, self)  # type: ignore[misc]
+            return self._cb_message(message, self)  # type: ignore[misc]
+        return None
 
-    def _fire_status(self, up: bool) -> None:
+    def _fire_status(self, up: bool) -> object:
         if self._phase is _Phase.PLACED and self._cb_status is not None:
-            self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+            return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+        return None
 
 
 # ==================================================================== request side
@@ -502,6 +594,7 @@ class IncomingRequest(Generic[Q]):
         request was cancelled or timed out; raises when this replier already sent a
         final reply or the reply class is not allowed for the request."""
         if not isinstance(reply, Reply):
+            self._refused(f"{type(reply).__name__}, which is not a Reply")
             raise RequestError(
                 f"reply() takes a Reply, found {type(reply).__name__}; declare reply "
                 f"classes as subclasses of actorbus.Reply"
@@ -509,11 +602,29 @@ class IncomingRequest(Generic[Q]):
         request_cls = type(self.request)
         if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
             allowed = sorted(c.__qualname__ for c in request_cls.__replies__)
+            self._refused(
+                f"{type(reply).__qualname__}, which {request_cls.__qualname__} does not "
+                f"allow (allowed: {', '.join(allowed)})"
+            )
             raise RequestError(
                 f"{type(reply).__qualname__} may not answer {request_cls.__qualname__}; "
                 f"allowed: {allowed}; add it to replies=(...) in the request class"
             )
         return self.handle._reply_from(self, reply)
+
+    def _refused(self, what: str) -> None:
+        """The replier answered with something the request does not allow: end its
+        part with an ERROR reply naming it, so the requestor does not wait for its
+        timeout (the replier gets the RequestError as well)."""
+        if self.is_active:
+            self.handle._reply_from(
+                self,
+                Reply(
+                    self.request.subject,
+                    status=ReplyStatus.ERROR,
+                    reason=f"the replier answered with {what}",
+                ),
+            )
 
     def __repr__(self) -> str:
         return f"<IncomingRequest #{self.id} {MessageKey.of(self.request)} active={self.is_active}>"
@@ -537,12 +648,15 @@ class RequestHandle(Generic[Q]):
         "feed",
         "id",
         "request",
+        "timed_out",
     )
 
     def __init__(self, feed: RequestFeed[Q], request: Q) -> None:
         self.id = next(_request_ids)
         self.feed = feed
         self.request = request
+        #: True when the request ended because its timeout passed.
+        self.timed_out = False
         self._lock = threading.Lock()
         self._remaining = 0
         self._active: list[IncomingRequest[Q]] = []
@@ -686,15 +800,16 @@ class RequestHandle(Generic[Q]):
     def _time_out(self, timeout: float) -> None:
         """Its deadline passed (on the timer thread, see bus/_timeouts.py): end
         with "timed out"."""
-        self._end_with_error(f"timed out after {timeout:g} s")
+        self._end_with_error(f"timed out after {timeout:g} s", timed_out=True)
 
-    def _end_with_error(self, reason: str) -> None:
+    def _end_with_error(self, reason: str, *, timed_out: bool = False) -> None:
         """Time out (or otherwise abandon) the request: cancel the repliers still
         working and deliver one ERROR reply with remaining 0."""
         with self._lock:
             if self._done:
                 return
             self._done = True
+            self.timed_out = timed_out
             active, self._active = self._active, []
             self._remaining = 0
             for incoming in active:
@@ -726,6 +841,7 @@ class RequestFeed(Feed, Generic[Q]):
     )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
+    _task_callbacks = {"_fire_status": "_cb_status", "_deliver_reply": "_cb_reply"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -771,6 +887,8 @@ class RequestFeed(Feed, Generic[Q]):
         generic = self._resolve(
             self._given_reply, "on_reply", "reply", required=not self._reply_by_class
         )
+        for fn in self._reply_by_class.values():
+            _refuse_async(self, fn, "reply")
         self._cb_reply = generic
         self._cb_status = self._resolve(self._given_status, "on_feed_status", "status", False)
         self._enter_placed(self._router._place_requestor)
@@ -801,21 +919,23 @@ class RequestFeed(Feed, Generic[Q]):
             raise UsageError(f"request() timeout must be > 0 seconds, found {timeout!r}")
         return self._router._request(self, message, timeout)
 
-    def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int]) -> None:
+    def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int]) -> object:
         # one argument, (handle, reply, remaining): a one-argument task is the
         # mailbox's cheapest kind
         handle, reply, remaining = item
         if handle._cancelled:
-            return
+            return None
         cb = self._reply_by_class.get(type(reply), self._cb_reply)
         if cb is None:
             cb = self._reply_by_class.get(Reply)
         if cb is not None:
-            cb(remaining, reply, handle)
+            return cb(remaining, reply, handle)
+        return None
 
-    def _fire_status(self, up: bool) -> None:
+    def _fire_status(self, up: bool) -> object:
         if self._phase is _Phase.PLACED and self._cb_status is not None:
-            self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+            return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+        return None
 
 
 # ====================================================================== reply feed
@@ -839,6 +959,7 @@ class ReplyFeed(Feed, Generic[Q]):
     )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
+    _task_callbacks = {"_deliver_request": "_cb_request", "_deliver_cancel": "_cb_cancel"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -918,22 +1039,31 @@ class ReplyFeed(Feed, Generic[Q]):
         else:
             post(self._deliver_request, incoming)
 
-    def _deliver_request(self, incoming: IncomingRequest[Q]) -> None:
+    def _deliver_request(self, incoming: IncomingRequest[Q]) -> object:
         if incoming._final or incoming.cancelled:
             self._outstanding.pop(incoming.id, None)
-            return
+            return None
         cb = self._cb_request
-        if cb is not None:
-            cb(incoming)
+        if cb is None:
+            return None
+        try:
+            result = cb(incoming)
+        except Exception as exc:
+            _fail_request(incoming, exc)
+            raise
+        if result is not None and isinstance(result, Coroutine):
+            return _guarded(incoming, result)
+        return result
 
     def _send_cancel(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding.pop(incoming.id, None)
         self._post(self._deliver_cancel, incoming)
 
-    def _deliver_cancel(self, incoming: IncomingRequest[Q]) -> None:
+    def _deliver_cancel(self, incoming: IncomingRequest[Q]) -> object:
         cb = self._cb_cancel
         if cb is not None:
-            cb(incoming)
+            return cb(incoming)
+        return None
 
     def _done_with(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding.pop(incoming.id, None)

@@ -83,7 +83,7 @@ class Role(enum.Enum):
 
 
 #: per category: (inlined mailbox posts, other delivery callables); see the module doc.
-_Routes = tuple[tuple[tuple[Any, ...], ...], tuple[Callable[[Any], None], ...]]
+_Routes = tuple[tuple[tuple[Any, ...], ...], tuple[Callable[[Any], object], ...]]
 _NO_ROUTES: _Routes = ((), ())
 
 
