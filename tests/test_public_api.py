@@ -46,6 +46,7 @@ EXPECTED = {
     "RequestError",
     "RequestFeed",
     "RequestHandle",
+    "RequestTimeoutError",
     "Scope",
     "ServiceStarted",
     "SocketAddress",

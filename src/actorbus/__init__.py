@@ -44,6 +44,7 @@ from .errors import (
     ProtocolError,
     RegistrationError,
     RequestError,
+    RequestTimeoutError,
     UsageError,
     ValidationError,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "RequestError",
     "RequestFeed",
     "RequestHandle",
+    "RequestTimeoutError",
     "Scope",
     "ServiceStarted",
     "SocketAddress",

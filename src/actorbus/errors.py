@@ -31,6 +31,7 @@ __all__ = [
     "ProtocolError",
     "RegistrationError",
     "RequestError",
+    "RequestTimeoutError",
     "SmSyntaxError",
     "UsageError",
     "ValidationError",
@@ -76,7 +77,13 @@ class CallbackError(UsageError):
 
 
 class RequestError(UsageError):
-    """A request could not be made (no replier is up) or a reply is not allowed."""
+    """A request could not be made (no replier is up), a reply is not allowed, or
+    (from :meth:`~actorbus.Actor.ask`) the replier answered with an ERROR reply."""
+
+
+class RequestTimeoutError(RequestError, TimeoutError):
+    """A request's timeout passed before its repliers finished
+    (:meth:`~actorbus.Actor.ask`).  Also a :class:`TimeoutError`."""
 
 
 class FsmError(UsageError):

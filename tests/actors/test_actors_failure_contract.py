@@ -28,7 +28,7 @@ from actorbus import (
     RequestError,
     wait_for_stop,
 )
-from actorbus.actors.failure import FailedTask
+from actorbus.actors import FailedTask
 
 WAIT = 10.0
 

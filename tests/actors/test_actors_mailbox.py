@@ -172,6 +172,7 @@ def test_public_exports() -> None:
             "Completion",
             "Dispatcher",
             "DispatcherStats",
+            "FailedTask",
             "Mailbox",
             "MailboxStats",
             "NotRegisteredError",

@@ -18,6 +18,7 @@ from actorbus.actors.errors import (
     TimerError,
     UnknownDispatcherError,
 )
+from actorbus.actors.failure import FailedTask
 from actorbus.actors.mailbox import Mailbox
 from actorbus.actors.runtime import ActorRuntime, Completion
 from actorbus.actors.timers import TimerHandle, TimerQueue, TimerService
@@ -28,6 +29,7 @@ __all__ = [
     "Completion",
     "Dispatcher",
     "DispatcherStats",
+    "FailedTask",
     "Mailbox",
     "MailboxStats",
     "NotRegisteredError",

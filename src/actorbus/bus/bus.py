@@ -198,18 +198,24 @@ class Bus:
         return self.runtime.timers.call_later(delay, fn, *args)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop actors, links, dispatchers and timers.  Idempotent."""
+        """Stop actors, links, dispatchers and timers.  Idempotent.
+
+        Raises the ``KeyboardInterrupt`` or ``SystemExit`` that actor code raised
+        if no :func:`~actorbus.wait_for_stop` raised it yet (the failure
+        contract), once everything is closed."""
         if self._closed:
             return
         self._closed = True
-        if self.net is not None:
-            self.net.close(timeout)
-        self.runtime.close(timeout)
-        with Bus._open_lock:
-            Bus._open.discard(self)
-        if self._gc_held:
-            self._gc_held = False
-            _gc.release()
+        try:
+            if self.net is not None:
+                self.net.close(timeout)
+            self.runtime.close(timeout)
+        finally:
+            with Bus._open_lock:
+                Bus._open.discard(self)
+            if self._gc_held:
+                self._gc_held = False
+                _gc.release()
 
     @property
     def is_closed(self) -> bool:

@@ -9,7 +9,18 @@
   ``open_request_feed`` / ``open_reply_feed``, returning an OPEN feed to wire
   and place yourself;
 * the **short form** ``publisher`` / ``subscribe`` / ``requestor`` / ``replier``,
-  which open, wire and place in one call.
+  which open, wire and place in one call;
+* **request/reply in one line**: :meth:`FeedOwner.serve` advertises a replier
+  whose handler *returns* its reply (or yields a stream of them), and, in
+  ``async def`` code on an asyncio dispatcher, ``await self.ask(request)``
+  returns the answer and ``async for reply in self.ask_all(request)`` iterates
+  over every replier's replies.
+
+Why ``ask`` does not go through the actor's mailbox: the coroutine that awaits
+the answer *is* the actor's current task, and the mailbox runs one task at a
+time, so a reply queued there would wait for the task that waits for it.  The
+replies go to the loop the coroutine runs on instead, and the coroutine
+resumes there (as the actor: ``current_actor()`` is right at every step).
 
 Opening a feed registers the actor with its bus if it is not registered yet
 (without running ``startup``).
@@ -17,10 +28,13 @@ Opening a feed registers the actor with its bus if it is not registered yet
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import RegistrationError, UsageError
+from ..errors import RegistrationError, RequestError, RequestTimeoutError, UsageError
 from .feeds import (
     IncomingRequest,
     PublishFeed,
@@ -28,8 +42,10 @@ from .feeds import (
     RequestFeed,
     RequestHandle,
     SubscribeFeed,
+    _direct,
+    _refuse_async,
 )
-from .message import Message, MessageKey, Notification, Reply, Request
+from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request
 from .scope import FeedState, Scope
 
 if TYPE_CHECKING:
@@ -225,3 +241,288 @@ class FeedOwner:
         if up:
             feed.update_feed_state(FeedState.UP)
         return feed
+
+    # -------------------------------------------------------- request/reply, short
+    def serve(
+        self,
+        message_class: type[Q],
+        subject: str,
+        handler: Callable[[Q], Any],
+        *,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        condition: Callable[[Q], bool] | None = None,
+    ) -> ReplyFeed[Q]:
+        r"""Advertise (UP) a replier whose ``handler(request)`` *returns* the reply.
+
+        * A returned :class:`~actorbus.Reply` is sent as the final reply.
+        * A generator handler streams: each value it yields is sent as an
+          ``OK_CONTINUING`` reply; a Reply it ``return``\ s is the final one, else
+          a bare ``Reply`` with status ``OK_FINAL`` ends the stream (:meth:`ask`
+          and :meth:`ask_all` leave that marker out).  ``async def`` handlers and
+          async generators do the same on an asyncio dispatcher.
+        * An exception becomes an ``ERROR`` reply whose reason is the
+          exception's class and message; the requestor gets it (:meth:`ask`
+          raises it as :class:`~actorbus.RequestError`), and it is not reported
+          as a failure of the actor.  Returning None is a mistake: the requestor
+          gets an ERROR reply and the actor's failure contract reports it.
+
+        Returns the reply feed (close it, or let ``shutdown`` close it, to stop)."""
+        if not callable(handler):
+            raise UsageError(f"serve() takes a callable handler(request), found {handler!r}")
+        feed = self.open_reply_feed(message_class, subject, scope, condition)
+        _refuse_async(feed, handler, "request", streams=True)
+        if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
+            feed.request_callback(_AsyncServer(handler))
+        else:
+            feed.request_callback(_Server(handler))
+        feed.advertise()
+        feed.update_feed_state(FeedState.UP)
+        return feed
+
+    async def ask(
+        self,
+        request: Request,
+        *,
+        timeout: float | None = None,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+    ) -> Reply:
+        """``await`` the answer to ``request`` (in ``async def`` code on an asyncio
+        dispatcher, or any running event loop).
+
+        Returns the first replier's final reply (for a streaming replier, its
+        last reply); once it has it, the request is cancelled for any other
+        replier.  Raises :class:`~actorbus.RequestError` at once when no replier
+        is up, or with the replier's reason when the answer is an ERROR reply,
+        and :class:`~actorbus.RequestTimeoutError` (a :class:`TimeoutError`)
+        when ``timeout`` seconds pass first."""
+        last: Reply | None = None
+        replies = self._replies(request, timeout, scope, stop_at_final=True)
+        async with contextlib.aclosing(replies):  # closing it cancels the request
+            async for reply in replies:
+                if reply.status is ReplyStatus.ERROR:
+                    raise RequestError(
+                        f"{type(request).__qualname__} on {request.subject!r}: the replier "
+                        f"answered ERROR: {reply.reason}"
+                    )
+                if not _is_end_marker(reply):
+                    last = reply
+                if reply.status is not ReplyStatus.OK_CONTINUING:
+                    break
+        if last is None:
+            raise RequestError(
+                f"{type(request).__qualname__} on {request.subject!r}: the replier ended "
+                f"its stream without a reply"
+            )
+        return last
+
+    def ask_all(
+        self,
+        request: Request,
+        *,
+        timeout: float | None = None,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+    ) -> AsyncIterator[Reply]:
+        """``async for reply in self.ask_all(request)``: every reply of every
+        replier, as they arrive, until all finished (a replier's ERROR reply
+        included: check ``reply.status``).  Raises :class:`~actorbus.RequestError`
+        at once when no replier is up, and :class:`~actorbus.RequestTimeoutError`
+        when ``timeout`` seconds pass before every replier finished.  Closing the
+        iterator early (``contextlib.aclosing``, or leaving the loop and letting
+        it go) cancels the request."""
+        return self._replies(request, timeout, scope, stop_at_final=False)
+
+    async def _replies(
+        self, request: Request, timeout: float | None, scope: Scope, *, stop_at_final: bool
+    ) -> AsyncGenerator[Reply, None]:
+        if not isinstance(request, Request):
+            raise UsageError(f"expected a Request message, found {request!r}")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise UsageError(
+                f"ask() of {request!r} needs a running event loop: call it with await from "
+                f"an async def callback of an actor on an asyncio dispatcher; elsewhere use "
+                f"a requestor feed (self.requestor) or bus.request_all()"
+            ) from None
+        queue: asyncio.Queue[tuple[int, Reply, RequestHandle[Any]]] = asyncio.Queue()
+        put = queue.put_nowait
+        on_loop = loop.call_soon_threadsafe
+
+        def deliver(remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
+            on_loop(put, (remaining, reply, handle))
+
+        router, _ = self._ab_feed_context()
+        feed: RequestFeed[Any] = RequestFeed(
+            router, self, MessageKey.of(request), scope, post=_direct
+        )
+        feed.reply_callback(deliver)
+        feed.status_callback(_ignore)
+        feed.subscribe()
+        try:
+            handle = feed.request(request, timeout=timeout)
+            while True:
+                remaining, reply, _h = await queue.get()
+                if reply.status is ReplyStatus.ERROR and handle.timed_out:
+                    raise RequestTimeoutError(
+                        f"{type(request).__qualname__} on {request.subject!r}: no "
+                        f"{'answer' if stop_at_final else 'end of replies'} within "
+                        f"{timeout:g} s; raise the timeout or check that the replier answers"
+                    )
+                if not _is_end_marker(reply):
+                    yield reply
+                elif stop_at_final:
+                    yield reply  # ask() needs to see the end of the stream
+                if remaining == 0:
+                    return
+        finally:
+            feed.close()  # cancels what is still outstanding
+
+
+def _ignore(*args: object) -> None:
+    pass
+
+
+def _is_end_marker(reply: Reply) -> bool:
+    """A bare Reply with status OK_FINAL: the end of a streamed answer (serve())."""
+    return type(reply) is Reply and reply.status is ReplyStatus.OK_FINAL and reply.reason is None
+
+
+def _final(reply: Reply) -> Reply:
+    return reply if reply.status.is_final else reply._replace(status=ReplyStatus.OK_FINAL)
+
+
+def _continuing(value: object, handler: object) -> Reply:
+    if not isinstance(value, Reply):
+        raise UsageError(
+            f"handler {_name(handler)} yielded {value!r}; a streaming handler yields Reply "
+            f"instances of a class its request allows"
+        )
+    if value.status is ReplyStatus.OK_CONTINUING:
+        return value
+    return value._replace(status=ReplyStatus.OK_CONTINUING)  # type: ignore[no-any-return]
+
+
+def _name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def _error(incoming: IncomingRequest[Any], exc: Exception) -> None:
+    """The handler raised ``exc``: answer ERROR with its class and message.  When
+    the request is no longer active and ``exc`` is reply()'s refusal of the
+    handler's reply (which already answered ERROR), re-raise it for the actor's
+    failure contract: that is a bug in the handler, not an answer."""
+    if not incoming.is_active and isinstance(exc, RequestError):
+        raise exc
+    if incoming.is_active:
+        text = str(exc)
+        incoming.reply(
+            Reply(
+                incoming.request.subject,
+                status=ReplyStatus.ERROR,
+                reason=f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+            )
+        )
+
+
+def _returned_none(incoming: IncomingRequest[Any], handler: object) -> UsageError:
+    problem = (
+        f"handler {_name(handler)} returned None for {incoming.request!r}; return a Reply "
+        f"(or yield Replies to stream them, or raise to answer ERROR)"
+    )
+    if incoming.is_active:
+        incoming.reply(
+            Reply(incoming.request.subject, status=ReplyStatus.ERROR, reason="replier failed")
+        )
+    return UsageError(problem)
+
+
+class _Server:
+    """The request callback of :meth:`FeedOwner.serve` for a plain or generator handler."""
+
+    __slots__ = ("__qualname__", "handler")
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self.handler = handler
+        self.__qualname__ = _name(handler)  # failure reports name the handler
+
+    def __call__(self, incoming: IncomingRequest[Any]) -> None:
+        try:
+            result = self.handler(incoming.request)
+            if inspect.isgenerator(result):
+                self._stream(incoming, result)
+                return
+            if isinstance(result, Reply):
+                incoming.reply(_final(result))
+                return
+        except Exception as exc:
+            _error(incoming, exc)
+            return
+        if result is None:
+            raise _returned_none(incoming, self.handler)
+        _error(incoming, _not_a_reply(self.handler, result))
+
+    def _stream(self, incoming: IncomingRequest[Any], gen: Any) -> None:
+        try:
+            while True:
+                try:
+                    value = next(gen)
+                except StopIteration as stop:
+                    end = stop.value
+                    incoming.reply(
+                        _final(end)
+                        if isinstance(end, Reply)
+                        else Reply(incoming.request.subject, status=ReplyStatus.OK_FINAL)
+                    )
+                    return
+                if not incoming.reply(_continuing(value, self.handler)):
+                    return  # cancelled: stop the generator
+        except Exception as exc:
+            _error(incoming, exc)
+        finally:
+            gen.close()
+
+
+class _AsyncServer(_Server):
+    """The request callback of :meth:`FeedOwner.serve` for an ``async def`` handler
+    or an async generator (run by an asyncio dispatcher, which awaits it)."""
+
+    __slots__ = ()
+
+    def __call__(self, incoming: IncomingRequest[Any]) -> Coroutine[Any, Any, None]:  # type: ignore[override]
+        return self._serve(incoming)
+
+    async def _serve(self, incoming: IncomingRequest[Any]) -> None:
+        try:
+            result = self.handler(incoming.request)
+            if inspect.isasyncgen(result):
+                await self._astream(incoming, result)
+                return
+            result = await result
+            if isinstance(result, Reply):
+                incoming.reply(_final(result))
+                return
+        except Exception as exc:
+            _error(incoming, exc)
+            return
+        if result is None:
+            raise _returned_none(incoming, self.handler)
+        _error(incoming, _not_a_reply(self.handler, result))
+
+    async def _astream(self, incoming: IncomingRequest[Any], agen: Any) -> None:
+        try:
+            async for value in agen:
+                if not incoming.reply(_continuing(value, self.handler)):
+                    return
+            incoming.reply(Reply(incoming.request.subject, status=ReplyStatus.OK_FINAL))
+        except Exception as exc:
+            _error(incoming, exc)
+        finally:
+            await agen.aclose()
+
+
+def _not_a_reply(handler: object, result: object) -> UsageError:
+    return UsageError(
+        f"handler {_name(handler)} returned {type(result).__name__} {result!r}, not a Reply; "
+        f"return an instance of a reply class the request allows"
+    )

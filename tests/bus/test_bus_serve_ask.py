@@ -1,0 +1,278 @@
+"""Request/reply in one line: ``serve`` (the handler's return value is the reply,
+a generator streams, an exception answers ERROR) and, in async actors,
+``await self.ask(...)`` and ``async for reply in self.ask_all(...)``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from actorbus import (
+    Actor,
+    Bus,
+    BusConfig,
+    CallbackError,
+    DispatcherConfig,
+    DispatcherKind,
+    Reply,
+    ReplyStatus,
+    Request,
+    RequestError,
+    RequestTimeoutError,
+    UsageError,
+)
+from actorbus.actors import FailedTask
+
+WAIT = 10.0
+
+
+class Quote(Reply):
+    price: float
+
+
+class GetQuote(Request, replies=(Quote,)):
+    symbol: str
+
+
+class Count(Request, replies=(Quote,)):
+    upto: int
+
+
+@pytest.fixture
+def bus() -> Iterator[Bus]:
+    config = BusConfig(
+        dispatchers=(
+            DispatcherConfig(name="default", is_default=True),
+            DispatcherConfig(name="loop", kind=DispatcherKind.ASYNCIO),
+        )
+    )
+    with Bus(config) as b:
+        yield b
+
+
+class Quotes(Actor):
+    """Every handler style, on whatever dispatcher it is registered to."""
+
+    def __init__(self, name: str = "quotes") -> None:
+        super().__init__(name)
+        self.failures: list[Exception] = []
+
+    def startup(self) -> None:
+        self.serve(GetQuote, "/quotes", self.quote)
+        self.serve(Count, "/count", self.count)
+
+    def quote(self, request: GetQuote) -> Quote:
+        if request.symbol == "NONE":
+            return None  # type: ignore[return-value]  (the mistake under test)
+        if request.symbol not in {"ACME", "INIT"}:
+            raise KeyError(f"unknown symbol {request.symbol}")
+        return Quote(request.subject, price=12.5)
+
+    def count(self, request: Count) -> Iterator[Quote]:
+        for i in range(request.upto):
+            yield Quote(request.subject, price=float(i))
+
+    def on_failure(self, exc: Exception, task: FailedTask) -> None:
+        self.failures.append(exc)
+
+
+def _start(bus: Bus, *actors: Actor, dispatcher: str | None = None) -> None:
+    for a in actors:
+        bus.register(a, dispatcher=dispatcher)
+    bus.startup(list(actors)).wait(WAIT)
+
+
+def test_serve_returns_the_final_reply(bus: Bus) -> None:
+    _start(bus, Quotes())
+    replies = bus.request_all(GetQuote("/quotes", symbol="ACME"), timeout=WAIT)
+    assert len(replies) == 1
+    assert isinstance(replies[0], Quote)
+    assert replies[0].price == 12.5 and replies[0].status is ReplyStatus.OK_FINAL
+
+
+def test_serve_turns_an_exception_into_an_error_reply(bus: Bus) -> None:
+    q = Quotes()
+    _start(bus, q)
+    replies = bus.request_all(GetQuote("/quotes", symbol="XYZ"), timeout=WAIT)
+    assert [r.status for r in replies] == [ReplyStatus.ERROR]
+    assert replies[0].reason == "KeyError: 'unknown symbol XYZ'"
+    assert q.failures == []  # an answer, not a failure of the actor
+
+
+def test_serve_reports_a_handler_that_returns_none(bus: Bus) -> None:
+    q = Quotes()
+    _start(bus, q)
+    replies = bus.request_all(GetQuote("/quotes", symbol="NONE"), timeout=WAIT)
+    assert [r.status for r in replies] == [ReplyStatus.ERROR]
+    # the failure is reported on the replier's side, naming the handler
+    done = threading.Event()
+    q.post(done.set)
+    assert done.wait(WAIT)
+    assert len(q.failures) == 1
+    assert "Quotes.quote returned None" in str(q.failures[0])
+
+
+def test_serve_streams_a_generator(bus: Bus) -> None:
+    _start(bus, Quotes())
+    replies = bus.request_all(Count("/count", upto=3), timeout=WAIT)
+    assert [(type(r), r.status) for r in replies] == [
+        (Quote, ReplyStatus.OK_CONTINUING),
+        (Quote, ReplyStatus.OK_CONTINUING),
+        (Quote, ReplyStatus.OK_CONTINUING),
+        (Reply, ReplyStatus.OK_FINAL),  # the end of the stream
+    ]
+    assert [r.price for r in replies[:3]] == [0.0, 1.0, 2.0]
+
+
+def test_serve_refuses_an_async_handler_on_a_thread_dispatcher(bus: Bus) -> None:
+    class Async(Actor):
+        async def handle(self, request: GetQuote) -> Quote:
+            return Quote(request.subject, price=1.0)
+
+    a = Async("async")
+    bus.register(a)
+    with pytest.raises(CallbackError, match=r"Async\.handle is async def.*dispatcher 'default'"):
+        a.serve(GetQuote, "/quotes", a.handle)
+
+
+class Asker(Actor):
+    """Asks from async def code on the asyncio dispatcher; results go to ``out``."""
+
+    def __init__(self, name: str, job: Any) -> None:
+        super().__init__(name)
+        self.job = job
+        self.out: list[Any] = []
+        self.done = threading.Event()
+
+    async def startup(self) -> None:
+        self.post(self.run)
+
+    async def run(self) -> None:
+        try:
+            self.out.append(await self.job(self))
+        except Exception as exc:
+            self.out.append(exc)
+        self.done.set()
+
+
+def _ask(bus: Bus, job: Any) -> Any:
+    asker = Asker("asker", job)
+    _start(bus, asker, dispatcher="loop")
+    assert asker.done.wait(WAIT)
+    return asker.out[0]
+
+
+def test_ask_returns_the_answer(bus: Bus) -> None:
+    _start(bus, Quotes())
+
+    async def job(self: Actor) -> Reply:
+        return await self.ask(GetQuote("/quotes", symbol="ACME"), timeout=WAIT)
+
+    reply = _ask(bus, job)
+    assert isinstance(reply, Quote) and reply.price == 12.5
+
+
+def test_ask_raises_the_repliers_error(bus: Bus) -> None:
+    _start(bus, Quotes())
+
+    async def job(self: Actor) -> Reply:
+        return await self.ask(GetQuote("/quotes", symbol="XYZ"), timeout=WAIT)
+
+    err = _ask(bus, job)
+    assert isinstance(err, RequestError)
+    assert "unknown symbol XYZ" in str(err)
+
+
+def test_ask_with_no_replier_raises_at_once(bus: Bus) -> None:
+    async def job(self: Actor) -> Reply:
+        return await self.ask(GetQuote("/nobody", symbol="ACME"), timeout=WAIT)
+
+    assert isinstance(_ask(bus, job), RequestError)
+
+
+def test_ask_times_out_with_a_timeout_error(bus: Bus) -> None:
+    class Silent(Actor):
+        def startup(self) -> None:
+            self.replier(GetQuote, "/silent", on_request=lambda incoming: None)
+
+    _start(bus, Silent("silent"))
+
+    async def job(self: Actor) -> Reply:
+        return await self.ask(GetQuote("/silent", symbol="ACME"), timeout=0.05)
+
+    err = _ask(bus, job)
+    assert isinstance(err, RequestTimeoutError) and isinstance(err, TimeoutError)
+    assert "0.05 s" in str(err)
+
+
+def test_ask_of_a_stream_returns_its_last_reply(bus: Bus) -> None:
+    _start(bus, Quotes())
+
+    async def job(self: Actor) -> Reply:
+        return await self.ask(Count("/count", upto=4), timeout=WAIT)
+
+    reply = _ask(bus, job)
+    assert isinstance(reply, Quote) and reply.price == 3.0
+
+
+def test_ask_all_iterates_over_every_repliers_replies(bus: Bus) -> None:
+    _start(bus, Quotes("q1"), Quotes("q2"))
+
+    async def job(self: Actor) -> list[float]:
+        prices = []
+        async for reply in self.ask_all(Count("/count", upto=2), timeout=WAIT):
+            assert isinstance(reply, Quote)
+            prices.append(reply.price)
+        return sorted(prices)
+
+    assert _ask(bus, job) == [0.0, 0.0, 1.0, 1.0]  # the end-of-stream markers left out
+
+
+def test_async_handlers_and_async_generators_on_an_asyncio_dispatcher(bus: Bus) -> None:
+    class AsyncQuotes(Actor):
+        def startup(self) -> None:
+            self.serve(GetQuote, "/aq", self.quote)
+            self.serve(Count, "/ac", self.count)
+
+        async def quote(self, request: GetQuote) -> Quote:
+            await asyncio.sleep(0)
+            if request.symbol == "BAD":
+                raise ValueError("bad symbol")
+            return Quote(request.subject, price=99.0)
+
+        async def count(self, request: Count) -> AsyncIterator[Quote]:
+            for i in range(request.upto):
+                await asyncio.sleep(0)
+                yield Quote(request.subject, price=float(i))
+
+    _start(bus, AsyncQuotes("aq"), dispatcher="loop")
+
+    async def job(self: Actor) -> list[Any]:
+        one = await self.ask(GetQuote("/aq", symbol="ACME"), timeout=WAIT)
+        many = [r async for r in self.ask_all(Count("/ac", upto=3), timeout=WAIT)]
+        try:
+            await self.ask(GetQuote("/aq", symbol="BAD"), timeout=WAIT)
+        except RequestError as exc:
+            bad = str(exc)
+        return [one, many, bad]
+
+    one, many, bad = _ask(bus, job)
+    assert one.price == 99.0
+    assert [(r.price, r.status) for r in many] == [
+        (0.0, ReplyStatus.OK_CONTINUING),
+        (1.0, ReplyStatus.OK_CONTINUING),
+        (2.0, ReplyStatus.OK_CONTINUING),
+    ]
+    assert "ValueError: bad symbol" in bad
+
+
+def test_ask_outside_an_event_loop_says_what_to_do(bus: Bus) -> None:
+    a = Quotes("plain")
+    bus.register(a)
+    coro = a.ask(GetQuote("/quotes", symbol="ACME"))
+    with pytest.raises(UsageError, match="needs a running event loop"):
+        coro.send(None)  # run by hand, as code with no loop running would
