@@ -228,11 +228,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 ) from None
             bus.register(actor, dispatcher=spec.dispatcher)
             actors.append(actor)
+        net = bus.net
+        if net is not None:
+            # A configured connection without reconnect whose dial fails stops
+            # the node (it would otherwise run on, silently missing its peer).
+            net.on_link_failed(lambda name, reason: stopping.stop.set())
+            if net.failed_links:
+                stopping.stop.set()
         bus.startup(actors).wait(30)
         signum = stopping.wait(args.duration)
         if signum is not None:
             logger.info("actorbus run: {} received, shutting down", signum.name)
         bus.shutdown_all().wait(30)
+        failed = net.failed_links if net is not None else ()
+    if failed:
+        for name, reason in failed:
+            print(
+                f"actorbus run: connection {name!r} failed and does not reconnect: {reason}; "
+                f"start the peer first, fix its host/port, or set "
+                f"actorbus.connection.{name}.reconnect = true",
+                file=sys.stderr,
+            )
+        return 1
     return 0
 
 

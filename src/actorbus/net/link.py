@@ -89,7 +89,7 @@ from enum import Enum
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
-from .._log import logger
+from .._log import Throttle, logger, report
 from ..actors.dispatcher import hold_wakes, release_wakes
 from ..bus import codec
 from ..bus.message import (
@@ -149,6 +149,9 @@ __all__ = ["Link", "LinkSettings", "LinkStats", "LinkStatus"]
 #: failed attempt up to this many times the delay (and never more than
 #: :data:`MAX_RECONNECT_BACKOFF` seconds, unless the delay itself is longer).
 RECONNECT_BACKOFF_FACTOR: Final = 10
+#: A link reports its failed dials at most once per this many seconds.
+DIAL_REPORT_INTERVAL = 30.0
+
 #: Upper bound of the reconnect back-off, in seconds.
 MAX_RECONNECT_BACKOFF: Final = 30.0
 #: Smallest read buffer, whatever ``input_buffer_size`` says.
@@ -423,6 +426,8 @@ class Link:
         self._dialing: asyncio.Task[None] | None = None
         self._failures = 0
         self._last_reason: str | None = None
+        #: failed dials are reported at most once per DIAL_REPORT_INTERVAL
+        self._dial_reports = Throttle(DIAL_REPORT_INTERVAL)
 
     def __repr__(self) -> str:
         peer = f" peer={self._peer!r}" if self._peer else ""
@@ -564,13 +569,29 @@ class Link:
             )
         except OSError as exc:  # (TimeoutError included: ours or the OS's)
             reason = f"cannot connect to {self._address}: {_dial_failure(exc, timeout)}"
-            logger.bind(link=self.name).info("link {}: {}", self.name, reason)
+            self._report_dial_failure(reason)
             self._session_over(None, reason)
+            if not self.reconnect and not self._closing:
+                self._net._link_failed(self, reason)
         except asyncio.CancelledError:
             self._session_over(None, "closed while connecting")
             raise
         finally:
             self._dialing = None
+
+    def _report_dial_failure(self, reason: str) -> None:
+        """(loop) Say why a dial failed, at WARNING (visible by default), at most
+        once per DIAL_REPORT_INTERVAL per link, with how many were held back."""
+        held = self._dial_reports.allow("dial")
+        if held is None:
+            return
+        more = f" ({held} more failed attempts since the last report)" if held else ""
+        then = (
+            f"retrying every {self.reconnect_delay:g} s or more (back-off)"
+            if self.reconnect
+            else "not retrying: the link is closed (set reconnect to retry)"
+        )
+        report("WARNING", f"link {self.name}: {reason}; {then}{more}", link=self.name)
 
     def _adopt(self, sock: socket.socket) -> None:
         """(loop) Start a session on a socket a service accepted."""

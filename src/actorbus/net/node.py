@@ -437,6 +437,10 @@ class NodeNet:
         self._links: list[Link] = []
         self._services: list[Service] = []
         self._peers: dict[str, _Session] = {}
+        #: client links that ended without retrying before they ever logged on
+        self._failed: list[tuple[str, str]] = []
+        #: called with (link name, reason) for each of those (CLI: stop the node)
+        self._failure_listeners: list[Callable[[str, str], object]] = []
         self._started = False
         self._closed = False
         self._counter = 0
@@ -675,6 +679,26 @@ class NodeNet:
             self._links.append(link)
         sel.call(link._start)
         return link
+
+    @property
+    def failed_links(self) -> tuple[tuple[str, str], ...]:
+        """(name, reason) of every client link without reconnect whose dial
+        failed: it is closed and will not try again."""
+        with self._lock:
+            return tuple(self._failed)
+
+    def on_link_failed(self, listener: Callable[[str, str], object]) -> None:
+        """Call ``listener(name, reason)`` (on the link's I/O thread) for each
+        client link without reconnect whose dial fails from now on."""
+        with self._lock:
+            self._failure_listeners.append(listener)
+
+    def _link_failed(self, link: Link, reason: str) -> None:
+        with self._lock:
+            self._failed.append((link.name, reason))
+            listeners = list(self._failure_listeners)
+        for listener in listeners:
+            listener(link.name, reason)
 
     def _accepted(self, service: Service, sock: Any, host: str, port: int, address: str) -> None:
         """(service loop) A service accepted ``sock``: make its link on the
