@@ -322,6 +322,61 @@ class _Lexer:
         return self.text[start : self.pos].strip(), line, column
 
 
+def _line_indent(text: str, line: int) -> int:
+    """The column (1-based) of the first non-blank character of ``line``."""
+    content = text.split("\n")[line - 1]
+    return len(content) - len(content.lstrip(" \t")) + 1
+
+
+def _find_unclosed_brace(text: str, path: str) -> _Token | None:
+    """The '{' a missing '}' belongs to, or ``None`` if the braces balance.
+
+    Braces are paired over the token stream, skipping raw code as the parser does (a
+    guard, parenthesised arguments or parameters, an assigned value, the rest of a
+    directive line), so braces of Python code inside it do not count.  Pairing alone
+    blames the wrong brace when an inner block lacks its '}': the outer block's '}'
+    closes the inner one and the outer one stays open.  Indentation tells them apart:
+    a '}' on a line of its own is written at the indentation of the line of the '{' it
+    closes, so a '}' that matches an *outer* '{' that way, and not the innermost open
+    one, means the innermost one was never closed.  When indentation says nothing, the
+    innermost brace still open at the end of the file is the one reported.
+    """
+    lexer = _Lexer(text, path)
+    stack: list[_Token] = []
+    try:
+        while True:
+            token = lexer.next()
+            if token.kind == "eof":
+                break
+            if token.kind == "{":
+                stack.append(token)
+            elif token.kind == "}":
+                if not stack:
+                    return None  # a '}' too many: the parser's own error says so
+                opened = stack[-1]
+                if token.line != opened.line:
+                    column = token.column
+                    if column != _line_indent(text, opened.line) and any(
+                        column == _line_indent(text, outer.line) for outer in stack[:-1]
+                    ):
+                        return opened
+                stack.pop()
+            elif token.kind == "[":
+                lexer.raw("]", "a guard", token)
+                lexer.next()
+            elif token.kind == "(":
+                lexer.raw(")", "parentheses", token)
+                lexer.next()
+            elif token.kind == "=":
+                lexer.raw(";", "an assigned value", token)
+                lexer.next()
+            elif token.kind == "directive" and token.text in _LINE_DIRECTIVES:
+                lexer.rest_of_line()
+    except SmSyntaxError:
+        return None  # the text cannot be read that far: the parser's error stands
+    return stack[-1] if stack else None
+
+
 # ------------------------------------------------------------------------ syntax
 
 
@@ -394,7 +449,10 @@ _WORD_DIRECTIVES = ("%class", "%fsmclass", "%fsmfile", "%package")
 class _Parser:
     def __init__(self, text: str, path: str) -> None:
         self.lexer = _Lexer(text, path)
+        self.text = text
         self.path = path
+        #: (line, column) of every '{' consumed so far -> the construct it opens
+        self.opened: dict[tuple[int, int], str] = {}
 
     def error(self, token: _Token, expected: str, found: str | None = None) -> SmSyntaxError:
         return self.lexer.error(
@@ -406,6 +464,32 @@ class _Parser:
         if token.kind != kind:
             raise self.error(token, expected)
         return token
+
+    def open_brace(self, what: str, alternative: str = "") -> _Token:
+        """Consume the '{' that opens ``what`` (remembered for unclosed-brace errors)."""
+        token = self.expect("{", f"'{{' to open {what}{alternative}")
+        self.opened[(token.line, token.column)] = what
+        return token
+
+    def unclosed_brace(self, failure: SmSyntaxError) -> SmSyntaxError | None:
+        """The error to report instead of ``failure`` when a '}' is missing before it.
+
+        A missing '}' makes the parser pair the braces that follow wrongly, so it fails
+        later, at a token that is fine where it stands.  The '{' to blame is found by
+        :func:`_find_unclosed_brace`; it is reported only if it comes before
+        ``failure`` (an unclosed brace after the failure is not its cause).
+        """
+        found = _find_unclosed_brace(self.text, self.path)
+        if found is None or (found.line, found.column) > (failure.line, failure.column):
+            return None
+        what = self.opened.get((found.line, found.column), "a block")
+        return self.lexer.error(
+            f"found no '}}' for the '{{' that opens {what}; expected a '}}' to close it "
+            f"(without it the parser read on and failed at line {failure.line}, column "
+            f"{failure.column}: {failure.detail})",
+            found.line,
+            found.column,
+        )
 
     def parse(self) -> _File:
         result = _File()
@@ -507,13 +591,13 @@ class _Parser:
                 which.text == "Exit" and state.exit is not None
             ):
                 raise self.error(which, f"a single {which.text} block", f"a second {which.text}")
-            self.expect("{", f"'{{' to open the {which.text} actions of {name.text!r}")
+            self.open_brace(f"the {which.text} actions of state {name.text!r}")
             actions = self._actions()
             if which.text == "Entry":
                 state.entry = actions
             else:
                 state.exit = actions
-        self.expect("{", f"'{{' to open the transitions of state {name.text!r} (or Entry/Exit)")
+        self.open_brace(f"the transitions of state {name.text!r}", " (or Entry/Exit)")
         while True:
             token = lexer.peek()
             if token.kind == "}":
@@ -542,7 +626,7 @@ class _Parser:
             guard = _Code(text, line, column)
             lexer.next()
         target, target_map, kind = self._next_state(name)
-        self.expect("{", f"'{{' to open the actions of transition {name.text!r}")
+        self.open_brace(f"the actions of transition {name.text!r}")
         return _TransitionDecl(name, params, guard, target, target_map, self._actions(), kind)
 
     def _params(self) -> list[_Param]:
@@ -1187,10 +1271,19 @@ def parse_sm(text: str, path: str = "<string>") -> SmMachine:
 
     Raises:
         SmSyntaxError: the text is malformed; ``str(err)`` is ``path:line:column: found
-            ...; expected ...``.
+            ...; expected ...``.  For a missing '}' the position is that of the '{'
+            left open.
         FsmError: python-statemachine rejected the resulting machine.
     """
-    return _Builder(_Parser(text, path).parse(), path).build()
+    parser = _Parser(text, path)
+    try:
+        parsed = parser.parse()
+    except SmSyntaxError as exc:
+        unclosed = parser.unclosed_brace(exc)
+        if unclosed is None:
+            raise
+        raise unclosed from None
+    return _Builder(parsed, path).build()
 
 
 _LOADED: dict[str, tuple[tuple[int, int], SmMachine]] = {}
