@@ -102,7 +102,8 @@ def wait_for_stop(
     ``stop`` is set, or ``duration`` seconds pass (None: no limit).
 
     Returns the signal that ended the wait, or None when ``stop`` or the
-    duration did.  ``stop`` is set in every case, so other threads waiting on
+    duration did.  Raises the ``KeyboardInterrupt`` or ``SystemExit`` that actor
+    code raised (the failure contract: it stops the node).  ``stop`` is set in every case, so other threads waiting on
     it learn that the node is stopping.  Handlers are installed only when
     called on the main thread, and the previous ones are restored before it
     returns.  Raises :class:`ValueError` for a negative ``duration``.  A signal
@@ -174,7 +175,9 @@ class StopSignals:
     def wait(self, duration: float | None = None) -> signal.Signals | None:
         """Block until a signal (or one came since ``__enter__``), ``stop`` is set,
         or ``duration`` seconds pass; then put the previous handlers back, set
-        ``stop`` and return the first signal taken, or None."""
+        ``stop`` and return the first signal taken, or None.  When actor code
+        raised a ``KeyboardInterrupt`` or ``SystemExit``, the wait ends at once
+        and raises it."""
         if duration is not None and not duration >= 0:  # (NaN too)
             raise ValueError(f"wait(duration={duration!r}): expected seconds >= 0 or None")
         with _fatal_lock:
