@@ -65,6 +65,22 @@ A bus callback called while the machine is handling an event (from inside a
 guard or action) raises :class:`~actorbus.errors.FsmError`: it would feed its
 event back into the machine that is running it.  Actions send events with
 :meth:`FsmActor.fsm_send`.
+
+A run-to-completion step is bounded
+-----------------------------------
+An event sent from inside a guard or action is queued and runs in the same step, on
+the same dispatcher call.  An action that sends the event it handles, in a state whose
+transition answers it with the same action, would therefore hold the dispatcher thread
+for ever.  Both engines cap a step at :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS`
+(10,000) events, the one that started it included (the start of the machine counts as
+one): the send that would queue one more raises :class:`~actorbus.errors.FsmError` in
+the action that makes it, naming the machine, the event, the state and the fix.  Like
+any exception of an action it ends the step and drops its queue; it leaves the feed
+callback or :meth:`~FsmActor.fsm_send` that started the step, the failure contract
+reports it (:meth:`~actorbus.actors.Actor.on_failure`), and the actor and its machine go
+on with the next event (a loop started by the start state's entry actions fails
+:meth:`~FsmActor.startup` instead).  To repeat an event on purpose, send it from a later
+task: ``self.post(self.fsm_send, event)`` or ``self.schedule(delay, self.fsm_send, event)``.
 """
 
 from __future__ import annotations
@@ -349,6 +365,11 @@ class FsmActor(Actor):
 
         Called from inside a guard or action, the event is queued and runs when the
         current one has finished (run to completion).
+
+        Raises:
+            FsmError: from inside a guard or action, the current step already holds
+                :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS` events (see the module
+                doc); from outside, the step this call started ended that way.
         """
         fsm = self.fsm
         if fsm is None or fsm.is_final:

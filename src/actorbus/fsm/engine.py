@@ -28,6 +28,12 @@ running the same script on :func:`~actorbus.fsm.reference_machine`:
 * An event sent from inside a callback is queued and processed, in order, when the
   current one has finished (run to completion); if one fails, the queue is dropped.
   Events queued when a final state is reached are dropped.
+* A run-to-completion step (the event sent from outside, or ``start()``, plus every
+  event its callbacks queue) holds at most :data:`MAX_STEP_EVENTS` events: the send
+  that would queue one more raises :class:`~actorbus.errors.FsmError` (see
+  :func:`runaway_step`) in the callback that made it, which fails like any exception
+  of a callback: the queue is dropped and the exception leaves ``send()``.  If the
+  callback catches it, the step still ends with it once the queue is done.
 
 An engine is not thread-safe: one thread at a time must call it (an actor's mailbox
 guarantees that).
@@ -46,9 +52,36 @@ from actorbus.fsm._compile import build
 from actorbus.fsm._errors import TransitionNotAllowed
 from actorbus.fsm.spec import Declaration, MachineSpec, StateSpec, machine_spec
 
-__all__ = ["CompiledMachine", "FsmEngine", "compile_machine"]
+__all__ = ["MAX_STEP_EVENTS", "CompiledMachine", "FsmEngine", "compile_machine", "runaway_step"]
 
 _Handler = Callable[[dict[str, Any], str], None]
+
+#: The most events one run-to-completion step holds: the event sent from outside the
+#: machine (or its start, which counts as one) and the events its callbacks send while
+#: it runs.  Without a bound, an action that sends the event it handles, in a state
+#: whose transition answers it with the same action, loops inside one send() for ever
+#: and the actor's dispatcher thread never returns.  Real steps are a few events long,
+#: or one event per item of a batch; 10,000 leaves room for such fan-outs, while a
+#: loop reaches it soon enough (on either engine) to free the thread, fail loudly and
+#: leave the machine usable.
+MAX_STEP_EVENTS = 10_000
+
+
+def runaway_step(machine: str, state: str | None, event: str) -> FsmError:
+    """The error of a send that would put event ``MAX_STEP_EVENTS + 1`` into one step.
+
+    ``state`` is the current state when ``event`` was sent.  Both engines raise it.
+    """
+    return FsmError(
+        f"{machine}: {event!r}, sent in state {state!r}, would be event "
+        f"{MAX_STEP_EVENTS + 1} of one run-to-completion step (the event sent from "
+        f"outside the machine, then those its actions sent): the actions keep sending "
+        f"events that send more, which would never end, so this send raises, the step "
+        f"stops and its queued events are dropped; an action must not send the event it "
+        f"handles in a state whose transition sends it again; to go on later, send it "
+        f"from a timer (self.schedule(delay, self.fsm_send, {event!r})) or a task "
+        f"(self.post(self.fsm_send, {event!r}))"
+    )
 
 
 class FsmEngine(Protocol):
@@ -97,6 +130,8 @@ class CompiledMachine:
         "__weakref__",
         "_busy",
         "_queue",
+        "_queued",
+        "_runaway",
         "_start",
         "_state",
         "_table",
@@ -113,6 +148,10 @@ class CompiledMachine:
         self._table: dict[str, _Handler] = {}
         self._busy = False
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()
+        # events sent from inside callbacks in the current step (0 between steps; the
+        # step's own event is not counted), and the bound's error once raised
+        self._queued = 0
+        self._runaway: FsmError | None = None
         start, tables, wild = build(spec, model, self)
         self._start: Callable[[dict[str, Any]], None] = start
         self._tables: dict[str, dict[str, _Handler]] = {
@@ -158,7 +197,7 @@ class CompiledMachine:
             if self._queue:
                 self._drain()
         except BaseException:
-            self._queue.clear()
+            self._abort()
             raise
         finally:
             self._busy = False
@@ -169,9 +208,20 @@ class CompiledMachine:
         Raises:
             TransitionNotAllowed: no transition of the current state accepts the event.
             EventArgumentError: a guard or action needs an argument that was not passed.
+            FsmError: from inside a callback, the step already holds
+                :data:`MAX_STEP_EVENTS` events (see :func:`runaway_step`); from outside,
+                the step ended that way.
             Exception: whatever a guard or action raised, unchanged.
         """
         if self._busy:
+            # The step's own event plus the ones queued so far: checked here, not when
+            # the event runs, so the error points at the callback that keeps sending.
+            if self._queued + 1 >= MAX_STEP_EVENTS:
+                state = self._state
+                error = runaway_step(self.spec.name, state.id if state else None, event)
+                self._runaway = error  # raised again when the step ends, if caught
+                raise error
+            self._queued += 1
             self._queue.append((event, kwargs))
             return
         self._busy = True
@@ -180,20 +230,32 @@ class CompiledMachine:
             if self._queue:
                 self._drain()
         except BaseException:
-            self._queue.clear()
+            self._abort()
             raise
         finally:
             self._busy = False
 
     def _drain(self) -> None:
+        # Every step whose callbacks sent an event gets here (or to _abort): the step's
+        # count is reset only on these paths, so a send with no queued event pays nothing.
         queue = self._queue
         while queue:
             state = self._state
             if state is not None and state.final:
                 queue.clear()
-                return
+                break
             event, kwargs = queue.popleft()
             (self._table.get(event) or self._fallback(event))(kwargs, event)
+        self._queued = 0
+        runaway, self._runaway = self._runaway, None
+        if runaway is not None:
+            raise runaway  # a callback caught it; the step still fails
+
+    def _abort(self) -> None:
+        """A step failed: drop its queue and its count."""
+        self._queue.clear()
+        self._queued = 0
+        self._runaway = None
 
     def _fallback(self, event: str) -> _Handler:
         state = self._state

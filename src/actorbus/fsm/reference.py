@@ -18,10 +18,26 @@ Differences, all deliberate and documented in ``docs/fsm.md``:
 * python-statemachine's ``TransitionNotAllowed`` becomes
   :class:`actorbus.fsm.TransitionNotAllowed`, and a definition error found at
   instantiation (``InvalidDefinition``) becomes :class:`actorbus.errors.FsmError`.
+
+A run-to-completion step holds at most :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS`
+events, as under the compiled engine.  python-statemachine queues an event sent from
+inside a callback and runs it in the loop of the ``send()`` that started the step,
+whichever way it was sent (``machine.send()``, an action string naming the event, an
+event method, :meth:`~actorbus.fsm.FsmActor.fsm_send` through :meth:`ReferenceMachine.send`).
+Every one of those ways puts the event through the instance's ``_put_nonblocking``
+method, and nothing else does; so :meth:`ReferenceMachine.start` makes the instance
+with that method wrapped (on the instance only, before python-statemachine's
+``__init__`` runs the start state's entry actions), and the wrapper counts the step's
+events and raises :func:`~actorbus.fsm.engine.runaway_step` instead of queueing one
+past the bound.  A naming-convention listener (``before_transition``) would not do:
+``.sm`` machines have no naming conventions.  The exception leaves the callback that
+sent the event, and python-statemachine's loop, which drops its queues, as any
+exception of a callback does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from statemachine import StateChart, StateMachine
@@ -31,10 +47,14 @@ from statemachine.exceptions import TransitionNotAllowed as PsmTransitionNotAllo
 from actorbus.errors import FsmError
 from actorbus.fsm._compile import STATE_FIELD
 from actorbus.fsm._errors import TransitionNotAllowed, UnsupportedMachineError
-from actorbus.fsm.engine import _default_model
+from actorbus.fsm.engine import MAX_STEP_EVENTS, _default_model, runaway_step
 from actorbus.fsm.spec import Declaration, MachineSpec, machine_spec
 
 __all__ = ["ReferenceMachine", "reference_machine"]
+
+
+#: The python-statemachine method every queued event passes through (see module doc).
+_PUT = "_put_nonblocking"
 
 
 class ReferenceMachine:
@@ -54,6 +74,14 @@ class ReferenceMachine:
         self._unsupported = unsupported
         self._sm: Any = None
         self._starting = False
+        # the instance whose constructor start() is running (None otherwise)
+        self._constructing: Any = None
+        # True while start() or an outermost send() runs: a step the bound applies to
+        self._stepping = False
+        self._step_events = 0
+        # the bound's error, raised again when the step ends in case a callback caught
+        # it (or the machine turned it into an event, catch_errors_as_events)
+        self._runaway: FsmError | None = None
 
     def __repr__(self) -> str:
         state = self.current_state if self._sm is not None else None
@@ -101,24 +129,98 @@ class ReferenceMachine:
         """``True`` when the current state is final."""
         return self._sm is not None and bool(self._sm.is_terminated)
 
+    def _bounded_put(self, sm: Any) -> Callable[..., Any]:
+        """``sm``'s ``_put_nonblocking``, counting the events of the current step."""
+        put = getattr(sm, _PUT)
+
+        def bounded_put(trigger_data: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._stepping:  # not when the instance is used directly, outside a step
+                if self._step_events >= MAX_STEP_EVENTS:
+                    event = str(getattr(trigger_data, "event", None))
+                    error = runaway_step(self.name, self._state_on_model(), event)
+                    self._runaway = error
+                    raise error
+                self._step_events += 1
+            return put(trigger_data, *args, **kwargs)
+
+        return bounded_put
+
+    def _state_on_model(self) -> str | None:
+        """The current state's id as python-statemachine last wrote it on the model."""
+        value = getattr(self.model, STATE_FIELD, None)
+        try:
+            state = self.declaration.states_map.get(value)
+        except TypeError:  # several active states (compound machines): a set of values
+            state = None
+        if state is not None:
+            return str(state.id)
+        return None if value is None else str(value)
+
+    def _begin_step(self, events: int) -> None:
+        self._stepping = True
+        self._step_events = events
+        self._runaway = None
+
+    def _end_step(self) -> None:
+        self._stepping = False
+        runaway, self._runaway = self._runaway, None
+        if runaway is not None:
+            raise runaway
+
     def start(self, **kwargs: Any) -> None:
         """Instantiate the python-statemachine class, which enters the start state."""
         if self._sm is not None:
             raise FsmError(f"{self.name} is already started (in {self.current_state!r})")
         cls: Any = self.declaration
+        if not callable(getattr(cls, _PUT, None)):
+            raise FsmError(
+                f"{self.name}: this python-statemachine has no StateMachine.{_PUT}(), "
+                f"through which the reference engine bounds a run-to-completion step; "
+                f"install the python-statemachine version actorbus requires"
+            )
+        sm = cls.__new__(cls)
+        setattr(sm, _PUT, self._bounded_put(sm))
         self._starting = True
+        self._constructing = sm
+        self._begin_step(1)  # the start counts as the step's first event
         try:
-            self._sm = cls(self.model, state_field=STATE_FIELD, ctxt=self.model, **kwargs)
+            sm.__init__(self.model, state_field=STATE_FIELD, ctxt=self.model, **kwargs)
+            self._sm = sm
         except InvalidDefinition as exc:
             raise FsmError(f"{self.name}: {exc}") from exc
         finally:
             self._starting = False
+            self._constructing = None
+            self._stepping = False
+        self._end_step()
 
     def send(self, event: str, /, **kwargs: Any) -> None:
-        """Send ``event`` through python-statemachine's engine."""
+        """Send ``event`` through python-statemachine's engine.
+
+        Raises:
+            FsmError: from inside a callback, the step already holds
+                :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS` events (see
+                :func:`~actorbus.fsm.engine.runaway_step`); from outside, the step
+                ended that way.
+        """
         sm = self._sm
         if sm is None:
+            # from an entry action of the start state: its constructor is running them
+            sm = self._constructing
+        if sm is None:
             raise FsmError(f"{self.name}: send({event!r}) before start(); call start() first")
+        if self._stepping:
+            # from inside a callback: python-statemachine queues it in the running step
+            self._send(sm, event, kwargs)
+            return
+        self._begin_step(0)
+        try:
+            self._send(sm, event, kwargs)
+        finally:
+            self._stepping = False
+        self._end_step()
+
+    def _send(self, sm: Any, event: str, kwargs: dict[str, Any]) -> None:
         try:
             sm.send(event, ctxt=self.model, **kwargs)
         except PsmTransitionNotAllowed as exc:
