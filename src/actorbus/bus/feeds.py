@@ -126,18 +126,10 @@ def _fail_request(incoming: IncomingRequest[Any], exc: BaseException) -> None:
     """A request callback raised: end that replier's part with an ERROR reply, so
     the requestor learns it now rather than at its timeout.  The reason names the
     exception's class only; its text and traceback stay in the replier's log."""
-    if incoming.is_active:
-        incoming.handle._reply_from(
-            incoming,
-            Reply(
-                incoming.request.subject,
-                status=ReplyStatus.ERROR,
-                reason=(
-                    f"the replier's request callback failed with {type(exc).__name__}; "
-                    f"the replier's node reported it"
-                ),
-            ),
-        )
+    incoming._end_with_error(
+        f"the replier's request callback failed with {type(exc).__name__}; "
+        f"the replier's node reported it"
+    )
 
 
 async def _guarded(incoming: IncomingRequest[Any], coro: Coroutine[Any, Any, Any]) -> Any:
@@ -594,7 +586,9 @@ class IncomingRequest(Generic[Q]):
         request was cancelled or timed out; raises when this replier already sent a
         final reply or the reply class is not allowed for the request."""
         if not isinstance(reply, Reply):
-            self._refused(f"{type(reply).__name__}, which is not a Reply")
+            self._end_with_error(
+                f"the replier answered with {type(reply).__name__}, which is not a Reply"
+            )
             raise RequestError(
                 f"reply() takes a Reply, found {type(reply).__name__}; declare reply "
                 f"classes as subclasses of actorbus.Reply"
@@ -602,9 +596,9 @@ class IncomingRequest(Generic[Q]):
         request_cls = type(self.request)
         if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
             allowed = sorted(c.__qualname__ for c in request_cls.__replies__)
-            self._refused(
-                f"{type(reply).__qualname__}, which {request_cls.__qualname__} does not "
-                f"allow (allowed: {', '.join(allowed)})"
+            self._end_with_error(
+                f"the replier answered with {type(reply).__qualname__}, which "
+                f"{request_cls.__qualname__} does not allow (allowed: {', '.join(allowed)})"
             )
             raise RequestError(
                 f"{type(reply).__qualname__} may not answer {request_cls.__qualname__}; "
@@ -612,18 +606,13 @@ class IncomingRequest(Generic[Q]):
             )
         return self.handle._reply_from(self, reply)
 
-    def _refused(self, what: str) -> None:
-        """The replier answered with something the request does not allow: end its
-        part with an ERROR reply naming it, so the requestor does not wait for its
-        timeout (the replier gets the RequestError as well)."""
+    def _end_with_error(self, reason: str) -> None:
+        """The replier failed (its callback raised, or it answered with something
+        the request does not allow): end its part with an ERROR reply carrying
+        ``reason``, so the requestor does not wait for its timeout."""
         if self.is_active:
             self.handle._reply_from(
-                self,
-                Reply(
-                    self.request.subject,
-                    status=ReplyStatus.ERROR,
-                    reason=f"the replier answered with {what}",
-                ),
+                self, Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
             )
 
     def __repr__(self) -> str:

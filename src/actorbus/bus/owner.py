@@ -452,15 +452,10 @@ class _Server:
             if inspect.isgenerator(result):
                 self._stream(incoming, result)
                 return
-            if isinstance(result, Reply):
-                incoming.reply(_final(result))
-                return
         except Exception as exc:
             _error(incoming, exc)
             return
-        if result is None:
-            raise _returned_none(incoming, self.handler)
-        _error(incoming, _not_a_reply(self.handler, result))
+        _answer(incoming, self.handler, result)
 
     def _stream(self, incoming: IncomingRequest[Any], gen: Any) -> None:
         try:
@@ -499,15 +494,10 @@ class _AsyncServer(_Server):
                 await self._astream(incoming, result)
                 return
             result = await result
-            if isinstance(result, Reply):
-                incoming.reply(_final(result))
-                return
         except Exception as exc:
             _error(incoming, exc)
             return
-        if result is None:
-            raise _returned_none(incoming, self.handler)
-        _error(incoming, _not_a_reply(self.handler, result))
+        _answer(incoming, self.handler, result)
 
     async def _astream(self, incoming: IncomingRequest[Any], agen: Any) -> None:
         try:
@@ -519,6 +509,19 @@ class _AsyncServer(_Server):
             _error(incoming, exc)
         finally:
             await agen.aclose()
+
+
+def _answer(incoming: IncomingRequest[Any], handler: object, result: object) -> None:
+    """Send what a (non-streaming) handler returned as the final reply."""
+    if result is None:
+        raise _returned_none(incoming, handler)
+    if not isinstance(result, Reply):
+        _error(incoming, _not_a_reply(handler, result))
+        return
+    try:
+        incoming.reply(_final(result))
+    except Exception as exc:
+        _error(incoming, exc)
 
 
 def _not_a_reply(handler: object, result: object) -> UsageError:
