@@ -55,6 +55,13 @@ INJECTED = frozenset({"event", "source", "target", "state", "model", "ctxt", "ma
 REFERENCE_ONLY = frozenset({"transition", "event_data"})
 #: The model attribute the reference engine stores its state in (never a callback).
 STATE_FIELD = "_actorbus_fsm_state"
+
+#: A model may name, in this attribute, the object its guards, actions and ``ctxt``
+#: code run on: names are resolved on the model (what its ``dir()`` shows), the
+#: code runs on the target.  FsmActor's model is a view that hides the actor's bus
+#: callbacks from name resolution; at run time ``ctxt`` is the actor itself, so
+#: inline ``.sm`` code pays no forwarding per attribute access.
+TARGET_ATTR = "_ab_target"
 _PREFIX = "_ab_"
 
 
@@ -814,12 +821,13 @@ def build(spec: MachineSpec, model: Any, engine: Any) -> Built:
     same kinds), otherwise resolution and generation run again.
     """
     names = frozenset(dir(model)) - {STATE_FIELD}
+    target = getattr(model, TARGET_ATTR, model)
     with _LOCK:
         cached = list(_BUILDS.setdefault(spec, {}).get(type(model), ()))
     for entry in cached:
         if entry.fingerprint == _fingerprint(model, names, entry.touched):
-            consts = _constants(entry.recipes, model, spec)
-            return entry.factory(engine, model, consts, spec.states)
+            consts = _constants(entry.recipes, target, spec)
+            return entry.factory(engine, target, consts, spec.states)
     resolver = _Resolver(spec, model, names)
     generator = _Generator(spec, resolver)
     factory = _factory(spec, generator.generate())
@@ -831,4 +839,9 @@ def build(spec: MachineSpec, model: Any, engine: Any) -> Built:
         entries = _BUILDS.setdefault(spec, {}).setdefault(type(model), [])
         if len(entries) < _MAX_BUILDS_PER_CLASS:
             entries.append(entry)
-    return factory(engine, model, tuple(generator.em.consts), spec.states)
+    consts = (
+        tuple(generator.em.consts)
+        if target is model
+        else _constants(tuple(generator.em.recipes), target, spec)  # as a cached build does
+    )
+    return factory(engine, target, consts, spec.states)

@@ -182,8 +182,18 @@ class FsmModel:
     def __dir__(self) -> list[str]:
         actor = self._ab_actor
         names = _declared_class_names(type(actor))
-        names.update(n for n in vars(actor) if _user_visible(n))
+        # The instance's own names as dir() minus the class's, not vars(actor): on
+        # CPython 3.11 vars() materializes the instance __dict__, and every later
+        # attribute access of the actor (its actions' self.x) takes a slower path.
+        own = set(dir(actor)) - set(dir(type(actor)))
+        names.update(n for n in own if _user_visible(n))
         return sorted(names)
+
+    @property
+    def _ab_target(self) -> FsmActor:
+        """The actor: the compiled engine runs guards, actions and ``ctxt`` code on
+        it, after resolving their names on this view (see ``_compile.TARGET_ATTR``)."""
+        return self._ab_actor
 
     def __repr__(self) -> str:
         return f"<FsmModel of {self._ab_actor!r}>"
