@@ -146,7 +146,7 @@ class Bus:
     # ------------------------------------------------------------------ factory
     @classmethod
     def from_properties(cls, path: str | os.PathLike[str], *, node_id: str | None = None) -> Bus:
-        """A bus configured by a ``.properties`` file (SPEC §4), its ``gc.threshold``
+        """A bus configured by a ``.properties`` file (docs/configuration.md), its ``gc.threshold``
         key included."""
         from ..config import load_config
 

@@ -41,7 +41,7 @@ feeds.  Per key, a node tells each peer one aggregated advertisement per role:
 "I have remote-capable publishers (repliers) for this key, and at least one is
 UP / none is".  The peer answers ``subscribe(key)`` when it has subscribers that
 match the proxy.  A transport is anything implementing the protocol — TCP links
-today; the JSON federation gateway, multicast and multi-hop routing of SPEC §7
+today; the JSON federation gateway, multicast and multi-hop routing
 plug in here without changing the router.
 """
 

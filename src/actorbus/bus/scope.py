@@ -14,12 +14,13 @@ remote only       no          match            no           match
 from remote       no          match            match        no
 ================  ==========  ===============  ===========  ===========
 
-The first three columns are SPEC §2's table cell by cell.  The last column is
+The first three columns are the scope table of docs/bus.md, cell by cell.
+The last column is
 how "a feed that arrives from a remote peer acts as a local & remote feed
 there" is applied, with one deliberate refinement: a LOCAL_ONLY feed never
 matches a remote one (that is what *local only* promises), and two remote
 proxies never match each other (a node does not forward between its links;
-multi-hop routing, SPEC §7, will replace this row by a routing policy).
+multi-hop routing will replace this row by a routing policy).
 """
 
 from __future__ import annotations
