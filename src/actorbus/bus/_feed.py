@@ -1,0 +1,257 @@
+"""The life every feed shares (open, placed, closed) and the rules for its callbacks.
+
+:class:`Feed` is the base of the four feeds (:mod:`actorbus.bus.feeds`,
+:mod:`actorbus.bus.requests`): its owner, key and scope, the open → placed →
+closed life, and how callbacks are resolved when a feed is placed — the callable
+given, else the owner's role method — including the refusal of ``async def``
+callbacks where nothing awaits them.  The router and the feeds share these
+private names on purpose: they are one component split by size.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import CallbackError, FeedStateError, UsageError
+from .message import MessageKey, Notification, ReplyStatus, Request
+from .scope import FeedState, Scope
+
+if TYPE_CHECKING:
+    from .router import Router
+
+__all__ = ["Feed"]
+
+N = TypeVar("N", bound=Notification)
+Q = TypeVar("Q", bound=Request)
+Callback = Callable[..., Any]
+
+
+class _Phase(enum.Enum):
+    OPEN = "open"
+    PLACED = "placed"
+    CLOSED = "closed"
+
+
+#: module-level alias: a global load is cheaper than ``_Phase.PLACED`` on hot paths.
+_PLACED = _Phase.PLACED
+_OK_CONTINUING = ReplyStatus.OK_CONTINUING
+
+
+def _direct(fn: Callable[..., Any], *args: Any) -> None:
+    fn(*args)
+
+
+def _label(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else repr(fn)
+
+
+def _refuse_async(feed: Feed, fn: Callable[..., Any], what: str, *, streams: bool = False) -> None:
+    """Raise CallbackError when ``fn`` is ``async def`` (or, with ``streams``, an
+    async generator) but the feed's callbacks run where nothing awaits them; an
+    async generator is refused everywhere unless ``streams``."""
+    is_agen = inspect.isasyncgenfunction(fn)
+    if is_agen and not streams:
+        raise CallbackError(
+            f"{feed._place_verb}() on {type(feed).__name__} {feed._key}: the {what} callback "
+            f"{_label(fn)} is an async generator, which a feed cannot run; make it a plain "
+            f"or async def function (a replier that streams its replies: Actor.serve())"
+        )
+    if not (is_agen or inspect.iscoroutinefunction(fn)):
+        return
+    info = getattr(feed._owner, "_ab_dispatcher_info", None)
+    where = info() if info is not None else None
+    if where is not None and where[2]:
+        return  # an asyncio dispatcher: it awaits
+    place = (
+        f"actor {getattr(feed._owner, 'name', feed._owner)!r} runs on dispatcher {where[0]!r} "
+        f"of kind {where[1]!r}, which does not await"
+        if where is not None
+        else "this feed has no actor, so its callbacks run on the calling thread, unawaited"
+    )
+    raise CallbackError(
+        f"{feed._place_verb}() on {type(feed).__name__} {feed._key}: the {what} callback "
+        f"{_label(fn)} is async def, but {place}; pin the actor to an asyncio dispatcher "
+        f"(runQueueType=asyncio, or bus.register(actor, dispatcher=NAME) with an asyncio "
+        f"one), or make the callback a plain def"
+    )
+
+
+def _overrides(owner: object, name: str) -> Callable[..., Any] | None:
+    """The owner's role method ``name`` if its class overrides the Actor default."""
+    method = getattr(type(owner), name, None)
+    if method is None or getattr(method, "_ab_default_callback", False):
+        return None
+    bound: Callable[..., Any] = getattr(owner, name)
+    return bound
+
+
+class Feed(abc.ABC):
+    """Common life of the four feeds: open → place → retract → close."""
+
+    __slots__ = (
+        "__weakref__",
+        "_cat",
+        "_condition",
+        "_entry",
+        "_key",
+        "_owner",
+        "_phase",
+        "_post",
+        "_remote",
+        "_reported",
+        "_router",
+        "_scope",
+    )
+
+    #: the verb that places this kind of feed ("advertise" or "subscribe").
+    _place_verb = "place"
+    _retract_verb = "retract"
+
+    def __init__(
+        self,
+        router: Router,
+        owner: object,
+        key: MessageKey,
+        scope: Scope,
+        *,
+        post: Callable[..., None] | None = None,
+        remote: object | None = None,
+        condition: Callable[[Any], bool] | None = None,
+    ) -> None:
+        if not isinstance(scope, Scope):
+            raise UsageError(f"scope must be a Scope, found {scope!r}; use Scope.LOCAL_ONLY etc.")
+        self._router = router
+        self._owner = owner
+        self._key = key
+        self._scope = scope
+        self._remote = remote
+        self._cat = 3 if remote is not None else int(scope)
+        self._post: Callable[..., None] = post if post is not None else _direct
+        self._phase = _Phase.OPEN
+        self._reported = False
+        self._condition = condition
+        self._entry = router._entry(key)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def key(self) -> MessageKey:
+        """The (message class, subject) this feed is for."""
+        return self._key
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    @property
+    def owner(self) -> object:
+        return self._owner
+
+    @property
+    def is_open(self) -> bool:
+        """True until :meth:`close`."""
+        return self._phase is not _Phase.CLOSED
+
+    @property
+    def is_placed(self) -> bool:
+        """True while advertised (publisher/replier) or subscribed (subscriber/requestor)."""
+        return self._phase is _Phase.PLACED
+
+    @property
+    def feed_state(self) -> FeedState:
+        """UP when the other side is there (see each role)."""
+        return FeedState.UP if self._reported else FeedState.DOWN
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._key} {self._scope.name} {self._phase.value}>"
+
+    # ---------------------------------------------------------------- life
+    def _require(self, phase: _Phase, action: str) -> None:
+        if self._phase is phase:
+            return
+        if self._phase is _Phase.CLOSED:
+            raise FeedStateError(
+                f"{action} on {type(self).__name__} {self._key}: the feed is closed; open a new feed"
+            )
+        if phase is _Phase.OPEN:
+            raise FeedStateError(
+                f"{action} on {type(self).__name__} {self._key}: the feed is already "
+                f"{'advertised' if self._place_verb == 'advertise' else 'subscribed'}; "
+                f"call {self._retract_verb}() first"
+            )
+        raise FeedStateError(
+            f"{action} on {type(self).__name__} {self._key}: the feed is not "
+            f"{'advertised' if self._place_verb == 'advertise' else 'subscribed'}; "
+            f"call {self._place_verb}() first"
+        )
+
+    def _require_settable(self, what: str) -> None:
+        if self._phase is not _Phase.OPEN:
+            state = "closed" if self._phase is _Phase.CLOSED else "already placed"
+            raise CallbackError(
+                f"cannot set the {what} callback of {type(self).__name__} {self._key}: the "
+                f"feed is {state}; set callbacks after opening and before "
+                f"{self._place_verb}()"
+            )
+
+    def _resolve(
+        self, given: Callback | None, method: str, what: str, required: bool
+    ) -> Callback | None:
+        found = given
+        if found is None and self._owner is not None:
+            found = _overrides(self._owner, method)
+        if found is None:
+            if required:
+                raise CallbackError(
+                    f"{self._place_verb}() on {type(self).__name__} {self._key}: no {what} "
+                    f"callback; override {type(self._owner).__name__}.{method}() or call "
+                    f"feed.{what.replace(' ', '_')}_callback(fn) before {self._place_verb}()"
+                )
+            return None
+        _refuse_async(self, found, what)
+        return found
+
+    def callback_for(self, task: object) -> Callable[..., Any] | None:
+        """The application callback that ``task`` — one of this feed's delivery
+        tasks, as queued in its owner's mailbox — runs; None for anything else.
+        Failure reports use it to name the callback that raised."""
+        name = getattr(task, "__name__", None)
+        if getattr(task, "__self__", None) is not self or not isinstance(name, str):
+            return None
+        attr = self._task_callbacks.get(name)
+        return getattr(self, attr, None) if attr is not None else None
+
+    #: delivery task method name -> the attribute holding the callback it runs
+    _task_callbacks: dict[str, str] = {"_fire_status": "_cb_status"}
+
+    @abc.abstractmethod
+    def _retract(self) -> None:
+        """Take the feed out of the router (each role retracts differently)."""
+
+    def _enter_placed(self, place: Callable[[Any], None]) -> None:
+        """Mark the feed placed and tell the router; undo the mark if it refuses."""
+        self._phase = _Phase.PLACED
+        try:
+            place(self)
+        except BaseException:
+            self._phase = _Phase.OPEN
+            raise
+
+    def close(self) -> None:
+        """Retract if placed and make the feed unusable.  Closing twice is harmless."""
+        if self._phase is _Phase.CLOSED:
+            return
+        if self._phase is _Phase.PLACED:
+            self._retract()
+        self._phase = _Phase.CLOSED
+        self._router._forget(self)
+
+    def __enter__(self) -> Feed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
