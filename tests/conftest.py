@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from loguru import logger
 
 
 def _live_threads() -> set[threading.Thread]:
@@ -33,14 +32,3 @@ def no_leaked_threads() -> Iterator[None]:
         for t in leaked:
             t.join(timeout=0.05)
     pytest.fail(f"test leaked threads: {sorted(t.name for t in leaked)}")
-
-
-@pytest.fixture(autouse=True)
-def library_logging_as_at_import() -> Iterator[None]:
-    """Every test starts and ends with actorbus's loguru output disabled, as after
-    ``import actorbus``.  A test that turns it on (the CLI's ``main()`` does, in
-    process) must not send the next tests' failure reports to loguru, away from
-    the standard ``logging`` records they check with ``caplog``."""
-    logger.disable("actorbus")
-    yield
-    logger.disable("actorbus")
