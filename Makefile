@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks demos fuzz
 	$(VENV)/bin/ruff format --check src tests benchmarks demos fuzz
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # The suite needs Graphviz, iproute2 and iptables besides Python's packages: installed
 # here when missing (root + apt-get), else named on one line and the tests needing them fail.

@@ -56,10 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Row, percentile, print_table, row
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest, RequestHandle, SubscribeFeed
 from actorbus.bus.message import Notification, Reply, Request
 from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind
+from actorbus.node import Bus
 
 __all__ = ["main"]
 

@@ -111,11 +111,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Row, best_of, percentile, print_table, row
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
 from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState
 from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind, SelectorConfig
+from actorbus.node import Bus
 
 __all__ = ["main"]
 

@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import remote
 from _common import Row, print_table, row
 
-from actorbus.bus.bus import Bus
 from actorbus.config.schema import BusConfig
+from actorbus.node import Bus
 
 __all__ = ["main"]
 

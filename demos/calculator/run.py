@@ -14,9 +14,9 @@ from typing import Any
 
 from actorbus import StopSignals
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.config import load_config
 from actorbus.config.schema import BusConfig
+from actorbus.node import Bus
 from actorbus.testing import wait_until
 
 from . import CALCULATOR_PROPERTIES

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from actorbus import StopSignals
-from actorbus.bus.bus import Bus
 from actorbus.bus.message import MessageKey
 from actorbus.config import load_config
+from actorbus.node import Bus
 from actorbus.spark import Recorder
 
 from . import SPARK_PROPERTIES

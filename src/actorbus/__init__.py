@@ -10,7 +10,6 @@ from ._log import enable_logging
 from ._signals import StopSignals, wait_for_stop
 from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
 from .bus._types import SocketAddress
-from .bus.bus import Bus
 from .bus.codec import Codec
 from .bus.feeds import (
     IncomingRequest,
@@ -48,6 +47,7 @@ from .errors import (
     UsageError,
     ValidationError,
 )
+from .node import Bus
 
 __all__ = [
     "SYSTEM_SUBJECT",

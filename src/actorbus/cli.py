@@ -200,8 +200,8 @@ def _check_duration(duration: float | None) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .bus.bus import Bus
     from .config import load_config
+    from .node import Bus
 
     _check_duration(args.duration)
     if not args.properties.is_file():

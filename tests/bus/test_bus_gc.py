@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from actorbus import _gc
-from actorbus.bus.bus import Bus
 from actorbus.config import BusConfig, load_config
 from actorbus.errors import UsageError
+from actorbus.node import Bus
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.message import MessageKey, Notification
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config.schema import BusConfig, DispatcherConfig
 from actorbus.errors import CallbackError, FeedStateError, UsageError
+from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus.bus.bus import Bus
 from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState, Scope
+from actorbus.node import Bus
 from actorbus.testing import InProcessLink, Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest
 from actorbus.bus.message import Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState
 from actorbus.config.schema import BusConfig, DispatcherConfig
 from actorbus.errors import RequestError
+from actorbus.node import Bus
 from actorbus.testing import Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -17,7 +17,6 @@ import pytest
 from nodes.messages import Answer, Ask, Blob, Counter, Fetch
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
-from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest, ReplyFeed
 from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState, Scope
@@ -25,6 +24,7 @@ from actorbus.config import load_config
 from actorbus.errors import LinkClosedError, UsageError
 from actorbus.net import node as node_module
 from actorbus.net.link import LinkStatus
+from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -22,7 +22,6 @@ from nodes.support import (
     wait_for,
 )
 
-from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.errors import LinkClosedError
 from actorbus.net.link import LinkStatus
@@ -37,6 +36,7 @@ from actorbus.net.protocol import (
     Scope,
     Subscribed,
 )
+from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

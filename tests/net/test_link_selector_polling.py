@@ -17,7 +17,6 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
 from actorbus._log import logger
-from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.config import (
     BusConfig,
@@ -29,6 +28,7 @@ from actorbus.config import (
 from actorbus.errors import ConfigError
 from actorbus.net import SelectorStats
 from actorbus.net.node import Selector
+from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

@@ -15,7 +15,6 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.config import (
     BusConfig,
@@ -25,6 +24,7 @@ from actorbus.config import (
     load_config,
 )
 from actorbus.errors import ConfigError, UsageError
+from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

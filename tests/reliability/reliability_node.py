@@ -37,10 +37,10 @@ from reliability_support import (
 )
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from actorbus.net.link import LinkStats
+from actorbus.node import Bus
 
 _out_lock = threading.Lock()
 

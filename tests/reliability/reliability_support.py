@@ -23,7 +23,6 @@ from typing import Any
 from loguru import logger
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.feeds import IncomingRequest, PublishFeed, RequestHandle, SubscribeFeed
 from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
 from actorbus.bus.scope import FeedState
@@ -36,6 +35,7 @@ from actorbus.net.protocol import (
     ProtocolSettings,
     Side,
 )
+from actorbus.node import Bus
 from actorbus.testing import EventLog
 
 HERE = Path(__file__).resolve().parent

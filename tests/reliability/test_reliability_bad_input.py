@@ -34,7 +34,6 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus.bus.bus import Bus
 from actorbus.bus.message import Field, Notification
 from actorbus.bus.scope import FeedState
 from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff
@@ -52,6 +51,7 @@ from actorbus.net.protocol import (
     Scope,
 )
 from actorbus.net.service import Service
+from actorbus.node import Bus
 from actorbus.testing import wait_until
 
 QUEUE_LIMIT = 500

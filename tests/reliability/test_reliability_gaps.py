@@ -23,11 +23,11 @@ from reliability_support import (
 )
 
 from actorbus.actors import Actor
-from actorbus.bus.bus import Bus
 from actorbus.bus.scope import FeedState
 from actorbus.net.protocol import FeedState as WireFeedState
 from actorbus.net.protocol import LogonRejected, Role, Scope
 from actorbus.net.service import Service
+from actorbus.node import Bus
 from actorbus.testing import wait_until
 from actorbus.testing_chaos import ChaosProxy
 

@@ -860,10 +860,29 @@ class UnsupportedType(Exception):
     """Internal: an annotation names a type fields cannot hold."""
 
 
+class _Records:
+    """The message module's classes that annotations may name, handed over by
+    :mod:`actorbus.bus.message` when it is imported (it imports this module, so
+    this module never imports it)."""
+
+    message_key: Any = None
+    message: Any = None
+    field: Any = None
+    lookup_type: Any = None
+
+
+def use_records(message_key: Any, message: Any, field: Any, lookup_type: Any) -> None:
+    """(actorbus.bus.message, at import) The classes ``compile_type`` checks
+    annotations against."""
+    _Records.message_key = message_key
+    _Records.message = message
+    _Records.field = field
+    _Records.lookup_type = lookup_type
+
+
 def compile_type(annotation: object) -> FieldType:
     """Turn a resolved annotation into a FieldType, or raise UnsupportedType."""
-    from . import message as _message
-
+    _message = _Records
     try:
         simple = _SIMPLE.get(annotation)
     except TypeError:  # an unhashable annotation such as [int]
@@ -871,8 +890,9 @@ def compile_type(annotation: object) -> FieldType:
     if simple is not None:
         # exact lookup: datetime (a subclass of date) is not mistaken for date
         return simple
-    if annotation is _message.MessageKey:
-        return _KeyType(_message.MessageKey, _message.Message, _message.lookup_type)
+    key_class: Any = _message.message_key
+    if key_class is not None and annotation is key_class:
+        return _KeyType(_message.message_key, _message.message, _message.lookup_type)
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -901,6 +921,7 @@ def compile_type(annotation: object) -> FieldType:
     if isinstance(annotation, type):
         if issubclass(annotation, enum.Enum):
             return _EnumType(annotation)
-        if issubclass(annotation, _message.Field) and annotation is not _message.Field:
+        field = _message.field
+        if field is not None and issubclass(annotation, field) and annotation is not field:
             return _StructType(annotation, _message.lookup_type)
     raise UnsupportedType(repr(annotation))

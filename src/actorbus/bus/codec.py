@@ -48,7 +48,7 @@ import msgpack
 
 from ..errors import CodecError, MessageTooLargeError, UsageError
 from ._types import TIMESTAMP_MAX, SubStructExt, _EnumType, _Mismatch, pack, pack_default
-from .message import Field, FieldSpec, Message
+from .message import Field, FieldSpec, Message, use_codec_compiler
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
@@ -397,3 +397,6 @@ def encode(message: Message | Field) -> bytes:
 def decode(cls: type[M], data: bytes | bytearray | memoryview) -> M:
     """Decode with the default 1 MiB limit."""
     return _DEFAULT.decode(cls, data)
+
+
+use_codec_compiler(compile)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import CodecError, DeclarationError, UsageError, ValidationError
+from . import _types
 from ._types import (
     ALLOWED_TYPES_TEXT,
     TIMESTAMP,
@@ -364,22 +365,37 @@ def _install_request_replies(cls: Any, replies: Any) -> None:
     cls.__replies__ = frozenset(cls.__replies__) | frozenset(listed)
 
 
+def _compile_codec(cls: Any) -> None:
+    """Generate ``cls``'s codec: the codec module hands its compiler over when it is
+    imported (it imports this module, so this module never imports it); the
+    package imports it, so it is there before any message is encoded."""
+    if _codec_compiler is None:
+        raise RuntimeError("actorbus.bus.codec is not imported; import actorbus.bus")
+    _codec_compiler(cls)
+
+
+#: actorbus.bus.codec.compile, handed over by the codec module at import
+_codec_compiler: Any = None
+
+
+def use_codec_compiler(compiler: Any) -> None:
+    """(actorbus.bus.codec, at import) The function that generates a class's codec."""
+    global _codec_compiler
+    _codec_compiler = compiler
+
+
 def _install_codec_stubs(cls: Any) -> None:
     """First-use hooks: the first encode/decode of ``cls`` compiles its codec, which
     replaces both attributes (a class attribute per class, so subclasses never
     see a parent's codec)."""
 
     def encode_first(message: Any) -> Any:
-        from .codec import compile
-
-        compile(cls)
+        _compile_codec(cls)
         enc = cls._ab_enc
         return message if enc is None else enc(message)
 
     def decode_first(obj: object) -> Any:
-        from .codec import compile
-
-        compile(cls)
+        _compile_codec(cls)
         return cls._ab_dec(obj)
 
     cls._ab_enc = encode_first
@@ -655,6 +671,9 @@ class Message(_Record, metaclass=_MessageMeta):
     if TYPE_CHECKING:
 
         def __init__(self, subject: str, timestamp: int | None = None, **fields: Any) -> None: ...
+
+
+_types.use_records(MessageKey, Message, Field, lookup_type)
 
 
 class Notification(Message, type_name="actorbus.Notification"):

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import RegistrationError, RequestError, RequestTimeoutError, UsageError
 from .feeds import (
@@ -48,10 +48,20 @@ from .feeds import (
 from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request
 from .scope import FeedState, Scope
 
-if TYPE_CHECKING:
-    from .bus import Bus
+__all__ = ["FeedOwner", "find_runtime_with"]
 
-__all__ = ["FeedOwner"]
+#: Finds the actor runtime of the single open bus, for an actor that opens a feed
+#: before it is registered.  The node module sets it when it is imported (this layer
+#: never imports the node); while it is None no bus can be open.
+_find_runtime: Callable[[], Any] | None = None
+
+
+def find_runtime_with(finder: Callable[[], Any]) -> None:
+    """(the node, at import) Use ``finder()`` — the runtime of the single open bus,
+    or None — for actors that open a feed before they are registered."""
+    global _find_runtime
+    _find_runtime = finder
+
 
 N = TypeVar("N", bound=Notification)
 Q = TypeVar("Q", bound=Request)
@@ -107,19 +117,17 @@ class FeedOwner:
     # -------------------------------------------------------------- plumbing
     def _ab_feed_context(self) -> tuple[Any, Callable[..., None]]:
         """The router and the mailbox poster of this actor, registering it if needed."""
-        from .bus import Bus
-
         runtime: Any = getattr(self, "_ab_runtime", None)
         if runtime is None:
-            bus = Bus.current()
-            if bus is None:
+            found = _find_runtime() if _find_runtime is not None else None
+            if found is None:
                 raise RegistrationError(
                     f"{self!r} opened a feed but is not registered and no single open "
                     f"Bus exists; call bus.register(actor) first"
                 )
-            bus.runtime.ensure_registered(self)  # type: ignore[arg-type]
+            found.ensure_registered(self)
             runtime = getattr(self, "_ab_runtime", None)
-        owner: Bus = runtime.owner
+        owner: Any = runtime.owner  # the Bus
         mailbox = self._ab_mailbox  # type: ignore[attr-defined]
         return owner.router, mailbox.post
 

@@ -57,6 +57,7 @@ from actorbus.config.schema import (
     DispatcherKind,
     SelectorConfig,
     ServiceConfig,
+    node_id_problem,
 )
 from actorbus.errors import ConfigError
 
@@ -251,9 +252,7 @@ def _node_id(field: str) -> _Setting:
     expected = f"expected 1..255 UTF-8 bytes of text; {hint}"
 
     def parse(text: str) -> str:
-        from ..net.protocol import _node_id_problem  # the wire's rule, checked here
-
-        problem = _node_id_problem(text)
+        problem = node_id_problem(text)
         if problem is not None:
             raise _Invalid(f"{problem}; {hint}")
         return text

@@ -18,6 +18,7 @@ from actorbus.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DISPATCHER",
+    "MAX_NODE_ID",
     "ActorConfig",
     "BusConfig",
     "ConnectionConfig",
@@ -25,7 +26,24 @@ __all__ = [
     "DispatcherKind",
     "SelectorConfig",
     "ServiceConfig",
+    "node_id_problem",
 ]
+
+#: The longest node id in UTF-8 bytes: a node id crosses the wire in LOGON.
+MAX_NODE_ID = 255
+
+
+def node_id_problem(node_id: str) -> str | None:
+    """Why the str ``node_id`` is not a valid node id (1..255 UTF-8 bytes of text),
+    or None.  The link protocol, the properties loader and ``Bus`` all check it."""
+    try:
+        size = len(node_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode text"
+    if not 0 < size <= MAX_NODE_ID:
+        return f"it has {size} UTF-8 bytes, expected 1..{MAX_NODE_ID}"
+    return None
+
 
 DEFAULT_DISPATCHER = "default"
 

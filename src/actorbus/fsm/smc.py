@@ -71,7 +71,7 @@ from statemachine.transition import Transition
 from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm._inline import InlineCode
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
-from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, machine_spec
+from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, machine_spec, use_sm_loader
 
 __all__ = ["SmMachine", "load_sm", "parse_sm"]
 
@@ -1313,3 +1313,6 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
     machine = parse_sm(text, name)
     _LOADED[key] = (stamp, machine)
     return machine
+
+
+use_sm_loader(lambda path: load_sm(path).spec)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import inspect
 import os
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
 
@@ -268,6 +269,17 @@ _EXPECTED_FLAGS = {
 }
 
 
+#: Reads a ``.sm`` file into its MachineSpec: handed over by actorbus.fsm.smc when
+#: it is imported (it imports this module, so this module never imports it).
+_sm_loader: Callable[[str | os.PathLike[str]], MachineSpec] | None = None
+
+
+def use_sm_loader(loader: Callable[[str | os.PathLike[str]], MachineSpec]) -> None:
+    """(actorbus.fsm.smc, at import) ``loader(path)`` returns a ``.sm`` file's spec."""
+    global _sm_loader
+    _sm_loader = loader
+
+
 def machine_spec(declaration: Declaration) -> MachineSpec:
     """Build (once, then cached) the :class:`MachineSpec` of a declaration.
 
@@ -283,9 +295,9 @@ def machine_spec(declaration: Declaration) -> MachineSpec:
     if isinstance(declaration, MachineSpec):
         return declaration
     if isinstance(declaration, (str, os.PathLike)):
-        from actorbus.fsm.smc import load_sm
-
-        return load_sm(declaration).spec
+        if _sm_loader is None:
+            raise FsmError("actorbus.fsm.smc is not imported; import actorbus.fsm")
+        return _sm_loader(declaration)
     spec = getattr(declaration, "spec", None)
     if isinstance(spec, MachineSpec):
         return spec

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-:class:`NodeNet` belongs to one :class:`~actorbus.bus.bus.Bus` (``bus.net``).  It
+:class:`NodeNet` belongs to one :class:`~actorbus.node.Bus` (``bus.net``).  It
 owns
 
 * the **selectors**: each is a thread named ``actorbus-net-<name>`` running one
@@ -107,9 +107,9 @@ from .link import Link, LinkSettings, _endpoint, _Session
 from .service import Service
 
 if TYPE_CHECKING:
-    from ..bus.bus import Bus
     from ..bus.message import Notification
     from ..bus.router import Router
+    from ..node import Bus
 
 __all__ = ["DEFAULT_SELECTOR", "NodeNet", "Selector", "SelectorStats"]
 

@@ -101,6 +101,7 @@ from typing import Final, Literal, TypeVar
 
 import msgpack
 
+from actorbus.config.schema import node_id_problem
 from actorbus.errors import (
     CodecError,
     LinkClosedError,
@@ -190,8 +191,6 @@ _MIN_FRAME_SIZE: Final = 1024
 #: Largest value a 4-byte length prefix can carry.
 _MAX_PREFIX_VALUE: Final = 0xFFFF_FFFF
 _PREFIX: Final = 4
-#: Longest node id, in UTF-8 bytes.
-_MAX_NODE_ID: Final = 255
 #: Longest session (incarnation) id, in UTF-8 bytes.
 _MAX_SESSION_ID: Final = 64
 #: Largest count a RECEIPT may carry.
@@ -409,17 +408,6 @@ def _bad_body(size: int) -> str:
     )
 
 
-def _node_id_problem(node_id: str) -> str | None:
-    """Why the str ``node_id`` is not a valid node id, or None."""
-    try:
-        size = len(node_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "it is not valid Unicode text"
-    if not 0 < size <= _MAX_NODE_ID:
-        return f"it has {size} UTF-8 bytes, expected 1..{_MAX_NODE_ID}"
-    return None
-
-
 def _session_problem(session_id: str) -> str | None:
     """Why the str ``session_id`` is not a valid session id, or None ("" is valid)."""
     try:
@@ -477,7 +465,7 @@ class LinkProtocol:
     ) -> None:
         if not isinstance(side, Side):
             raise UsageError(f"LinkProtocol side={side!r}: expected Side.CLIENT or Side.SERVER")
-        problem = _node_id_problem(node_id) if type(node_id) is str else "expected a str"
+        problem = node_id_problem(node_id) if type(node_id) is str else "expected a str"
         if problem is not None:
             raise UsageError(
                 f"LinkProtocol node_id={_show(node_id)}: {problem}; use a short id "
@@ -1549,7 +1537,7 @@ class LinkProtocol:
 
     def _node_id(self, frame: tuple[object, ...], index: int) -> str:
         node_id = self._text(frame, index, "node id")
-        problem = _node_id_problem(node_id)
+        problem = node_id_problem(node_id)
         if problem is not None:
             raise self._malformed(frame, f"node id {_show(node_id)}: {problem}")
         return node_id

@@ -59,11 +59,11 @@ from pyspark.sql.types import (
 
 from .._log import logger
 from ..bus import SocketAddress
-from ..bus.bus import Bus
 from ..bus.feeds import PublishFeed
 from ..bus.message import Field, FieldSpec, MessageKey, Notification, lookup_type
 from ..bus.scope import FeedState
 from ..errors import LinkClosedError
+from ..node import Bus
 from ._errors import SinkDeliveryError, SparkPipelineError
 from ._options import BATCH_ID_FIELD, SinkOptions
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorbus.bus.bus import Bus
 from actorbus.bus.inbox import Inbox
 from actorbus.bus.system import (
     SYSTEM_SUBJECT,
@@ -33,6 +32,7 @@ from actorbus.net.protocol import (
     ProtocolSettings,
     Side,
 )
+from actorbus.node import Bus
 from actorbus.testing import Recorder, wait_until
 
 NODE_SCRIPT = Path(__file__).with_name("node.py")

@@ -31,21 +31,21 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
-from .. import _gc
-from ..actors import ActorRuntime
-from ..config.schema import BusConfig
-from ..errors import UsageError
-from .feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
-from .inbox import Inbox
-from .message import MessageKey, Notification, Reply, Request
-from .owner import checked_key
-from .router import Router
-from .scope import FeedState, Scope
-from .system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
+from . import _gc
+from .actors import ActorRuntime
+from .bus.feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
+from .bus.inbox import Inbox
+from .bus.message import MessageKey, Notification, Reply, Request
+from .bus.owner import checked_key, find_runtime_with
+from .bus.router import Router
+from .bus.scope import FeedState, Scope
+from .bus.system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
+from .config.schema import BusConfig, node_id_problem
+from .errors import UsageError
 
 if TYPE_CHECKING:
-    from ..net.link import Link
-    from ..net.service import Service
+    from .net.link import Link
+    from .net.service import Service
 
 __all__ = ["Bus"]
 
@@ -74,9 +74,7 @@ def _check_node_id(node_id: str | None, where: str) -> str | None:
     """``node_id`` if it is a valid node id; None and "" mean "not given"."""
     if node_id is None or node_id == "":
         return None
-    from ..net.protocol import _node_id_problem
-
-    problem = _node_id_problem(node_id) if type(node_id) is str else "expected a str"
+    problem = node_id_problem(node_id) if type(node_id) is str else "expected a str"
     if problem is not None:
         raise UsageError(
             f"{where} = {node_id!r:.80}: {problem}; use a short id unique to this node, "
@@ -148,14 +146,14 @@ class Bus:
     def from_properties(cls, path: str | os.PathLike[str], *, node_id: str | None = None) -> Bus:
         """A bus configured by a ``.properties`` file (docs/configuration.md), its ``gc.threshold``
         key included."""
-        from ..config import load_config
+        from .config import load_config
 
         return cls(load_config(path), node_id=node_id)
 
     @classmethod
     def from_env(cls, var: str = "ACTORBUS_CONFIG") -> Bus:
         """A bus configured by the file the environment variable names (default bus if unset)."""
-        from ..config import config_from_env
+        from .config import config_from_env
 
         return cls(config_from_env(var))
 
@@ -340,7 +338,7 @@ class Bus:
         if self.net is None:
             if self._closed:
                 raise UsageError(f"{self!r} is closed; make a new Bus to listen or connect")
-            from ..net.node import NodeNet
+            from .net.node import NodeNet
 
             self.net = NodeNet(self)
             try:
@@ -383,7 +381,7 @@ class Bus:
         never).  Raises ConfigError
         when the port cannot be bound.  Returns the service handle; ``close()``
         stops listening."""
-        from ..net.link import LinkSettings
+        from .net.link import LinkSettings
 
         settings = LinkSettings(
             heartbeat_delay=heartbeat_delay,
@@ -436,7 +434,7 @@ class Bus:
         (0: when the operating system gives up, minutes on Linux) and counts as
         a failed dial.  ``bind_host``/``bind_port`` choose the local address.
         Other settings as for :meth:`listen`."""
-        from ..net.link import LinkSettings
+        from .net.link import LinkSettings
 
         settings = LinkSettings(
             heartbeat_delay=heartbeat_delay,
@@ -472,3 +470,11 @@ class Bus:
 
 def _ignore(*args: object) -> None:
     """A callback that does nothing."""
+
+
+def _current_runtime() -> ActorRuntime | None:
+    bus = Bus.current()
+    return bus.runtime if bus is not None else None
+
+
+find_runtime_with(_current_runtime)
