@@ -7,6 +7,7 @@ behaves exactly like the reference.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,3 +25,27 @@ def make(request: pytest.FixtureRequest) -> MakeEngine:
         compile_machine if request.param == "compiled" else reference_machine
     )
     return factory
+
+
+def on_actor(actor: Any, fn: Callable[[], Any], timeout: float) -> Any:
+    """Run ``fn`` on the actor's dispatcher after everything posted before it; its result.
+
+    Fails (instead of hanging) when the dispatcher does not get to it within
+    ``timeout`` seconds, as when a callback never returns.
+    """
+    box: list[Any] = []
+    done = threading.Event()
+
+    def task() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # handed to the test thread
+            box.append(exc)
+        finally:
+            done.set()
+
+    actor.post(task)
+    assert done.wait(timeout), f"{actor.name}'s dispatcher did not run a task within {timeout}s"
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]

@@ -14,7 +14,6 @@ both engines and, where the style matters, for a Python class and a ``.sm`` file
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +27,8 @@ from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
 from actorbus.errors import FsmError
 from actorbus.fsm import FsmActor, Machine, TransitionNotAllowed, parse_sm
 from actorbus.testing import EventLog, Recorder
+
+from .conftest import on_actor as _on_actor
 
 ENGINES = ["compiled", "reference"]
 WAIT = 5.0
@@ -61,27 +62,8 @@ def no_failure_reports(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def on_actor(actor: Actor, fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on the actor's dispatcher after everything posted before it; its result.
-
-    Fails (instead of hanging) when the dispatcher does not get to it in time, as when
-    a callback never returns.
-    """
-    box: list[Any] = []
-    done = threading.Event()
-
-    def task() -> None:
-        try:
-            box.append(fn())
-        except BaseException as exc:  # handed to the test thread
-            box.append(exc)
-        finally:
-            done.set()
-
-    actor.post(task)
-    assert done.wait(WAIT), f"{actor.name}'s dispatcher did not run a task within {WAIT}s"
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return box[0]
+    """Run ``fn`` on the actor's dispatcher after everything posted before it; its result."""
+    return _on_actor(actor, fn, WAIT)
 
 
 def start(bus: Bus, actor: FsmActor) -> None:

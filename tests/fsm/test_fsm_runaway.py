@@ -31,6 +31,7 @@ from actorbus.fsm.engine import MAX_STEP_EVENTS
 from actorbus.testing import EventLog
 
 from .conftest import MakeEngine
+from .conftest import on_actor as _on_actor
 
 ENGINES = ["compiled", "reference"]
 WAIT = 5.0
@@ -52,26 +53,8 @@ def no_failure_reports(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def on_actor(actor: Actor, fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on the actor's dispatcher after everything posted before it; its result.
-
-    Fails (instead of hanging) when the dispatcher does not get to it in time.
-    """
-    box: list[Any] = []
-    done = threading.Event()
-
-    def task() -> None:
-        try:
-            box.append(fn())
-        except BaseException as exc:  # handed to the test thread
-            box.append(exc)
-        finally:
-            done.set()
-
-    actor.post(task)
-    assert done.wait(RUNAWAY_WAIT), f"{actor.name}'s dispatcher did not run a task in time"
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return box[0]
+    """Run ``fn`` on the actor's dispatcher after everything posted before it; its result."""
+    return _on_actor(actor, fn, RUNAWAY_WAIT)
 
 
 def within(fn: Callable[[], Any]) -> Any:
