@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,13 +45,22 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     reader = threading.Thread(target=read, name="readme-stdout")
     reader.start()
     seen: list[str] = []
+
+    def next_line(deadline: float) -> str | None:
+        # one deadline per phase: the Printer's lines must not keep a stuck phase alive
+        left = deadline - time.monotonic()
+        assert left > 0, f"the tour did not get there in time: {seen[-5:]}"
+        return lines.get(timeout=left)
+
     try:
+        deadline = time.monotonic() + WAIT
         while "tick 10: ACME at 12.5" not in seen:  # the async Trader's first answer
-            line = lines.get(timeout=WAIT)
+            line = next_line(deadline)
             assert line is not None, f"the tour ended early: {seen}\n{proc.stderr}"
             seen.append(line)
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the node stops in order
-        while (line := lines.get(timeout=WAIT)) is not None:
+        deadline = time.monotonic() + WAIT
+        while (line := next_line(deadline)) is not None:
             seen.append(line)
         assert proc.wait(timeout=WAIT) == 0
     finally:
