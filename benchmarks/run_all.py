@@ -15,17 +15,25 @@ not a list of dicts, becomes a failing row and the run goes on.  The exit
 status is 1 when any module crashed, else 0: budgets are reported (``MISS``),
 not enforced.
 
-Run: ``.venv/bin/python benchmarks/run_all.py [--only NAME ...] [--isolate]``.
+Run: ``.venv/bin/python benchmarks/run_all.py [--only NAME ...] [--isolate] [--json PATH]``.
 ``--isolate`` runs each module in its own fresh interpreter, so threads or
-memory a benchmark leaves behind cannot slow the next one down.
+memory a benchmark leaves behind cannot slow the next one down.  ``--json PATH``
+also writes the run to PATH: every row together with the run's metadata (see
+:func:`run_metadata`), the input of ``benchmarks/perf_doc.py``, which writes the
+figure tables of docs/performance.md from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import importlib.metadata
 import importlib.util
 import json
+import os
+import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,12 +41,13 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, normalise, print_table, row
 
-__all__ = ["discover", "main", "run_module"]
+__all__ = ["discover", "main", "run_metadata", "run_module"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -142,6 +151,113 @@ def _child(path: Path, rows_file: Path) -> int:
     return 0
 
 
+# the peers the benchmarks measure against, and the libraries on our own hot paths
+_PACKAGES = ("msgpack", "uvloop", "pykka", "python-statemachine", "pyspark")
+
+
+def _cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what :mod:`platform` says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "Hardware", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit, with ``+dirty`` when tracked files differ from it."""
+    root = HERE.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(root), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"{commit}+dirty" if dirty else commit
+
+
+def _uvloop_used() -> bool:
+    """Whether the event loops of this run were uvloop's: the asyncio dispatchers, the
+    node's I/O loop and the raw baselines all take uvloop when it imports."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_metadata(started: datetime.datetime | None = None) -> dict[str, Any]:
+    """Where and when a run happened: the ``date`` (ISO 8601, UTC), the ``machine``
+    (hostname, CPU model, cores, Python, OS kernel, uvloop used or not), the git
+    ``commit`` of the code measured and the ``packages`` (versions of the peers
+    and of our hot-path libraries; ``None`` for one not installed)."""
+    when = started or datetime.datetime.now(datetime.UTC)
+    packages: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = None
+    uname = platform.uname()
+    return {
+        "date": when.astimezone(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "hostname": socket.gethostname(),
+            "cpu_model": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "python_implementation": platform.python_implementation(),
+            "os": f"{uname.system} {uname.release}",
+            "arch": uname.machine,
+            "uvloop": _uvloop_used(),
+            "loadavg_start": _loadavg(),
+        },
+        "commit": _git_commit(),
+        "packages": packages,
+    }
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def write_json(
+    path: Path,
+    meta: Mapping[str, Any],
+    rows: list[Row],
+    timings: list[tuple[str, float, bool]],
+    argv: list[str],
+) -> None:
+    """The run as one JSON document: :func:`run_metadata`'s keys, the options the run
+    was given, the load average at its end, the seconds each script took and every
+    row (:mod:`_common`'s format)."""
+    doc = dict(meta)
+    doc["machine"] = dict(meta["machine"], loadavg_end=_loadavg())
+    doc["argv"] = argv
+    doc["scripts"] = [{"name": n, "seconds": round(s, 1), "crashed": c} for n, s, c in timings]
+    doc["rows"] = [dict(r) for r in rows]
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks, print the combined table; 1 if any module crashed."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -149,13 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--isolate", action="store_true", help="run each module in a fresh interpreter"
     )
-    parser.add_argument("--json", metavar="FILE", help="also write all rows to FILE as JSON")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the run (every row, date, machine, git commit) to PATH as JSON",
+    )
     parser.add_argument("--child", nargs=2, metavar=("PATH", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return _child(Path(args.child[0]), Path(args.child[1]))
 
     paths = discover(args.only)
+    meta = run_metadata()
     all_rows: list[Row] = []
     timings: list[tuple[str, float, bool]] = []
     crashes = 0
@@ -181,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  CRASH {r.get('name')}: {r.get('error')}")
     print("time per script: " + ", ".join(f"{n} {s:.0f} s" for n, s, _ in timings))
     if args.json:
-        Path(args.json).write_text(json.dumps([dict(r) for r in all_rows], indent=2, default=str))
+        write_json(Path(args.json), meta, all_rows, timings, sys.argv[1:] if argv is None else argv)
+        print(f"wrote {args.json}")
     return 1 if crashes else 0
 
 
