@@ -3,7 +3,8 @@
 Every ``benchmarks/*.py`` that exposes ``main()`` is imported and its ``main()``
 called with no arguments (``sys.argv`` is set to just the script's path while it
 runs, for scripts that read their options from the command line); the rows it
-returns are collected.  Files whose name starts with ``_`` and this file are
+returns are collected.  Files whose name starts with ``_``, this file and
+``perf_doc.py`` (the tool that writes docs/performance.md from a run) are
 skipped, and so is a module without ``main``.
 
 The row format is documented in :mod:`_common`: ``name``, ``value``, ``unit``,
@@ -54,8 +55,10 @@ HERE = Path(__file__).resolve().parent
 
 def discover(only: list[str] | None = None) -> list[Path]:
     """The benchmark scripts, sorted by name (optionally only those named)."""
-    me = Path(__file__).resolve().name
-    paths = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name != me)
+    tools = {Path(__file__).resolve().name, "perf_doc.py"}
+    paths = sorted(
+        p for p in HERE.glob("*.py") if not p.name.startswith("_") and p.name not in tools
+    )
     if only:
         wanted = {n.removesuffix(".py") for n in only}
         unknown = wanted - {p.stem for p in paths}
