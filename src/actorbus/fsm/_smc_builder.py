@@ -1,0 +1,569 @@
+"""The builder of ``.sm`` machines: a syntax tree to a python-statemachine class.
+
+The third stage of :mod:`actorbus.fsm.smc`.  It checks names (start state, targets,
+parameters, clashes), compiles each guard and each action list to a Python function
+*once* (from the AST, so tracebacks point at the ``.sm`` line), and generates a
+python-statemachine ``StateMachine`` subclass, returned in an :class:`SmMachine`.
+The compiled engine inlines the same code (see :mod:`actorbus.fsm._inline`).  It is
+separate from the parser because it works on the finished tree only
+(:mod:`actorbus.fsm._smc_ast`), never on tokens.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from statemachine import State, StateMachine
+from statemachine.factory import StateMachineMetaclass
+from statemachine.transition import Transition
+
+from actorbus.errors import FsmError, SmSyntaxError
+from actorbus.fsm._inline import InlineCode
+from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
+from actorbus.fsm._smc_lexer import _Token
+from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
+from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, machine_spec
+
+#: Parameter names the engines inject; a transition parameter may not use them.
+_RESERVED_PARAMS = frozenset(
+    {"ctxt", "model", "machine", "event", "source", "target", "state", "transition", "event_data"}
+)
+_NAMES_OF_STATEMACHINE = frozenset(dir(StateMachine))
+
+
+@dataclass(frozen=True)
+class SmMachine:
+    """A loaded ``.sm`` file: what it declares, and the machine built from it.
+
+    Pass it (or its :attr:`machine_class`) to :func:`~actorbus.fsm.compile_machine`,
+    :func:`~actorbus.fsm.reference_machine` or :func:`~actorbus.fsm.render`.
+
+    Attributes:
+        path: the file (``"<string>"`` for :func:`parse_sm` without a path).
+        machine_class: the generated python-statemachine ``StateMachine`` subclass.
+        spec: its :class:`~actorbus.fsm.MachineSpec`.
+        start: ``(map, state)`` of ``%start``.
+        maps: the map names, in file order.
+        class_name, fsm_class, fsm_file, package: the directives' values, or ``None``.
+        imports, declares, access, headers, includes: the raw lines of those directives.
+        raw_source: the ``%{ ... %}`` blocks (kept, not executed).
+    """
+
+    path: str
+    machine_class: type[StateMachine]
+    spec: MachineSpec
+    start: tuple[str, str]
+    maps: tuple[str, ...]
+    class_name: str | None = None
+    fsm_class: str | None = None
+    fsm_file: str | None = None
+    package: str | None = None
+    imports: tuple[str, ...] = ()
+    declares: tuple[str, ...] = ()
+    access: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()
+    raw_source: tuple[str, ...] = ()
+
+
+class _SmState(State):
+    """A state of a ``.sm`` machine: no python-statemachine naming conventions.
+
+    SMC runs the actions the file names and nothing else; without this an actor method
+    that happens to be called ``on_enter_Idle`` or ``on_data`` would run too.
+    """
+
+    def _setup(self) -> None:
+        return None
+
+
+class _SmTransition(Transition):
+    """A transition of a ``.sm`` machine: no naming conventions (see :class:`_SmState`)."""
+
+    def _setup(self) -> None:
+        return None
+
+
+def _shift(tree: ast.AST, line: int) -> None:
+    """Move ``tree``, parsed from a snippet, to where the snippet starts in the file."""
+    node: Any
+    for node in ast.walk(tree):
+        if hasattr(node, "lineno"):
+            node.lineno += line - 1
+            end = getattr(node, "end_lineno", None)
+            if end is not None:
+                node.end_lineno = end + line - 1
+
+
+def _fix_locations(module: ast.Module) -> None:
+    """Give built nodes valid positions: ends never before starts (tracebacks use lines)."""
+    ast.fix_missing_locations(module)
+    nodes: list[Any] = [n for n in ast.walk(module) if hasattr(n, "lineno")]
+    for node in nodes:
+        end = getattr(node, "end_lineno", None)
+        if end is None or end < node.lineno:
+            node.end_lineno = node.lineno
+        if (
+            node.end_lineno == node.lineno
+            and (getattr(node, "end_col_offset", None) or 0) < node.col_offset
+        ):
+            node.end_col_offset = node.col_offset
+    for node in nodes:
+        child: Any
+        for child in ast.walk(node):
+            child_end = getattr(child, "end_lineno", None)
+            if child_end is not None and child_end > (node.end_lineno or 0):
+                node.end_lineno = child_end
+                node.end_col_offset = getattr(child, "end_col_offset", 0)
+
+
+class _Builder:
+    def __init__(self, parsed: _File, path: str) -> None:
+        self.parsed = parsed
+        self.path = path
+        self.namespace: dict[str, Any] = {"__builtins__": builtins}
+        self.functions = 0
+
+    def error(self, token: _Token | _Code, message: str) -> SmSyntaxError:
+        return SmSyntaxError(message, path=self.path, line=token.line, column=token.column)
+
+    # -- Python code
+    def _parse_code(self, code: _Code, prefix: str, what: str) -> ast.expr:
+        """Parse ``prefix + code.text + ')'`` as an expression, mapping errors to the file."""
+        source = f"{prefix}{code.text}\n)"
+        try:
+            tree = ast.parse(source, mode="eval")
+        except SyntaxError as exc:
+            lineno = exc.lineno or 1
+            offset = exc.offset or 1
+            lines = code.text.split("\n")
+            if lineno > len(lines):
+                line = code.line + len(lines) - 1
+                column = (code.column if len(lines) == 1 else 1) + len(lines[-1])
+            elif lineno == 1:
+                line, column = code.line, code.column + max(offset - 1 - len(prefix), 0)
+            else:
+                line, column = code.line + lineno - 1, offset
+            raise SmSyntaxError(
+                f"found invalid Python in {what}: {exc.msg}; expected {what} to be valid Python",
+                path=self.path,
+                line=line,
+                column=column,
+            ) from None
+        _shift(tree, code.line)
+        return tree.body
+
+    def _target_of(self, name: _Token) -> ast.expr:
+        parts = name.text.split(".")
+        if parts[0] == "ctxt":
+            parts = parts[1:]
+        for part in parts:
+            if not part.isidentifier() or keyword.iskeyword(part):
+                raise self.error(
+                    name, f"found the action name {name.text!r}; expected a Python name"
+                )
+        where = {
+            "lineno": name.line,
+            "end_lineno": name.line,
+            "col_offset": name.column - 1,
+            "end_col_offset": name.column - 1 + len(name.text),
+        }
+        node: ast.expr = ast.Name("ctxt", ast.Load(), **where)
+        for part in parts:
+            node = ast.Attribute(node, part, ast.Load(), **where)
+        return node
+
+    def _statements(self, actions: list[_Action]) -> list[ast.stmt]:
+        statements: list[ast.stmt] = []
+        for action in actions:
+            target = self._target_of(action.name)
+            if action.args is not None:
+                call = self._parse_code(
+                    action.args, "_(", f"the arguments of {action.name.text}(...)"
+                )
+                assert isinstance(call, ast.Call)
+                call.func = target
+                statements.append(ast.Expr(call, lineno=action.name.line, col_offset=0))
+            else:
+                assert action.value is not None
+                value = self._parse_code(
+                    action.value, "(", f"the value assigned to {action.name.text}"
+                )
+                assert isinstance(target, ast.Attribute)
+                target.ctx = ast.Store()
+                statements.append(
+                    ast.Assign([target], value, lineno=action.name.line, col_offset=0)
+                )
+        return statements
+
+    def _function(
+        self,
+        name: str,
+        params: list[str],
+        body: ast.expr | list[ast.stmt],
+        label: str,
+        line: int,
+    ) -> Any:
+        """Compile one guard (an expression) or action list (statements) into a function."""
+        self.functions += 1
+        fname = f"{name}_{self.functions}"
+        prologue = ast.Assign(
+            [ast.Name("ctxt", ast.Store())],
+            ast.Name("model", ast.Load()),
+            lineno=line,
+            col_offset=0,
+        )
+        if isinstance(body, list):
+            kind: Literal["expr", "stmts"] = "stmts"
+            statements: list[ast.stmt] = [prologue, *body]
+            code = tuple(ast.unparse(s) for s in body)
+        else:
+            kind = "expr"
+            statements = [prologue, ast.Return(body, lineno=line, col_offset=0)]
+            code = (ast.unparse(body),)
+        arguments = ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg("model"), *(ast.arg(p) for p in params)],
+            kwonlyargs=[],
+            kw_defaults=[],
+            defaults=[],
+        )
+        function = ast.FunctionDef(fname, arguments, statements, [], lineno=line, col_offset=0)
+        module = ast.Module([function], [])
+        _fix_locations(module)
+        scope: dict[str, Any] = {}
+        exec(compile(module, self.path, "exec"), self.namespace, scope)
+        func = scope[fname]
+        setattr(
+            func,
+            INLINE_ATTR,
+            InlineCode(kind, code, tuple(params), label, f"{self.path}:{line}", self.namespace),
+        )
+        return func
+
+    # -- checks
+    def _imports(self) -> None:
+        for line in self.parsed.lines.get("%import", []):
+            module = line.rstrip(";").strip()
+            if module.startswith("import "):
+                module = module[len("import ") :].strip()
+            if not all(p.isidentifier() for p in module.split(".")):
+                continue  # not a Python module path: kept as metadata only
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                continue  # e.g. a Java import in a file shared with SMC's Java target
+            top = module.split(".")[0]
+            self.namespace[top] = importlib.import_module(top)
+
+    def _check_names(self, states: dict[str, _StateDecl]) -> dict[str, list[str]]:
+        params_of: dict[str, tuple[list[str], _Token]] = {}
+        for state in states.values():
+            sname = state.name.text
+            if sname in _NAMES_OF_STATEMACHINE or sname.startswith("_") or "." in sname:
+                raise self.error(
+                    state.name,
+                    f"found the state name {sname!r}, which python-statemachine cannot use "
+                    f"(a StateMachine attribute, a leading '_' or a '.'); expected another name",
+                )
+        for state in self._all_states():
+            unguarded: dict[str, _Token] = {}
+            for t in state.transitions:
+                event = t.name.text
+                if not t.wildcard:
+                    if "." in event or event.startswith("_") or event in _NAMES_OF_STATEMACHINE:
+                        raise self.error(
+                            t.name,
+                            f"found the transition name {event!r}; expected a name without "
+                            f"'.' or a leading '_' that is not a StateMachine attribute",
+                        )
+                    if event in states:
+                        raise self.error(
+                            t.name,
+                            f"found the transition name {event!r}, also a state name; expected "
+                            f"distinct names (python-statemachine keeps states and events in "
+                            f"one namespace)",
+                        )
+                elif t.params:
+                    raise self.error(
+                        t.params[0].name,
+                        "found parameters on a 'Default' transition; expected none (it "
+                        "answers any event, whatever its arguments)",
+                    )
+                names: list[str] = []
+                for p in t.params:
+                    pname = p.name.text
+                    if not pname.isidentifier() or keyword.iskeyword(pname):
+                        raise self.error(
+                            p.name, f"found the parameter {pname!r}; expected a Python name"
+                        )
+                    if pname in _RESERVED_PARAMS or pname.startswith("_ab_"):
+                        raise self.error(
+                            p.name,
+                            f"found the parameter name {pname!r}, which guards and actions "
+                            f"already receive; expected another name",
+                        )
+                    if pname in names:
+                        raise self.error(
+                            p.name, f"found the parameter {pname!r} twice; expected distinct names"
+                        )
+                    names.append(pname)
+                previous = params_of.get(event)
+                if previous is None:
+                    params_of[event] = (names, t.name)
+                elif previous[0] != names and not t.wildcard:
+                    raise self.error(
+                        t.name,
+                        f"found transition {event!r} with parameters ({', '.join(names)}); "
+                        f"expected ({', '.join(previous[0])}) as declared at line "
+                        f"{previous[1].line}: a transition has one parameter list everywhere",
+                    )
+                first = unguarded.get(event)
+                if first is not None:
+                    raise self.error(
+                        t.name,
+                        f"found transition {event!r} after an unguarded {event!r} at line "
+                        f"{first.line} in state {state.name.text!r}; expected the unguarded "
+                        f"one last (it always wins, so this one could never be taken)",
+                    )
+                if t.guard is None:
+                    unguarded[event] = t.name
+        return {event: names for event, (names, _t) in params_of.items()}
+
+    def _all_states(self) -> list[_StateDecl]:
+        out: list[_StateDecl] = []
+        for m in self.parsed.maps:
+            out.extend(m.states)
+            if m.default is not None:
+                out.append(m.default)
+        return out
+
+    def _resolve_target(
+        self, t: _TransitionDecl, state: _StateDecl, maps: dict[str, _MapDecl]
+    ) -> str | None:
+        if t.target is None:
+            return None
+        map_name = t.target_map.text if t.target_map is not None else state.map
+        decl = maps.get(map_name)
+        if decl is None:
+            raise self.error(
+                t.target_map or t.target,
+                f"found the unknown map {map_name!r}; expected one of: {', '.join(maps)}",
+            )
+        if t.target.text == "Default":
+            raise self.error(
+                t.target, "found 'Default' as a next state; expected a real state (or nil)"
+            )
+        if t.target.text not in {s.name.text for s in decl.states}:
+            known = ", ".join(s.name.text for s in decl.states)
+            raise self.error(
+                t.target,
+                f"found the unknown state {t.target.text!r} in map {map_name!r}; expected one "
+                f"of: {known} (or nil)",
+            )
+        return t.target.text
+
+    # -- build
+    def build(self) -> SmMachine:
+        parsed = self.parsed
+        maps: dict[str, _MapDecl] = {}
+        states: dict[str, _StateDecl] = {}
+        for m in parsed.maps:
+            if m.name.text in maps:
+                raise self.error(
+                    m.name, f"found a second map {m.name.text!r}; expected distinct map names"
+                )
+            maps[m.name.text] = m
+            for s in m.states:
+                other = states.get(s.name.text)
+                if other is not None:
+                    raise self.error(
+                        s.name,
+                        f"found state {s.name.text!r} in map {m.name.text!r}, already defined "
+                        f"in map {other.map!r} at line {other.name.line}; expected state names "
+                        f"unique across maps",
+                    )
+                states[s.name.text] = s
+        assert parsed.start is not None
+        start_map, start_state = parsed.start
+        decl = maps.get(start_map.text)
+        if decl is None:
+            raise self.error(
+                start_map,
+                f"found the unknown map {start_map.text!r} in %start; expected one of: {', '.join(maps)}",
+            )
+        if start_state.text not in {s.name.text for s in decl.states}:
+            raise self.error(
+                start_state,
+                f"found the unknown state {start_state.text!r} in %start; expected a state of "
+                f"map {start_map.text!r}",
+            )
+        params_of = self._check_names(states)
+        self._imports()
+
+        objects: dict[str, State] = {}
+        for name, s in states.items():
+            hooks: dict[str, list[Any]] = {}
+            for which, actions in (("enter", s.entry), ("exit", s.exit)):
+                if actions:
+                    hooks[which] = [
+                        self._function(
+                            f"{name}_{which}",
+                            [],
+                            self._statements(actions),
+                            "; ".join(self._action_label(a) for a in actions),
+                            actions[0].name.line,
+                        )
+                    ]
+            objects[name] = _SmState(
+                name=name,
+                initial=name == start_state.text,
+                final=not s.transitions,
+                enter=hooks.get("enter"),
+                exit=hooks.get("exit"),
+            )
+
+        compiled: dict[int, dict[str, Any]] = {}
+        for s in self._all_states():
+            for t in s.transitions:
+                compiled[id(t)] = self._compile(t, s, params_of.get(t.name.text, []), maps)
+
+        default_objects: dict[str, DefaultState] = {}
+        declared_defaults: list[Any] = []
+        originals: dict[int, Any] = {}
+        for m in parsed.maps:
+            if m.default is None:
+                continue
+            pseudo = DefaultState()
+            pseudo._set_id("Default")
+            default_objects[m.name.text] = pseudo
+            for t in m.default.transitions:
+                info = compiled[id(t)]
+                target = objects[info["target"]] if info["target"] is not None else pseudo
+                declared = _SmTransition(
+                    pseudo,
+                    target,
+                    event=info["event"],
+                    internal=info["target"] is None,
+                    **info["callbacks"],
+                )
+                originals[id(t)] = declared
+                declared_defaults.append(declared)
+
+        for name, s in states.items():
+            source = objects[name]
+            if source.final:
+                continue
+            default = maps[s.map].default
+            default_list = default.transitions if default is not None else []
+            groups: list[list[Any]] = [[], [], [], []]
+            for t in s.transitions:
+                groups[2 if t.wildcard else 0].append(
+                    self._make(source, compiled[id(t)], objects, None)
+                )
+            for t in default_list:
+                groups[3 if t.wildcard else 1].append(
+                    self._make(source, compiled[id(t)], objects, originals[id(t)])
+                )
+            for group in groups:
+                for transition in group:
+                    source.transitions.add_transitions(transition)
+
+        class_name = self._class_name()
+        attrs: dict[str, Any] = dict(objects)
+        attrs.update(
+            {
+                "__module__": "actorbus.fsm.generated",
+                "__doc__": f"State machine generated from {self.path}.",
+                "_actorbus_source_path": self.path,
+                DEFAULT_TRANSITIONS_ATTR: tuple(declared_defaults),
+                "validate_disconnected_states": False,
+                "validate_final_reachability": False,
+            }
+        )
+        try:
+            cls: Any = StateMachineMetaclass(class_name, (StateMachine,), attrs)
+        except Exception as exc:  # python-statemachine's InvalidDefinition and friends
+            raise FsmError(f"{self.path}: python-statemachine rejected the machine: {exc}") from exc
+        cls._specs.items = [spec for spec in cls._specs.items if not spec.is_convention]
+        cls._specs.conventional_specs = set()
+        directives = parsed.directives
+        return SmMachine(
+            path=self.path,
+            machine_class=cls,
+            spec=machine_spec(cls),
+            start=(start_map.text, start_state.text),
+            maps=tuple(maps),
+            class_name=directives["%class"].text if "%class" in directives else None,
+            fsm_class=directives["%fsmclass"].text if "%fsmclass" in directives else None,
+            fsm_file=directives["%fsmfile"].text if "%fsmfile" in directives else None,
+            package=directives["%package"].text if "%package" in directives else None,
+            imports=tuple(parsed.lines.get("%import", [])),
+            declares=tuple(parsed.lines.get("%declare", [])),
+            access=tuple(parsed.lines.get("%access", [])),
+            headers=tuple(parsed.lines.get("%header", [])),
+            includes=tuple(parsed.lines.get("%include", [])),
+            raw_source=tuple(parsed.raw_source),
+        )
+
+    def _class_name(self) -> str:
+        directives = self.parsed.directives
+        if "%fsmclass" in directives:
+            return directives["%fsmclass"].text.split(".")[-1]
+        if "%class" in directives:
+            return directives["%class"].text.split(".")[-1] + "Context"
+        stem = Path(self.path).stem if self.path != "<string>" else "Sm"
+        return "".join(p.capitalize() for p in stem.replace("-", "_").split("_") if p) + "Context"
+
+    @staticmethod
+    def _action_label(action: _Action) -> str:
+        if action.args is not None:
+            return f"{action.name.text}({' '.join(action.args.text.split())})"
+        assert action.value is not None
+        return f"{action.name.text} = {' '.join(action.value.text.split())}"
+
+    def _compile(
+        self, t: _TransitionDecl, state: _StateDecl, params: list[str], maps: dict[str, _MapDecl]
+    ) -> dict[str, Any]:
+        where = f"{state.name.text}_{'Default' if t.wildcard else t.name.text}"
+        target = self._resolve_target(t, state, maps)
+        callbacks: dict[str, Any] = {}
+        if t.guard is not None:
+            expr = self._parse_code(t.guard, "(", "the guard")
+            label = " ".join(t.guard.text.split())
+            callbacks["cond"] = [
+                self._function(f"{where}_guard", params, expr, label, t.guard.line)
+            ]
+        if t.actions:
+            label = "; ".join(self._action_label(a) for a in t.actions)
+            callbacks["on"] = [
+                self._function(
+                    f"{where}_actions",
+                    params,
+                    self._statements(t.actions),
+                    label,
+                    t.actions[0].name.line,
+                )
+            ]
+        return {
+            "event": "*" if t.wildcard else t.name.text,
+            "target": target,
+            "callbacks": callbacks,
+        }
+
+    @staticmethod
+    def _make(source: State, info: dict[str, Any], objects: dict[str, State], original: Any) -> Any:
+        loop = info["target"] is None
+        target = source if loop else objects[info["target"]]
+        transition = _SmTransition(
+            source, target, event=info["event"], internal=loop, **info["callbacks"]
+        )
+        if original is not None:
+            setattr(transition, FROM_DEFAULT_ATTR, original)
+        return transition
