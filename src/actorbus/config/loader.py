@@ -36,29 +36,30 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
-import inspect
 import os
-import re
-import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from actorbus._log import logger
-from actorbus.config.properties import Property, format_property, read_properties
-from actorbus.config.schema import (
-    DEFAULT_DISPATCHER,
-    ActorConfig,
-    BusConfig,
-    ConnectionConfig,
-    DispatcherConfig,
-    DispatcherKind,
-    SelectorConfig,
-    ServiceConfig,
-    node_id_problem,
+from actorbus.config._tables import (
+    _ACTORS,
+    _CONNECTIONS,
+    _DISPATCHERS,
+    _SECTIONS,
+    _SELECTORS,
+    _SERVICES,
+    _SPARK,
+    _TOP_LEVEL,
+    _Section,
 )
+from actorbus.config._values import _check_name, _Invalid, _resolve, _Setting, _split_list
+
+# re-exported: actorbus.cli imports it from here
+from actorbus.config._values import _no_module_hint as _no_module_hint  # noqa: PLC0414
+from actorbus.config.properties import Property, format_property, read_properties
+from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind, SelectorConfig
 from actorbus.errors import ConfigError
 
 __all__ = [
@@ -75,391 +76,7 @@ PREFIXES = ("actorbus.", "eBus.")
 #: Environment variable :func:`config_from_env` reads by default.
 ENV_VAR = "ACTORBUS_CONFIG"
 
-_WS = " \t\f"
-_INT = re.compile(r"[+-]?[0-9]+")
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _T = TypeVar("_T")
-
-
-class _Invalid(Exception):
-    """A value did not parse; ``str(exc)`` says what was wrong and what is allowed."""
-
-
-# ------------------------------------------------------------------ value parsers
-
-
-@dataclass(frozen=True, slots=True)
-class _Setting:
-    """One row of a section table: the dataclass field, its parser and expected form."""
-
-    field: str
-    parse: Callable[[str], object]
-    expected: str
-    #: noun of the section whose listed names the value must be one of.
-    ref: str | None = None
-    #: (top-level settings) how dump_config writes None; None: leaves the key out
-    none_text: str | None = None
-
-
-def _int_in(text: str, low: int, high: int | None, expected: str) -> int:
-    """``text`` as a plain decimal integer in ``low..high``; ``_Invalid(expected)`` if not."""
-    if _INT.fullmatch(text) is None:
-        raise _Invalid(expected)
-    number = int(text)
-    if number < low or (high is not None and number > high):
-        raise _Invalid(expected)
-    return number
-
-
-def _integer(field: str, low: int, high: int | None = None, unit: str = "") -> _Setting:
-    span = f">= {low}" if high is None else f"{low}..{high}"
-    expected = f"expected an integer {span}" + (f" ({unit})" if unit else "")
-
-    def parse(text: str) -> int:
-        return _int_in(text, low, high, expected)
-
-    return _Setting(field, parse, expected)
-
-
-_TRUE = frozenset({"true", "yes", "1"})
-_FALSE = frozenset({"false", "no", "0"})
-
-
-def _boolean(field: str) -> _Setting:
-    expected = "expected true or false (yes/no and 1/0 are accepted too, in any case)"
-
-    def parse(text: str) -> bool:
-        word = text.lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-        raise _Invalid(expected)
-
-    return _Setting(field, parse, expected)
-
-
-def _kind(field: str) -> _Setting:
-    expected = "expected one of " + ", ".join(k.value for k in DispatcherKind) + " (any case)"
-
-    def parse(text: str) -> DispatcherKind:
-        try:
-            return DispatcherKind.parse(text)
-        except ValueError:
-            raise _Invalid(expected) from None
-
-    return _Setting(field, parse, expected)
-
-
-def _host(field: str) -> _Setting:
-    expected = "expected a host name or IP address (not empty, no spaces)"
-
-    def parse(text: str) -> str:
-        if not text or any(ch.isspace() for ch in text):
-            raise _Invalid(expected)
-        return text
-
-    return _Setting(field, parse, expected)
-
-
-def _check_name(text: str) -> str:
-    if _NAME.fullmatch(text) is None:
-        raise _Invalid(f"{text!r} is not a name; expected letters, digits, '_' and '-' only")
-    return text
-
-
-def _reference(field: str, noun: str) -> _Setting:
-    # the listed names are only known per file: the loader checks membership
-    return _Setting(field, _check_name, f"expected the name of a configured {noun}", ref=noun)
-
-
-_BYTE_ORDERS = {"big": "big", "big_endian": "big", "little": "little", "little_endian": "little"}
-
-
-def _byte_order(field: str) -> _Setting:
-    expected = "expected big or little (BIG_ENDIAN and LITTLE_ENDIAN are accepted too)"
-
-    def parse(text: str) -> str:
-        order = _BYTE_ORDERS.get(text.lower())
-        if order is None:
-            raise _Invalid(expected)
-        return order
-
-    return _Setting(field, parse, expected)
-
-
-def _split_list(text: str) -> list[str]:
-    """Split a comma list; an empty value is an empty list, an empty item an error."""
-    if not text:
-        return []
-    items = [item.strip(_WS) for item in text.split(",")]
-    for position, item in enumerate(items, 1):
-        if not item:
-            raise _Invalid(
-                f"item {position} of {len(items)} is empty; expected a comma list "
-                "with no empty items (no ',,' and no trailing ',')"
-            )
-    return items
-
-
-_BRACKETED = re.compile(r"\[[^\[\]\s]+\](?::([0-9]+))?")
-
-
-def _address_filter(field: str) -> _Setting:
-    expected = "expected a comma list of hosts ('h') or endpoints ('h:port', port 1..65535)"
-
-    def parse(text: str) -> tuple[str, ...]:
-        items = _split_list(text)
-        for item in items:
-            port: str | None = None
-            if item.startswith("["):  # [IPv6] or [IPv6]:port
-                match = _BRACKETED.fullmatch(item)
-                if match is None:
-                    raise _Invalid(f"{item!r} is not a host or host:port; {expected}")
-                port = match.group(1)
-            elif item.count(":") == 1:  # host:port (a bare IPv6 address has several)
-                host, _, port = item.partition(":")
-                if not host:
-                    raise _Invalid(f"{item!r} has no host before ':'; {expected}")
-            if any(ch.isspace() for ch in item):
-                raise _Invalid(f"{item!r} holds a space; {expected}")
-            if port is not None and (_INT.fullmatch(port) is None or not 1 <= int(port) <= 65535):
-                raise _Invalid(f"{item!r} has port {port!r}; {expected}")
-        return tuple(items)
-
-    return _Setting(field, parse, expected)
-
-
-def _gc_threshold(field: str) -> _Setting:
-    expected = (
-        "expected an integer >= 1 (the young-generation GC threshold while the bus is "
-        "open) or none (any case) to leave the garbage collector alone"
-    )
-
-    def parse(text: str) -> int | None:
-        if text.lower() == "none":
-            return None
-        return _int_in(text, 1, None, expected)
-
-    return _Setting(field, parse, expected, none_text="none")
-
-
-def _node_id(field: str) -> _Setting:
-    hint = (
-        "use a short id unique among the nodes it links to, or leave the key out for "
-        "a generated host-pid-random id"
-    )
-    expected = f"expected 1..255 UTF-8 bytes of text; {hint}"
-
-    def parse(text: str) -> str:
-        problem = node_id_problem(text)
-        if problem is not None:
-            raise _Invalid(f"{problem}; {hint}")
-        return text
-
-    return _Setting(field, parse, expected)
-
-
-_MISSING = object()
-
-
-def _no_module_hint(name: str) -> str:
-    """Why module ``name`` does not import when nothing by that name exists, and what to do.
-
-    Names the directories Python searched (``sys.path``; ``''`` is the working
-    directory), so a module left in some other directory is easy to spot."""
-    searched = dict.fromkeys(os.path.abspath(entry or os.curdir) for entry in sys.path)
-    return (
-        f"there is no module named {name!r} in the directories Python searched "
-        f"({', '.join(searched)}); put it in one of them, add its directory to PYTHONPATH, "
-        f"or install its package"
-    )
-
-
-def _resolve(path: str) -> object:
-    """Import the object named by the dotted ``path`` (``pkg.module.Name``)."""
-    parts = path.split(".")
-    if len(parts) < 2 or not all(part.isidentifier() for part in parts):
-        raise _Invalid(f"{path!r} is not a dotted path; expected module.Name")
-    for cut in range(len(parts) - 1, 0, -1):
-        module_name = ".".join(parts[:cut])
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            missing = (exc.name or "") if isinstance(exc, ModuleNotFoundError) else None
-            if missing is not None and (
-                module_name == missing or module_name.startswith(missing + ".")
-            ):
-                continue  # no such module: try the shorter prefix
-            raise _Invalid(
-                f"{path!r} does not import: importing {module_name!r} failed: {exc}"
-            ) from exc
-        target: object = module
-        for attr in parts[cut:]:
-            found = getattr(target, attr, _MISSING)
-            if found is _MISSING:
-                raise _Invalid(f"{path!r} does not import: {module_name!r} has no {attr!r}")
-            target = found
-        return target
-    raise _Invalid(f"{path!r} does not import: {_no_module_hint(parts[0])}")
-
-
-def _classes(field: str) -> _Setting:
-    expected = "expected a comma list of dotted paths of importable classes, e.g. app.actors.Pricer"
-
-    def parse(text: str) -> tuple[str, ...]:
-        items = _split_list(text)
-        for item in items:
-            try:
-                target = _resolve(item)
-            except _Invalid as exc:
-                raise _Invalid(f"{exc}; {expected}") from exc.__cause__
-            if not inspect.isclass(target):
-                raise _Invalid(f"{item!r} names a {type(target).__name__}, not a class; {expected}")
-        return tuple(dict.fromkeys(items))
-
-    return _Setting(field, parse, expected)
-
-
-def _factory(field: str) -> _Setting:
-    expected = "expected the dotted path of an importable Actor class or factory"
-
-    def parse(text: str) -> str:
-        try:
-            target = _resolve(text)
-        except _Invalid as exc:
-            raise _Invalid(f"{exc}; {expected}") from exc.__cause__
-        if not callable(target):
-            raise _Invalid(f"{text!r} names a {type(target).__name__}, not callable; {expected}")
-        return text
-
-    return _Setting(field, parse, expected)
-
-
-# ------------------------------------------------------------------------- tables
-
-
-@dataclass(frozen=True, slots=True)
-class _Section(Generic[_T]):
-    """How one kind of named item is spelled and built."""
-
-    noun: str  #: used in messages and slots: "dispatcher"
-    list_key: str  #: "dispatchers"
-    item_prefix: str  #: "dispatcher."
-    factory: Callable[..., _T]
-    settings: Mapping[str, _Setting]  #: setting as written in files -> row
-    aliases: Mapping[str, str] = field(default_factory=dict)
-    required: tuple[str, ...] = ()
-    #: name given to ``item_prefix + SETTING`` keys (the unnamed service).
-    unnamed: str | None = None
-    #: dataclass field receiving every unknown setting as a string (actors).
-    options_field: str | None = None
-    #: names known when the list key is absent (for references only).
-    implicit: tuple[str, ...] = ()
-
-
-def _link_settings() -> dict[str, _Setting]:
-    return {
-        "inputBufferSize": _integer("input_buffer_size", 0, unit="bytes"),
-        "outputBufferSize": _integer("output_buffer_size", 0, unit="bytes"),
-        "byteOrder": _byte_order("byte_order"),
-        "messageQueueSize": _integer("message_queue_size", 0, unit="messages, 0 = unlimited"),
-        "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
-        "heartbeatReplyDelay": _integer("heartbeat_reply_delay_ms", 0, unit="milliseconds"),
-        "inputBacklog": _integer("input_backlog", 0, unit="messages, 0 = never pause"),
-    }
-
-
-_DISPATCHERS: _Section[DispatcherConfig] = _Section(
-    noun="dispatcher",
-    list_key="dispatchers",
-    item_prefix="dispatcher.",
-    factory=DispatcherConfig,
-    settings={
-        "runQueueType": _kind("kind"),
-        "threadCount": _integer("thread_count", 1),
-        "spinLimit": _integer("spin_limit", 0, unit="spins"),
-        "parkTime": _integer("park_time_ns", 0, unit="nanoseconds"),
-        "priority": _integer("priority", 1, 10),
-        "quantum": _integer("quantum_ns", 1, unit="nanoseconds"),
-        "isDefault": _boolean("is_default"),
-        "classes": _classes("classes"),
-    },
-    aliases={"numberThreads": "threadCount"},
-    implicit=(DEFAULT_DISPATCHER,),
-)
-
-_SELECTORS: _Section[SelectorConfig] = _Section(
-    noun="selector",
-    list_key="net.selectors",
-    item_prefix="net.selector.",
-    factory=SelectorConfig,
-    settings={
-        "type": _kind("kind"),
-        "isDefault": _boolean("is_default"),
-        "priority": _integer("priority", 1, 10),
-        "spinLimit": _integer("spin_limit", 0, unit="spins"),
-        "parkTime": _integer("park_time_ns", 0, unit="nanoseconds"),
-        "dispatcher": _reference("dispatcher", "dispatcher"),
-    },
-)
-
-_SERVICES: _Section[ServiceConfig] = _Section(
-    noun="service",
-    list_key="services",
-    item_prefix="service.",
-    factory=ServiceConfig,
-    settings={
-        "port": _integer("port", 0, 65535),
-        "host": _host("host"),
-        "addressFilter": _address_filter("address_filter"),
-        "serviceSelector": _reference("service_selector", "selector"),
-        "connectionSelector": _reference("connection_selector", "selector"),
-        **_link_settings(),
-    },
-    required=("port",),
-    unnamed="default",
-)
-
-_CONNECTIONS: _Section[ConnectionConfig] = _Section(
-    noun="connection",
-    list_key="connections",
-    item_prefix="connection.",
-    factory=ConnectionConfig,
-    settings={
-        "host": _host("host"),
-        "port": _integer("port", 1, 65535),
-        "bindPort": _integer("bind_port", 0, 65535),
-        "selector": _reference("selector", "selector"),
-        "reconnect": _boolean("reconnect"),
-        "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
-        "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
-        **_link_settings(),
-    },
-    aliases={"reconnectTime": "reconnectDelay"},
-    required=("host", "port"),
-)
-
-_ACTORS: _Section[ActorConfig] = _Section(
-    noun="actor",
-    list_key="actors",
-    item_prefix="actor.",
-    factory=ActorConfig,
-    settings={
-        "class": _factory("class_path"),
-        "dispatcher": _reference("dispatcher", "dispatcher"),
-    },
-    required=("class",),
-    options_field="options",
-)
-
-#: In dependency order: references point to earlier sections only.
-_SECTIONS: tuple[_Section[Any], ...] = (_DISPATCHERS, _SELECTORS, _SERVICES, _CONNECTIONS, _ACTORS)
-_SPARK = "spark."
-#: Settings of the whole bus, written right after the prefix (no section, no name).
-_TOP_LEVEL: Mapping[str, _Setting] = MappingProxyType(
-    {"gc.threshold": _gc_threshold("gc_threshold"), "nodeId": _node_id("node_id")}
-)
 
 #: A slot is what a key means: (kind, section noun, item name, setting or key).
 _Slot = tuple[str, str, str, str]
@@ -480,9 +97,6 @@ def _suggest(suffix: str) -> str | None:
     candidates.append(_SPARK + ".".join(parts[1:]) if len(parts) > 1 else _SPARK + "master")
     found = difflib.get_close_matches(suffix, candidates, n=1, cutoff=0.75)
     return found[0] if found else None
-
-
-# ------------------------------------------------------------------------- loader
 
 
 @dataclass(frozen=True, slots=True)
@@ -830,9 +444,6 @@ class _Loader:
         return MappingProxyType(
             {slot[3]: e.prop.value for slot, e in self.entries.items() if slot[0] == "spark"}
         )
-
-
-# -------------------------------------------------------------------------- public
 
 
 def config_from_properties(props: Iterable[Property], path: str = "<string>") -> BusConfig:
