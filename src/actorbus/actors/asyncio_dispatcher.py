@@ -256,19 +256,19 @@ class AsyncioDispatcher(Dispatcher):
 
     def _drain(self, mailbox: Mailbox) -> None:
         c = self._counters[0]
-        queue = mailbox._queue
+        queue = mailbox.tasks
         popleft = queue.popleft
         clock = perf_counter_ns
         tls = _tls
         tls.actor = mailbox.actor
-        mailbox._running = True
+        mailbox.running = True
         deadline = clock() + self._quantum_ns
         n = 0
         try:
             while True:
                 depth = len(queue) >> 1  # two items per task
-                if depth > mailbox._max_depth:  # noqa: PLR1730 (no builtin call per drain)
-                    mailbox._max_depth = depth
+                if depth > mailbox.peak:  # noqa: PLR1730 (no builtin call per drain)
+                    mailbox.peak = depth
                 if not depth:
                     break
                 if depth > _CHUNK:  # noqa: PLR1730
@@ -290,16 +290,15 @@ class AsyncioDispatcher(Dispatcher):
                     if queue and clock() > deadline:
                         n += i + 1
                         c.overruns += 1
-                        mailbox._running = False
+                        mailbox.running = False
                         self._call_soon(self._run_mailbox, mailbox)
                         return
                 n += depth
         finally:
             c.tasks += n
             tls.actor = None
-        mailbox._running = False
-        mailbox._token[0] = True
-        if queue and mailbox._claim(0, False):
+        mailbox.running = False
+        if mailbox.idle_again():  # a task slipped in: go again
             self._call_soon(self._run_mailbox, mailbox)
 
     def _await(self, mailbox: Mailbox, fn: object, arg: Any, awaitable: Any) -> None:

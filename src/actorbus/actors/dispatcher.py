@@ -102,6 +102,7 @@ from actorbus.actors._dispatcher_base import (
 )
 from actorbus.actors.asyncio_dispatcher import AsyncioDispatcher
 from actorbus.actors.mailbox import Mailbox
+from actorbus.bus.party import use_delivery_batching
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 
 __all__ = [
@@ -158,19 +159,19 @@ class _ThreadDispatcher(Dispatcher):
         check per task, and the depth is sampled once per chunk for
         ``max_depth``.
         """
-        queue = mailbox._queue
+        queue = mailbox.tasks
         popleft = queue.popleft
         waiting = self._waiting
         clock = perf_counter_ns
         tls = _tls
         tls.actor = mailbox.actor
-        mailbox._running = True
+        mailbox.running = True
         deadline = clock() + self._quantum_ns
         n = 0
         while True:
             depth = len(queue) >> 1  # two items per task
-            if depth > mailbox._max_depth:  # noqa: PLR1730 (no builtin call per drain)
-                mailbox._max_depth = depth
+            if depth > mailbox.peak:  # noqa: PLR1730 (no builtin call per drain)
+                mailbox.peak = depth
             if not depth:
                 break
             if depth > _CHUNK:  # noqa: PLR1730
@@ -190,16 +191,15 @@ class _ThreadDispatcher(Dispatcher):
                 if queue and waiting() and clock() > deadline:
                     c.tasks += n + i + 1
                     c.overruns += 1
-                    mailbox._running = False
+                    mailbox.running = False
                     tls.actor = None
                     self._schedule(mailbox)  # the token is still ours: back on the run queue
                     return
             n += depth
         c.tasks += n
-        mailbox._running = False
+        mailbox.running = False
         tls.actor = None
-        mailbox._token[0] = True  # idle again ...
-        if queue and mailbox._claim(0, False):  # ... unless a task slipped in
+        if mailbox.idle_again():  # a task slipped in: go again
             self._schedule(mailbox)
 
 
@@ -238,6 +238,11 @@ def release_wakes() -> None:
     if held:
         for i in range(0, len(held), 2):
             held[i](held[i + 1])
+
+
+# A transport's batch of inbound deliveries holds the wake-ups this way (the bus
+# core's seam, bus/party.py, does not know dispatchers: it is handed these).
+use_delivery_batching(hold_wakes, release_wakes)
 
 
 class BlockingDispatcher(_ThreadDispatcher):

@@ -28,6 +28,13 @@ garbage collector:
 with one ``extend`` of the flat list ``fn, arg1, fn, arg2, ...`` (one C call,
 atomic as above), then tries for the token once.
 
+``post_all(routes, message)`` (module function) is ``post(deliver, message)``
+to many mailboxes at once, each given as ``(put, claim, schedule, mailbox,
+deliver)`` from :meth:`Mailbox.post_parts`: the bus core's publish loop hands
+it a subscriber tuple, one Python call per publish rather than per delivery.
+``post``, ``post_each`` and ``post_all`` are the only places that queue a
+task: any change to the protocol below is made to the three together, here.
+
 ``post`` appends the task, then tries to take the token.  The one poster that
 takes it puts the mailbox on its dispatcher's run queue; every other poster
 returns at once.  A dispatcher worker that takes the mailbox off the run queue
@@ -54,6 +61,12 @@ token, and the holder keeps it from the moment it schedules the mailbox until
 the worker has finished its batch.  So a mailbox is on the run queue at most
 once and run by at most one thread at a time.
 
+Worker side: a dispatcher's worker that took a mailbox off its run queue
+holds the token; it pops the tasks from :attr:`Mailbox.tasks` (nobody else
+pops), marks :attr:`Mailbox.running` while it drains, records the depth it
+samples in :attr:`Mailbox.peak`, and ends with :meth:`Mailbox.idle_again`.
+These are the dispatcher's, not an application's.
+
 Counters: :attr:`depth` (tasks waiting now) and :attr:`max_depth` (the
 high-water mark).  ``post`` does not maintain the high-water mark (that would
 cost a fifth of a post); the worker samples the depth when it picks the
@@ -73,7 +86,7 @@ if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.dispatcher import Dispatcher
 
-__all__ = ["Mailbox", "MailboxState"]
+__all__ = ["Mailbox", "MailboxState", "post_all"]
 
 
 def _apply(task: tuple[Any, ...]) -> object:
@@ -81,7 +94,24 @@ def _apply(task: tuple[Any, ...]) -> object:
     return task[0](*task[1:])
 
 
+def post_all(routes: tuple[tuple[Any, ...], ...], message: object) -> None:
+    """``mailbox.post(deliver, message)`` for each ``(put, claim, schedule,
+    mailbox, deliver)`` of ``routes`` (made from :meth:`Mailbox.post_parts`), in
+    order: the same two steps as ``post``, with no Python call per mailbox."""
+    for put, claim, schedule, mailbox, deliver in routes:
+        put((deliver, message))
+        if claim(0, False):
+            schedule(mailbox)
+
+
 Ts = TypeVarTuple("Ts")
+
+_Parts = tuple[
+    Callable[[tuple[Callable[[Any], object], Any]], object],
+    Callable[[int, bool], bool],
+    Callable[["Mailbox"], object],
+    Callable[[tuple[tuple[Any, ...], ...], object], None],
+]
 
 #: ``"idle"``, ``"runnable"`` (on the run queue) or ``"running"`` (being drained).
 MailboxState = Literal["idle", "runnable", "running"]
@@ -101,14 +131,15 @@ class Mailbox:
         "_append",
         "_claim",
         "_dispatcher",
-        "_max_depth",
         "_parts",
         "_queue",
-        "_running",
         "_schedule",
         "_token",
         "actor",
         "name",
+        "peak",
+        "running",
+        "tasks",
     )
 
     def __init__(
@@ -121,21 +152,19 @@ class Mailbox:
         queue: deque[Any] = deque()  # fn, arg, fn, arg, ...  (two items per task)
         token = {0: True}
         self._queue = queue
+        #: (the draining worker only) the task deque, ``fn, arg`` per task;
+        #: only the worker holding the token pops it (see "Worker side" above)
+        self.tasks = queue
         self._append = queue.append
         self._token = token
         self._claim = token.pop
-        self._running = False
-        self._max_depth = 0
+        #: (the draining worker only) True while it drains
+        self.running = False
+        #: (the draining worker only) the highest depth it sampled
+        self.peak = 0
         self._dispatcher = dispatcher
         self._schedule = dispatcher._schedule
-        self._parts: (
-            tuple[
-                Callable[[tuple[Callable[[Any], object], Any]], object],
-                Callable[[int, bool], bool],
-                Callable[[Mailbox], object],
-            ]
-            | None
-        ) = None  # post_parts(), made on first use and shared by every feed
+        self._parts: _Parts | None = None  # post_parts(), made on first use
         #: the actor whose tasks these are (``None`` for a bare mailbox).
         self.actor = actor
         #: used in stats and log records.
@@ -175,28 +204,15 @@ class Mailbox:
             if self._claim(0, False):
                 self._schedule(self)
 
-    def post_parts(
-        self,
-    ) -> tuple[
-        Callable[[tuple[Callable[[Any], object], Any]], object],
-        Callable[[int, bool], bool],
-        Callable[[Mailbox], object],
-    ]:
-        """``(put, claim, schedule)``: ``post(fn, arg)`` is exactly ::
-
-            put((fn, arg))
-            if claim(0, False):
-                schedule(mailbox)
-
-        For loops too hot to afford the call to :meth:`post`: the bus core's
-        publish loop (:meth:`actorbus.bus.feeds.PublishFeed.publish`) inlines
-        it this way, one Python frame fewer per delivery.  ``put`` takes a
-        one-argument task as an ``(fn, arg)`` pair whatever the storage is;
-        keep this method and :meth:`post` in step when changing it.
-        """
+    def post_parts(self) -> _Parts:
+        """``(put, claim, schedule, post_all)``: a subscriber's route is
+        ``(put, claim, schedule, mailbox, deliver)`` and :func:`post_all` posts
+        ``deliver(message)`` to a tuple of such routes, one Python call for all
+        of them (the bus core's publish,
+        :meth:`actorbus.bus.feeds.PublishFeed.publish`)."""
         parts = self._parts
         if parts is None:
-            parts = self._parts = (self._queue.extend, self._claim, self._schedule)
+            parts = self._parts = (self._queue.extend, self._claim, self._schedule, post_all)
         return parts
 
     @property
@@ -212,16 +228,23 @@ class Mailbox:
     @property
     def max_depth(self) -> int:
         """The highest :attr:`depth` seen so far (sampled by the worker, see the module docs)."""
-        return max(self._max_depth, len(self._queue) >> 1)
+        return max(self.peak, len(self._queue) >> 1)
 
     @property
     def state(self) -> MailboxState:
         """``"idle"``, ``"runnable"`` or ``"running"`` (a snapshot; it may change at once)."""
-        if self._running:
+        if self.running:
             return "running"
         if 0 in self._token:
             return "idle"
         return "runnable"
+
+    def idle_again(self) -> bool:
+        """(the draining worker, its batch done) Put the token back; True when a
+        task slipped in meanwhile and the caller won the token again: it must
+        put the mailbox back on its run queue."""
+        self._token[0] = True
+        return bool(self._queue) and self._claim(0, False)
 
     def detach(self) -> None:
         """Stop reporting this mailbox in its dispatcher's stats."""

@@ -1,0 +1,420 @@
+"""The transport seam: how a transport joins the bus.
+
+A transport (TCP links today; anything that carries feeds to another node
+tomorrow) meets the bus in exactly two objects, both defined here:
+
+* :class:`PartyTransport` is what the **transport implements**: ten ``send_*``
+  methods the router calls to tell the peer about this node's feeds and to send
+  it notifications, requests, acknowledgements, replies and cancels.
+* :class:`RemoteParty` is what the **transport calls**: ``router.attach(name,
+  transport)`` returns one per peer; the transport calls its inbound methods
+  (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
+  ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
+  ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
+  peer is gone.  Around a batch of inbound calls made on one thread it may call
+  the party's ``hold_deliveries()`` / ``release_deliveries()``, so the actors the
+  batch makes runnable are woken once it is done rather than one by one.
+
+Nothing else of the bus is a transport's business: no router internals, no
+feeds, no mailboxes, no dispatcher.  Inside, a party is made of ordinary feeds
+of the "from remote" category (proxies) whose callbacks are transport calls, so
+feed state, scope matching, conditions and the request accounting are the same
+code for local and remote feeds.  Per key, a node tells each peer one
+aggregated advertisement per role: "I have remote-capable publishers (repliers)
+for this key, and at least one is UP / none is".  The peer answers
+``subscribe(key)`` when it has subscribers that match the proxy.
+
+Threads: the transport's ``send_*`` methods are called from any thread
+(publishers', repliers', the timer thread), sometimes under the router lock, so
+they must be thread-safe and must not block.  The inbound methods of one party
+are called by one thread at a time, in the order the peer sent the frames (the
+link's I/O thread); they never run actor code, they post to mailboxes.
+
+``tests/bus`` joins two routers through :class:`actorbus.testing.InProcessLink`,
+an in-memory transport of a few dozen lines built on this seam alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._log import logger
+from ..errors import UsageError
+from .feeds import (
+    IncomingRequest,
+    PublishFeed,
+    ReplyFeed,
+    RequestFeed,
+    RequestHandle,
+    SubscribeFeed,
+    _direct,
+)
+from .message import Message, MessageKey, Reply
+from .scope import CAT_REMOTE, FeedState, Scope
+
+if TYPE_CHECKING:
+    from .router import Router
+
+__all__ = [
+    "PartyTransport",
+    "RemoteParty",
+    "Role",
+    "use_delivery_batching",
+]
+
+
+class Role(enum.Enum):
+    """Which side of a key a remote advertisement or subscription stands for."""
+
+    PUBLISHER = "publisher"
+    REPLIER = "replier"
+    SUBSCRIBER = "subscriber"
+    REQUESTOR = "requestor"
+
+
+def _no_hold() -> bool:
+    return False
+
+
+def _no_release() -> None:
+    return None
+
+
+#: (hold, release): installed by the actors layer (``actors/dispatcher.py``) at
+#: import; until then a batch holds nothing.
+_batching: list[Callable[..., Any]] = [_no_hold, _no_release]
+
+
+def use_delivery_batching(hold: Callable[[], bool], release: Callable[[], None]) -> None:
+    """Install how a batch of inbound deliveries holds the wake-ups of the actors
+    it makes runnable (the actors layer hands its ``hold_wakes``/``release_wakes``
+    over at import: the bus core does not know dispatchers)."""
+    _batching[:] = [hold, release]
+
+
+class PartyTransport(Protocol):
+    """What the router needs from a link to a remote peer (outbound side).
+
+    Every method must be thread-safe and must not block: it is called from
+    publishers' threads and sometimes under the router lock.  A link queues the
+    frame for its I/O thread (and counts/drops it if the link is down or its
+    queue is over its limit)."""
+
+    def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None: ...
+    def send_retract(self, key: MessageKey, role: Role) -> None: ...
+    def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None: ...
+    def send_subscribe(self, key: MessageKey) -> None: ...
+    def send_unsubscribe(self, key: MessageKey) -> None: ...
+    def send_notify(self, message: Message) -> None: ...
+    def send_request(self, request_id: int, message: Message) -> None: ...
+    def send_request_ack(self, request_id: int, taken: int) -> None: ...
+    def send_reply(self, request_id: int, reply: Reply) -> None: ...
+    def send_cancel(self, request_id: int) -> None: ...
+
+
+class RemoteParty:
+    """A remote peer as the router sees it (inbound side, called by the link).
+
+    Made of proxy feeds of the "from remote" category: a proxy publisher/replier
+    per key the peer advertised, a proxy subscriber per key the peer subscribed
+    to, and a proxy requestor per key the peer sent requests on."""
+
+    def __init__(self, router: Router, name: str, transport: PartyTransport) -> None:
+        self.router = router
+        self.name = name
+        self.transport = transport
+        self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
+        self._reps: dict[MessageKey, ReplyFeed[Any]] = {}
+        self._subs: dict[MessageKey, SubscribeFeed[Any]] = {}
+        #: keyed by MessageKey; looked up with an equal plain (class, subject) tuple
+        self._reqs: dict[tuple[type[Message], str], RequestFeed[Any]] = {}
+        #: requests we forwarded to the peer: our handle id -> the proxy's incoming
+        self._out: dict[int, IncomingRequest[Any]] = {}
+        #: requests the peer sent us: peer's id -> our handle, and back
+        self._in: dict[int, RequestHandle[Any]] = {}
+        self._in_ids: dict[int, int] = {}
+        self._attached = True
+        #: ``hold_deliveries() -> bool`` before a batch of inbound calls on one
+        #: thread: the actors it makes runnable are woken by
+        #: ``release_deliveries()`` (call it in a ``finally`` when hold returned
+        #: True; False means an outer caller holds already and releases).
+        self.hold_deliveries, self.release_deliveries = _batching
+        #: notifications/requests from the peer on keys it never advertised, dropped
+        self.unexpected = 0
+        self._logged: set[MessageKey] = set()
+
+    def __repr__(self) -> str:
+        return f"<RemoteParty {self.name}>"
+
+    def __str__(self) -> str:
+        return self.name
+
+    # --------------------------------------------------- outbound (router -> peer)
+    def _tell(
+        self, key: MessageKey, role: Role, before: tuple[bool, bool], now: tuple[bool, bool]
+    ) -> None:
+        t = self.transport
+        if now[0] and not before[0]:
+            t.send_advertise(key, role, now[1])
+        elif before[0] and not now[0]:
+            t.send_retract(key, role)
+        elif now[1] != before[1]:
+            t.send_feed_status(key, role, now[1])
+
+    def _proxy_pub_status(self, state: Any, feed: PublishFeed[Any]) -> None:
+        # a local subscriber now matches the peer's publisher (or the last left)
+        if state:
+            self.transport.send_subscribe(feed._key)
+        else:
+            self.transport.send_unsubscribe(feed._key)
+
+    def _proxy_request(self, incoming: IncomingRequest[Any]) -> None:
+        self._out[incoming.id] = incoming
+        self.transport.send_request(incoming.id, incoming.request)
+
+    def _proxy_cancel(self, incoming: IncomingRequest[Any]) -> None:
+        if self._out.pop(incoming.id, None) is not None:
+            self.transport.send_cancel(incoming.id)
+
+    def _proxy_reply(self, remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
+        peer_id = self._in_ids.get(handle.id)
+        if peer_id is None:
+            return
+        self.transport.send_reply(peer_id, reply)
+        if remaining == 0:
+            self._in.pop(peer_id, None)
+            self._in_ids.pop(handle.id, None)
+
+    # ---------------------------------------------------- inbound (peer -> router)
+    def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
+        """The peer has remote-capable publishers (or repliers) for ``key``."""
+        router = self.router
+        with router._lock:
+            if not self._attached:
+                return
+            if role is Role.PUBLISHER:
+                if key in self._pubs:
+                    self.feed_status(key, role, up)
+                    return
+                pub: PublishFeed[Any] = PublishFeed(
+                    router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
+                )
+                pub.status_callback(self._proxy_pub_status)
+                pub.advertise()
+                self._pubs[key] = pub
+                if up:
+                    pub.update_feed_state(FeedState.UP)
+            elif role is Role.REPLIER:
+                if key in self._reps:
+                    self.feed_status(key, role, up)
+                    return
+                rep: ReplyFeed[Any] = ReplyFeed(
+                    router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
+                )
+                rep.request_callback(self._proxy_request)
+                rep.cancel_callback(self._proxy_cancel)
+                rep.advertise()
+                self._reps[key] = rep
+                if up:
+                    rep.update_feed_state(FeedState.UP)
+            else:
+                raise UsageError(f"advertise() takes PUBLISHER or REPLIER, found {role}")
+
+    def retract(self, key: MessageKey, role: Role) -> None:
+        """The peer no longer advertises ``key`` for ``role``."""
+        with self.router._lock:
+            table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
+            feed = table.pop(key, None)
+        if feed is not None:
+            if isinstance(feed, ReplyFeed):
+                self._fail_forwarded(feed, f"remote node {self.name} retracted its repliers")
+            feed.close()
+
+    def feed_status(self, key: MessageKey, role: Role, up: bool) -> None:
+        """The peer's aggregated publisher (replier) state for ``key`` changed."""
+        with self.router._lock:
+            table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
+            feed = table.get(key)
+            if feed is not None:
+                feed.update_feed_state(FeedState.UP if up else FeedState.DOWN)
+
+    def subscribe(self, key: MessageKey) -> None:
+        """The peer has subscribers matching our publishers of ``key``."""
+        router = self.router
+        with router._lock:
+            if not self._attached or key in self._subs:
+                return
+            # the proxy's route is the transport itself: a publisher here sends
+            # straight to the peer, no callback in between
+            sub: SubscribeFeed[Any] = SubscribeFeed(
+                router,
+                None,
+                key,
+                Scope.LOCAL_AND_REMOTE,
+                remote=self,
+                post=_direct,
+                route=self.transport.send_notify,
+            )
+            sub.message_callback(_ignore_message)
+            sub.subscribe()
+            self._subs[key] = sub
+
+    def unsubscribe(self, key: MessageKey) -> None:
+        with self.router._lock:
+            sub = self._subs.pop(key, None)
+        if sub is not None:
+            sub.close()
+
+    def notify(self, message: Message, key: MessageKey | None = None) -> None:
+        """A notification from the peer: deliver to our subscribers that match it.
+
+        ``key`` is ``MessageKey.of(message)`` when the caller has it already (the
+        link caches it per wire key); None makes it here."""
+        if key is None:
+            key = MessageKey.of(message)
+        pub = self._pubs.get(key)
+        if pub is None or not pub._declared:
+            self._unexpected(
+                key,
+                "sent a notification on {key} without advertising it (or while its feed "
+                "is DOWN); dropped and counted (unexpected)",
+            )
+            return
+        entry = pub._entry
+        local, other = entry.routes[CAT_REMOTE]
+        if local:
+            entry.fan_out(local, message)
+        for route in other:
+            route(message)
+
+    def notify_run(self, messages: list[Message], key: MessageKey) -> None:
+        """Notifications from the peer, all on ``key`` and in arrival order: the same
+        as ``notify(m, key)`` for each, with the lookups done once and the run's
+        tasks queued into each subscriber's mailbox in one go
+        (``Mailbox.post_each``), which is woken once."""
+        pub = self._pubs.get(key)
+        if pub is None or not pub._declared:
+            for message in messages:
+                self.notify(message, key)
+            return
+        local, other = pub._entry.routes[CAT_REMOTE]
+        for _put, _claim, _schedule, mailbox, deliver in local:
+            mailbox.post_each(deliver, messages)
+        for route in other:
+            for message in messages:
+                route(message)
+
+    def request(self, request_id: int, message: Message) -> None:
+        """A request from the peer: ack how many of our repliers took it, then post."""
+        router = self.router
+        # a plain tuple equals (and hashes as) MessageKey.of(message)
+        feed = self._reqs.get((message.__class__, message.subject)) if self._attached else None
+        if feed is None:
+            key = MessageKey.of(message)
+            with router._lock:
+                if not self._attached:
+                    return
+                feed = self._reqs.get(key)
+                if feed is None:
+                    feed = RequestFeed(
+                        router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
+                    )
+                    feed.reply_callback(self._proxy_reply)
+                    feed.subscribe()
+                    self._reqs[key] = feed
+        chosen = router._choose(feed, message)
+        self.transport.send_request_ack(request_id, len(chosen))
+        if chosen:
+            # the party learns the handle before any replier runs: a reply may
+            # come back before _dispatch returns
+            router._dispatch(feed, message, chosen, None, party=self, peer_id=request_id)
+
+    def request_ack(self, request_id: int, taken: int) -> None:
+        incoming = self._out.get(request_id)
+        if incoming is not None:
+            incoming.handle._remote_ack(incoming, taken)
+            if incoming._final or incoming.cancelled:  # not incoming.is_active
+                self._out.pop(request_id, None)
+
+    def reply(self, request_id: int, reply: Reply, repliers: int | None = None) -> None:
+        """A reply from the peer to our request; ``repliers`` (not None) is the
+        request's acknowledgement, which came with it: handled first, exactly as
+        ``request_ack(request_id, repliers)``."""
+        incoming = self._out.get(request_id)
+        if incoming is not None and repliers is not None:
+            incoming.handle._remote_ack(incoming, repliers)
+        if incoming is None:
+            self._unexpected(
+                MessageKey.of(reply),
+                "sent a reply {key} for request #"
+                f"{request_id}, which is not outstanding (finished, cancelled or never "
+                "sent); dropped and counted (unexpected)",
+            )
+            return
+        request_cls = type(incoming.request)
+        if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
+            self.unexpected += 1
+            logger.warning(
+                "remote node {} answered {} with a {} it does not allow; dropped",
+                self.name,
+                request_cls.__qualname__,
+                type(reply).__qualname__,
+            )
+            return
+        incoming.handle._reply_from(incoming, reply)
+        if incoming._final or incoming.cancelled:  # not incoming.is_active
+            self._out.pop(request_id, None)
+
+    def cancel(self, request_id: int) -> None:
+        handle = self._in.pop(request_id, None)
+        if handle is not None:
+            self._in_ids.pop(handle.id, None)
+            handle.cancel()
+
+    def _unexpected(self, key: MessageKey, text: str) -> None:
+        """Count something the peer should not have sent; log it once per key."""
+        self.unexpected += 1
+        if key not in self._logged:
+            self._logged.add(key)
+            logger.warning("remote node {}: " + text.replace("{key}", "{}"), self.name, key)
+
+    def _ab_noop(self, event: threading.Event) -> None:
+        """Used by in-process test links to flush: sets ``event`` in order."""
+        event.set()
+
+    def detach(self, reason: str) -> None:
+        """The link is gone: every feed it carried goes away (subscribers see DOWN,
+        requests forwarded to the peer end with ERROR, the peer's requests are
+        cancelled)."""
+        router = self.router
+        with router._lock:
+            if not self._attached:
+                return
+            self._attached = False
+            pubs, self._pubs = list(self._pubs.values()), {}
+            reps, self._reps = list(self._reps.values()), {}
+            subs, self._subs = list(self._subs.values()), {}
+            reqs, self._reqs = list(self._reqs.values()), {}
+            inbound, self._in = list(self._in.values()), {}
+            self._in_ids.clear()
+        router._detach(self)
+        text = f"link to remote node {self.name} lost: {reason}"
+        for rep in reps:
+            self._fail_forwarded(rep, text)
+        for feed in (*pubs, *reps, *subs, *reqs):
+            feed.close()
+        for handle in inbound:
+            handle.cancel()
+
+    def _fail_forwarded(self, rep: ReplyFeed[Any], reason: str) -> None:
+        for incoming in [i for i in self._out.values() if i.feed is rep]:
+            self._out.pop(incoming.id, None)
+            if incoming.is_active:
+                incoming.handle._fail_remote(incoming, reason)
+
+
+def _ignore_message(message: Any, feed: Any) -> None:
+    """Proxy subscribers route straight to the transport; this is never reached."""
