@@ -344,8 +344,6 @@ class RemoteParty:
         request's acknowledgement, which came with it: handled first, exactly as
         ``request_ack(request_id, repliers)``."""
         incoming = self._out.get(request_id)
-        if incoming is not None and repliers is not None:
-            incoming.handle._remote_ack(incoming, repliers)
         if incoming is None:
             self._unexpected(
                 MessageKey.of(reply),
@@ -363,8 +361,13 @@ class RemoteParty:
                 request_cls.__qualname__,
                 type(reply).__qualname__,
             )
+            if repliers is not None:
+                incoming.handle._remote_ack(incoming, repliers)
             return
-        incoming.handle._reply_from(incoming, reply)
+        if repliers is None:
+            incoming.handle._reply_from(incoming, reply)
+        else:
+            incoming.handle._remote_reply(incoming, reply, repliers)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 

@@ -220,6 +220,12 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
+        self._pass_on(reply, remaining)
+        return True
+
+    def _pass_on(self, reply: Reply, remaining: int) -> None:
+        """Post ``reply`` (with ``remaining`` after it) to the requestor; forget the
+        request when it was the last."""
         feed = self.feed
         post = feed._post
         if post is _direct:  # a link's proxy: straight on, one call less per reply
@@ -228,6 +234,31 @@ class RequestHandle(Generic[Q]):
             post(feed._deliver_reply, (self, reply, remaining))
         if remaining == 0:
             self._finish()
+
+    def _remote_reply(self, incoming: IncomingRequest[Q], reply: Reply, taken: int) -> bool:
+        """A remote peer's reply that carries the request's acknowledgement
+        (``taken`` of its repliers took it): exactly ``_remote_ack(incoming,
+        taken)`` then ``_reply_from(incoming, reply)``, under one lock when the
+        acknowledgement is the first word from the peer (the usual case)."""
+        if taken <= 0 or incoming._remote_expected is not None or incoming._remote_finals:
+            self._remote_ack(incoming, taken)
+            return self._reply_from(incoming, reply)
+        with self._lock:
+            if self._done or incoming._final or incoming.cancelled:
+                return False
+            # the acknowledgement: ``taken`` repliers where the peer counted one
+            incoming._remote_expected = taken
+            remaining = self._remaining + taken - 1
+            if reply.status is not _OK_CONTINUING:
+                incoming._remote_finals = 1
+                remaining -= 1
+                if taken == 1:  # every replier of the peer has answered
+                    self._retire(incoming, count=False)
+            self._remaining = remaining
+            if remaining <= 0:
+                self._done = True
+                remaining = 0
+        self._pass_on(reply, remaining)
         return True
 
     def _retire(self, incoming: IncomingRequest[Q], count: bool = True) -> None:
