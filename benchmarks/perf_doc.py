@@ -153,7 +153,7 @@ def _table(rows: Sequence[Row]) -> list[str]:
         "| benchmark | ours | unit | peer (same run) | peer | ratio | budget | result |",
         "|---|--:|---|---|--:|--:|---|---|",
     ]
-    notes: list[str] = []
+    notes: dict[str, list[str]] = {}  # note -> the rows that carry it, in order
     for r in rows:
         _, name = _split_name(r.get("name", "?"))
         ratio = r.get("ratio")
@@ -175,9 +175,13 @@ def _table(rows: Sequence[Row]) -> list[str]:
         )
         extra = r.get("error") or r.get("note")
         if extra:
-            notes.append(f"* {_cell(name)}: {_cell(extra)}")
+            notes.setdefault(_cell(extra), []).append(_cell(name))
     if notes:
-        out += ["", *notes]
+        out.append("")
+        for note, names in notes.items():
+            more = len(names) - 1
+            who = names[0] if not more else f"{names[0]} (and {more} more row{'s' * (more > 1)})"
+            out.append(f"* {who}: {note}")
     return out
 
 
