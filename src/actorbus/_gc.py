@@ -11,10 +11,10 @@ is worst for: a message (a tuple subclass, so always tracked) is allocated by
 the thread that decodes or publishes it and lives until the receiving actor's
 worker has run it.  Under load thousands wait in mailboxes and link queues,
 each young pass promotes them, and the full passes they bring about walk the
-whole process: measured on the 2-core VM, with the subscriber's node of
-``benchmarks/remote.py``'s one-way row, the collector cost ~0.35 us of CPU per
-message out of ~1.2 (median of 4 rounds: 1.20 us per message at the default
-threshold, 0.98 at 10,000, 0.85 with the collector off).
+whole process: on the subscriber's node of ``benchmarks/remote.py``'s one-way
+row the collector takes a large share of the CPU spent per message at the
+default threshold, and much less at 10,000 (docs/performance.md, "Figures
+measured once", has the figures).
 
 So while at least one :class:`~actorbus.Bus` is open, the young generation's
 threshold is raised to :data:`GC_THRESHOLD` (never lowered: a process that set

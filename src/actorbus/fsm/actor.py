@@ -33,7 +33,8 @@ that has no transition in the current state raises
 it with the actor and callback.  Once the machine is final, no event is sent.
 
 By default the machine runs on the compiled engine; ``engine="reference"``
-selects python-statemachine's own engine (same semantics, ~500x slower).
+selects python-statemachine's own engine (same semantics, much slower per
+transition; docs/performance.md has the figures).
 
 The machine's model is a view of the actor, not the actor
 -----------------------------------------------------------
