@@ -1,4 +1,4 @@
-"""The moving-average calculator demo (SPEC §5): source → calculator (FSM) → sink."""
+"""The moving-average calculator demo: source → calculator (FSM) → sink."""
 
 from __future__ import annotations
 

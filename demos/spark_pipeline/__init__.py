@@ -1,4 +1,4 @@
-"""The Spark pipeline demo (SPEC §8): bus feeds → journal → Spark → back onto the bus.
+"""The Spark pipeline demo: bus feeds → journal → Spark → back onto the bus.
 
 100 subjects of data points, published by a source actor, are journaled by a
 :class:`~actorbus.spark.Recorder`; a Spark Structured Streaming query computes
