@@ -214,7 +214,7 @@ def render(data: Mapping[str, Any]) -> str:
         title = f"`{script}.py`" if script else "other rows"
         lines += [
             "",
-            f"#### {title}" + (f" ({took:.0f} s)" if isinstance(took, int | float) else ""),
+            f"### {title}" + (f" ({took:.0f} s)" if isinstance(took, int | float) else ""),
             "",
         ]
         lines += _table(script_rows)

@@ -114,7 +114,7 @@ def test_the_block_is_replaced_and_the_prose_kept(files: tuple[Path, Path]) -> N
     assert "uvloop" in block and "`0123456789ab`" in block and "pykka 4.5.0" in block
     assert "not installed: pyspark" in block
     # every row, grouped by script, with its peer, ratio and verdict
-    assert "#### `local_bus.py` (61 s)" in block
+    assert "### `local_bus.py` (61 s)" in block
     assert (
         "| pub->sub 1:1 | 2,500,000 | msg/s | pykka tell | 400,000 | 6.25x | >= 4x pykka | met |"
         in block
