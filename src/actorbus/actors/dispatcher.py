@@ -163,17 +163,14 @@ class _ThreadDispatcher(Dispatcher):
         popleft = queue.popleft
         waiting = self._waiting
         clock = perf_counter_ns
-        tls = _tls
-        tls.actor = mailbox.actor
+        _tls.actor = mailbox.actor
         mailbox.running = True
         deadline = clock() + self._quantum_ns
         n = 0
-        while True:
-            depth = len(queue) >> 1  # two items per task
-            if depth > mailbox.peak:  # noqa: PLR1730 (no builtin call per drain)
-                mailbox.peak = depth
-            if not depth:
-                break
+        depth = len(queue) >> 1  # two items per task
+        if depth > mailbox.peak:  # noqa: PLR1730 (no builtin call per drain)
+            mailbox.peak = depth
+        while depth:
             if depth > _CHUNK:  # noqa: PLR1730
                 depth = _CHUNK
             for i in range(depth):
@@ -192,13 +189,18 @@ class _ThreadDispatcher(Dispatcher):
                     c.tasks += n + i + 1
                     c.overruns += 1
                     mailbox.running = False
-                    tls.actor = None
+                    _tls.actor = None
                     self._schedule(mailbox)  # the token is still ours: back on the run queue
                     return
             n += depth
+            if not queue:
+                break
+            depth = len(queue) >> 1
+            if depth > mailbox.peak:  # noqa: PLR1730
+                mailbox.peak = depth
         c.tasks += n
         mailbox.running = False
-        tls.actor = None
+        _tls.actor = None
         if mailbox.idle_again():  # a task slipped in: go again
             self._schedule(mailbox)
 

@@ -244,7 +244,9 @@ class Mailbox:
         task slipped in meanwhile and the caller won the token again: it must
         put the mailbox back on its run queue."""
         self._token[0] = True
-        return bool(self._queue) and self._claim(0, False)
+        if self._queue:
+            return self._claim(0, False)
+        return False
 
     def detach(self) -> None:
         """Stop reporting this mailbox in its dispatcher's stats."""
