@@ -3,7 +3,7 @@ compiled FSM versus a hand-written if/else calculator, measured in one run.
 
     python benchmarks/fsm.py
 
-Budgets (issue "State machines"): compiled transition within 3x of if/else;
+Budgets: compiled transition within 3x of if/else;
 pipeline with the compiled FSM at least 70% of the if/else pipeline.
 """
 

@@ -20,7 +20,7 @@ starts two fresh processes on 127.0.0.1):
     each 100 messages in one NOTIFY_RUN frame (the frame a link now sends for a
     run of notifications waiting to be written: docs/protocol.md), which is the
     raw floor of what the link does.  Budget: >= 40 % of the kept-Packer,
-    100-frames-per-write baseline (the baseline the issue names).
+    100-frames-per-write baseline.
 (b) **request/reply round trip** — a requestor actor in one process sends the
     next request from its reply callback to a replier actor in the other that
     answers at once; each round trip is timed with ``perf_counter_ns`` from

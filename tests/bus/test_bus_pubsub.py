@@ -1,4 +1,4 @@
-"""SPEC §2 publish/subscribe and feed state, through a real Bus and real actors."""
+"""Publish/subscribe and feed state, through a real Bus and real actors."""
 
 from __future__ import annotations
 

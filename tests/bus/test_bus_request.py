@@ -1,4 +1,4 @@
-"""SPEC §2 request/reply, through a real Bus and real actors."""
+"""Request/reply, through a real Bus and real actors."""
 
 from __future__ import annotations
 

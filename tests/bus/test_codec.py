@@ -1,4 +1,4 @@
-"""The binary codec: round trips of every supported type, wire rules, limits (SPEC §1)."""
+"""The binary codec: round trips of every supported type, wire rules, limits."""
 
 from __future__ import annotations
 

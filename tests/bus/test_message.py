@@ -1,4 +1,4 @@
-"""Message declaration, construction and keys (SPEC §1)."""
+"""Message declaration, construction and keys."""
 
 from __future__ import annotations
 

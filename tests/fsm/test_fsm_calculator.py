@@ -5,7 +5,7 @@
 A scripted event sequence runs on the ``.sm`` machine and on an equivalent
 ``Machine`` class, each on both engines; the four runs must give the same state
 sequence and the same calls on a recording ``ctxt`` — and that sequence is the one
-SPEC §5 describes.
+the calculator demo's ``.sm`` file describes.
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ Held wake-ups
 -------------
 A blocking worker woken while the waking thread still holds the GIL finds the
 interpreter taken, sleeps again on it, and needs a second wake-up when it is
-released: measured on a 2-core VM, a hand-off whose poster keeps the GIL 10 us
-after the ``put`` takes ~25 us, against ~18 us when the same 10 us of work comes
-before it.  A thread that delivers a batch (a link's I/O thread handling a read)
+released, so a hand-off whose poster goes on working after the ``put``
+delivers later than one whose poster did that work first (docs/performance.md,
+"Figures measured once").  A thread that delivers a batch (a link's I/O thread handling a read)
 brackets it with :func:`hold_wakes` and :func:`release_wakes`: the tasks go into
 the mailboxes at once (a worker already awake takes them), but the ``put`` that
 wakes a sleeping worker waits for the end of the batch, when the thread is about

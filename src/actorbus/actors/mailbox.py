@@ -15,13 +15,13 @@ garbage collector:
   hence atomic under the GIL (a task's two items are never split by another
   poster's).  Storing ``fn, arg`` flat means a queued task is not a tuple the
   cyclic GC must traverse at every collection while it waits; in a busy
-  mailbox that saves about a third of the cost per task.
+  mailbox that saves a large share of the cost per task (docs/performance.md).
 * the "scheduled" flag is a one-slot dict holding a token.  ``dict.pop(0,
   False)`` is a single atomic test-and-clear: it returns ``True`` to exactly one
   caller while the token is present, and ``False`` to everyone else until the
   token is put back with ``token[0] = True``.  (Both are single C calls on an
   int key that run no Python code, so they are atomic under the GIL.)  This is
-  the protocol of a non-blocking ``Lock.acquire(False)``, at a fifth of the
+  the protocol of a non-blocking ``Lock.acquire(False)``, at a fraction of the
   cost.
 
 ``post_each(fn, args)`` queues ``fn(arg)`` for every ``arg`` the same way,
@@ -69,7 +69,7 @@ These are the dispatcher's, not an application's.
 
 Counters: :attr:`depth` (tasks waiting now) and :attr:`max_depth` (the
 high-water mark).  ``post`` does not maintain the high-water mark (that would
-cost a fifth of a post); the worker samples the depth when it picks the
+add a noticeable share to every post); the worker samples the depth when it picks the
 mailbox up and again at least every 1024 tasks while draining.  Under the GIL
 the deque only grows while the worker is not running, so the peak is seen
 when the worker resumes: at a batch start exactly, and within 1024 tasks when

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 Most requests are answered long before their timeout, so arming and cancelling
 a timer for each one (a timer object, the timer service's lock twice, its heap
-and index) is work done almost always for nothing: on a cross-process round
-trip it was a tenth of the requestor's Python.  :class:`RequestTimeouts` keeps
+and index) is work done almost always for nothing, and a noticeable share of the
+requestor's Python on a cross-process round trip.  :class:`RequestTimeouts` keeps
 the deadlines of the outstanding requests in one heap of
 ``(deadline, request id, timeout)`` and a single timer of the timer service
 armed for the earliest deadline it knows of.

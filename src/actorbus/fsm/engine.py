@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 python-statemachine's engine is general (compound and parallel states, SCXML queues,
-callback registries resolved per call) and costs on the order of 100 µs and hundreds
-of Python calls per guarded transition.  A flat machine needs far less.
+callback registries resolved per call) and runs hundreds of Python calls per
+guarded transition (docs/performance.md has the figures).  A flat machine needs far less.
 :func:`compile_machine` builds the :class:`~actorbus.fsm.MachineSpec` of the
 declaration once, resolves every guard and action against the model once (signatures
 inspected once), and generates one Python function per (state, event) — see
