@@ -159,6 +159,6 @@ def test_remote_requests_leave_no_bookkeeping(pair: tuple[Bus, Bus, InProcessLin
     assert replier.outstanding == 0
     (party_a,) = a.router._parties
     (party_b,) = b.router._parties
-    assert party_a._in == {} and party_a._in_ids == {}  # the peer's requests, answered
+    assert party_a._in == {}  # the peer's requests, answered
     assert party_b._out == {}  # ours, answered
     assert len(party_a._reqs) == 1  # one proxy requestor per key, kept for the next

@@ -133,9 +133,9 @@ class RemoteParty:
         self._reqs: dict[tuple[type[Message], str], RequestFeed[Any]] = {}
         #: requests we forwarded to the peer: our handle id -> the proxy's incoming
         self._out: dict[int, IncomingRequest[Any]] = {}
-        #: requests the peer sent us: peer's id -> our handle, and back
+        #: requests the peer sent us: the peer's id -> our handle (whose
+        #: ``peer_id`` is that id)
         self._in: dict[int, RequestHandle[Any]] = {}
-        self._in_ids: dict[int, int] = {}
         self._attached = True
         #: ``hold_deliveries() -> bool`` before a batch of inbound calls on one
         #: thread: the actors it makes runnable are woken by
@@ -180,13 +180,15 @@ class RemoteParty:
             self.transport.send_cancel(incoming.id)
 
     def _proxy_reply(self, remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
-        peer_id = self._in_ids.get(handle.id)
-        if peer_id is None:
+        """A reply to the peer's request (called by the handle, see
+        ``RequestHandle._pass_on``): nothing once the peer cancelled it or the
+        link dropped (it is no longer in ``_in``)."""
+        peer_id = handle.peer_id
+        if self._in.get(peer_id) is not handle:
             return
         self.transport.send_reply(peer_id, reply)
         if remaining == 0:
-            self._in.pop(peer_id, None)
-            self._in_ids.pop(handle.id, None)
+            del self._in[peer_id]
 
     # ---------------------------------------------------- inbound (peer -> router)
     def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
@@ -212,7 +214,13 @@ class RemoteParty:
                     self.feed_status(key, role, up)
                     return
                 rep: ReplyFeed[Any] = ReplyFeed(
-                    router, None, key, Scope.LOCAL_AND_REMOTE, remote=self, post=_direct
+                    router,
+                    None,
+                    key,
+                    Scope.LOCAL_AND_REMOTE,
+                    remote=self,
+                    post=_direct,
+                    route=self._proxy_request,
                 )
                 rep.request_callback(self._proxy_request)
                 rep.cancel_callback(self._proxy_cancel)
@@ -374,7 +382,6 @@ class RemoteParty:
     def cancel(self, request_id: int) -> None:
         handle = self._in.pop(request_id, None)
         if handle is not None:
-            self._in_ids.pop(handle.id, None)
             handle.cancel()
 
     def _unexpected(self, key: MessageKey, text: str) -> None:
@@ -402,7 +409,6 @@ class RemoteParty:
             subs, self._subs = list(self._subs.values()), {}
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
-            self._in_ids.clear()
         router._detach(self)
         text = f"link to remote node {self.name} lost: {reason}"
         for rep in reps:

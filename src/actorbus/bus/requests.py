@@ -140,6 +140,7 @@ class RequestHandle(Generic[Q]):
         "_remaining",
         "feed",
         "id",
+        "peer_id",
         "request",
         "timed_out",
     )
@@ -150,6 +151,8 @@ class RequestHandle(Generic[Q]):
         self.request = request
         #: True when the request ended because its timeout passed.
         self.timed_out = False
+        #: the requestor's own id for it when the request came from a remote peer
+        self.peer_id = 0
         self._lock = threading.Lock()
         self._remaining = 0
         self._active: list[IncomingRequest[Q]] = []
@@ -227,11 +230,15 @@ class RequestHandle(Generic[Q]):
         """Post ``reply`` (with ``remaining`` after it) to the requestor; forget the
         request when it was the last."""
         feed = self.feed
-        post = feed._post
-        if post is _direct:  # a link's proxy: straight on, one call less per reply
-            feed._deliver_reply((self, reply, remaining))
+        remote: Any = feed._remote
+        if remote is not None:  # a peer's request: straight back to its party
+            remote._proxy_reply(remaining, reply, self)
         else:
-            post(feed._deliver_reply, (self, reply, remaining))
+            post = feed._post
+            if post is _direct:  # no mailbox: straight on, one call less per reply
+                feed._deliver_reply((self, reply, remaining))
+            else:
+                post(feed._deliver_reply, (self, reply, remaining))
         if remaining == 0:
             self._finish()
 
@@ -480,13 +487,19 @@ class ReplyFeed(Feed, Generic[Q]):
         "_given_cancel",
         "_given_request",
         "_outstanding",
+        "_route",
     )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
     _task_callbacks = {"_deliver_request": "_cb_request", "_deliver_cancel": "_cb_cancel"}
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, route: Callable[[IncomingRequest[Q]], object] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        #: where a request goes instead of the request callback: a remote
+        #: proxy's transport (the peer's repliers answer it)
+        self._route = route
         self._given_request: Callback | None = None
         self._given_cancel: Callback | None = None
         self._cb_request: Callback | None = None
@@ -557,6 +570,10 @@ class ReplyFeed(Feed, Generic[Q]):
 
     def _send_request(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding[incoming.id] = incoming
+        route = self._route
+        if route is not None:
+            route(incoming)
+            return
         post = self._post
         if post is _direct:  # a link's proxy: straight on, one call less per request
             self._deliver_request(incoming)

@@ -363,8 +363,8 @@ class Router:
         handle._remaining = len(incomings)
         self._requests[handle.id] = handle
         if party is not None:
+            handle.peer_id = peer_id
             party._in[peer_id] = handle
-            party._in_ids[handle.id] = peer_id
         if timeout is not None:
             timeouts = self._timeouts
             if timeouts is None:
