@@ -206,10 +206,10 @@ class _ThreadDispatcher(Dispatcher):
 
 
 class _HeldWakes(threading.local):
-    """Per thread: the wake-ups :func:`hold_wakes` holds (``put, mailbox, ...``), or
-    None when this thread holds none."""
+    """Per thread: the wake-ups :func:`hold_wakes` holds (``(put, mailbox)``
+    pairs), or None when this thread holds none."""
 
-    held: list[Any] | None = None
+    held: list[tuple[Callable[[Mailbox], object], Mailbox]] | None = None
 
 
 _held_wakes = _HeldWakes()
@@ -238,8 +238,8 @@ def release_wakes() -> None:
     """Wake, in order, the workers of every mailbox :func:`hold_wakes` held."""
     held, _held_wakes.held = _held_wakes.held, None
     if held:
-        for i in range(0, len(held), 2):
-            held[i](held[i + 1])
+        for put, mailbox in held:
+            put(mailbox)
 
 
 # A transport's batch of inbound deliveries holds the wake-ups this way (the bus
@@ -264,7 +264,7 @@ class BlockingDispatcher(_ThreadDispatcher):
         if held is None:
             self._put(mailbox)
         else:  # the thread is in hold_wakes(): the worker is woken by release_wakes()
-            held += (self._put, mailbox)
+            held.append((self._put, mailbox))
 
     def _signal_stop(self) -> None:
         for _ in self._threads:

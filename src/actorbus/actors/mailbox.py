@@ -32,8 +32,9 @@ atomic as above), then tries for the token once.
 to many mailboxes at once, each given as ``(put, claim, schedule, mailbox,
 deliver)`` from :meth:`Mailbox.post_parts`: the bus core's publish loop hands
 it a subscriber tuple, one Python call per publish rather than per delivery.
-``post``, ``post_each`` and ``post_all`` are the only places that queue a
-task: any change to the protocol below is made to the three together, here.
+``post``, ``post_one``, ``post_each`` and ``post_all`` are the only places
+that queue a task: any change to the protocol below is made to them together,
+here.
 
 ``post`` appends the task, then tries to take the token.  The one poster that
 takes it puts the mailbox on its dispatcher's run queue; every other poster
@@ -190,6 +191,13 @@ class Mailbox:
                 self._queue.extend((_apply, task))
             if self._claim(0, False):
                 self._schedule(self)
+
+    def post_one(self, fn: Callable[[Any], object], arg: object) -> None:
+        """``post(fn, arg)``: the one-argument task every feed posts, without an
+        argument tuple to look into."""
+        self._queue.extend((fn, arg))
+        if self._claim(0, False):
+            self._schedule(self)
 
     def post_each(self, fn: Callable[[Any], object], args: list[Any]) -> None:
         """``post(fn, arg)`` for each of ``args`` in order, in one go: the tasks

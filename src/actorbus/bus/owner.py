@@ -129,7 +129,7 @@ class FeedOwner:
             runtime = getattr(self, "_ab_runtime", None)
         owner: Any = runtime.owner  # the Bus
         mailbox = self._ab_mailbox  # type: ignore[attr-defined]
-        return owner.router, mailbox.post
+        return owner.router, mailbox.post_one
 
     # -------------------------------------------------------------- long form
     def open_publish_feed(
