@@ -11,12 +11,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .actors import Actor
 from .bus.feeds import IncomingRequest, PublishFeed, RequestHandle
 from .bus.message import Reply
+from .bus.party import RemoteParty
 from .bus.scope import FeedState
+
+if TYPE_CHECKING:
+    from .bus.router import Router
 
 __all__ = ["EventLog", "Recorder", "wait_until"]
 
@@ -121,8 +125,11 @@ class Recorder(Actor):
 
 
 class InProcessLink:
-    """Joins two routers as remote peers without sockets, through the same
-    :class:`~actorbus.bus.router.PartyTransport` interface a TCP link implements.
+    """Joins two routers as remote peers without sockets: an in-memory transport
+    built on the transport seam alone (:mod:`actorbus.bus.party`), as a TCP link
+    is.  It implements :class:`~actorbus.bus.party.PartyTransport`, gets a
+    :class:`~actorbus.bus.party.RemoteParty` from ``router.attach`` and calls
+    nothing else of the bus.
 
     Each direction has its own delivery thread and FIFO queue (as a link has an
     I/O thread), so neither router is ever called under the other's lock.  Used
@@ -131,8 +138,6 @@ class InProcessLink:
 
     def __init__(self, a: Any, b: Any, name_a: str = "A", name_b: str = "B") -> None:
         import queue
-
-        from .bus.router import Router
 
         router_a: Router = a.router if hasattr(a, "router") else a
         router_b: Router = b.router if hasattr(b, "router") else b
@@ -155,13 +160,21 @@ class InProcessLink:
             self._threads.append(t)
 
     @staticmethod
-    def _pump(q: Any, party: Any) -> None:
+    def _pump(q: Any, party: RemoteParty) -> None:
         while True:
             item = q.get()
             if item is None:
                 return
             method, args = item
-            getattr(party, method)(*args)
+            if method is None:  # flush(): everything before it was delivered
+                args.set()
+                continue
+            held = party.hold_deliveries()
+            try:
+                getattr(party, method)(*args)
+            finally:
+                if held:
+                    party.release_deliveries()
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until everything sent so far was delivered (both directions, twice,
@@ -170,7 +183,7 @@ class InProcessLink:
             events = []
             for q in self._queues:
                 ev = threading.Event()
-                q.put(("_ab_noop", (ev,)))
+                q.put((None, ev))
                 events.append(ev)
             for ev in events:
                 if not ev.wait(timeout):

@@ -37,7 +37,6 @@ an in-memory transport of a few dozen lines built on this seam alone.
 from __future__ import annotations
 
 import enum
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -390,10 +389,6 @@ class RemoteParty:
         if key not in self._logged:
             self._logged.add(key)
             logger.warning("remote node {}: " + text.replace("{key}", "{}"), self.name, key)
-
-    def _ab_noop(self, event: threading.Event) -> None:
-        """Used by in-process test links to flush: sets ``event`` in order."""
-        event.set()
 
     def detach(self, reason: str) -> None:
         """The link is gone: every feed it carried goes away (subscribers see DOWN,
