@@ -98,7 +98,7 @@ class IncomingRequest(Generic[Q]):
                 f"classes as subclasses of actorbus.Reply"
             )
         request_cls = type(self.request)
-        if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
+        if type(reply) is not Reply and type(reply) not in request_cls.__replies__:
             allowed = sorted(c.__qualname__ for c in request_cls.__replies__)
             self._end_with_error(
                 f"the replier answered with {type(reply).__qualname__}, which "
@@ -270,11 +270,13 @@ class RequestHandle(Generic[Q]):
 
     def _retire(self, incoming: IncomingRequest[Q], count: bool = True) -> None:
         incoming._final = True
-        if incoming in self._active:
+        try:
             self._active.remove(incoming)
+        except ValueError:
+            pass  # the request was cancelled or ended meanwhile
         if count:
             self._remaining -= 1
-        incoming.feed._done_with(incoming)
+        incoming.feed._outstanding.pop(incoming.id, None)
 
     def _remote_ack(self, incoming: IncomingRequest[Q], taken: int) -> None:
         """A remote peer said ``taken`` of its repliers took the request."""
@@ -605,6 +607,3 @@ class ReplyFeed(Feed, Generic[Q]):
         if cb is not None:
             return cb(incoming)
         return None
-
-    def _done_with(self, incoming: IncomingRequest[Q]) -> None:
-        self._outstanding.pop(incoming.id, None)
