@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 import msgpack
 
-from actorbus.net import NotificationReceived
 from actorbus.net._memory import MemoryPipe
+from actorbus.net.protocol import NotificationReceived
 
 __all__ = ["main"]
 

@@ -77,7 +77,7 @@ POINTS = (
 def _install(side: str, out: str) -> None:
     """(role process) Wrap the methods that mark the points; dump at exit."""
     from actorbus.bus import feeds
-    from actorbus.net import link, protocol
+    from actorbus.net import _connection, protocol
 
     marks: list[tuple[int, str]] = []
     mark = marks.append
@@ -103,9 +103,9 @@ def _install(side: str, out: str) -> None:
 
     wrap(feeds.RequestFeed, "request", "request")
     wrap(protocol.LinkProtocol, "data_to_send", "encoded", after=True)
-    wrap(link._Session, "_write_direct", "sent", after=True)
-    wrap(link._Session, "_flush_locked", "sent", after=True)
-    wrap(link._Session, "buffer_updated", "read")
+    wrap(_connection._Connection, "_write_direct", "sent", after=True)
+    wrap(_connection._Connection, "_flush_locked", "sent", after=True)
+    wrap(_connection._Connection, "buffer_updated", "read")
     wrap(feeds.ReplyFeed, "_send_request", "posted")
     wrap(feeds.ReplyFeed, "_deliver_request", "callback")
     wrap(feeds.RequestHandle, "_reply_from", "reply" if side == "P" else "posted")

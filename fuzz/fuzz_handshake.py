@@ -52,25 +52,18 @@ except ImportError:
 _INSTRUMENT = _atheris is not None and __name__ == "__main__"
 
 with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
+    from actorbus.bus.message import ReplyStatus
+    from actorbus.bus.router import Role
+    from actorbus.bus.scope import FeedState, Scope
     from actorbus.errors import (
         LinkClosedError,
         MessageTooLargeError,
         ProtocolError,
         UsageError,
     )
-    from actorbus.net import (
-        FeedState,
-        LinkProtocol,
-        LinkState,
-        LogonAccepted,
-        LogonRequested,
-        ProtocolSettings,
-        ReplyStatus,
-        Role,
-        Scope,
-        Side,
-    )
+    from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
     from actorbus.net._memory import encode_frame
+    from actorbus.net.protocol import LogonAccepted, LogonRequested
 
 __all__ = ["OPS", "SETTINGS", "Trace", "one_input", "run", "seeds"]
 
@@ -267,7 +260,7 @@ def _take_events(world: _World, index: int, program: _Program) -> None:
             event = end.next_event()
         except ProtocolError:
             world.trace.append(("protocol-error", index))
-            if end.state is not LinkState.CLOSED or end.error is None:
+            if end.state is not ProtocolState.CLOSED or end.error is None:
                 raise AssertionError("a ProtocolError left the link open") from None
             return
         if event is None:
@@ -340,14 +333,14 @@ def _check(world: _World) -> None:
     limit = SETTINGS.max_frame_size + 4
     for index, end in enumerate(world.ends):
         state = end.state
-        if world.closed[index] and state is not LinkState.CLOSED:
+        if world.closed[index] and state is not ProtocolState.CLOSED:
             raise AssertionError(f"end {index} left CLOSED for {state.name}")
-        world.closed[index] = state is LinkState.CLOSED
-        if end.side is Side.CLIENT and state is LinkState.LOGON_RECEIVED:
+        world.closed[index] = state is ProtocolState.CLOSED
+        if end.side is Side.CLIENT and state is ProtocolState.LOGON_RECEIVED:
             raise AssertionError("a client is LOGON_RECEIVED")
-        if end.side is Side.SERVER and state is LinkState.LOGON_SENT:
+        if end.side is Side.SERVER and state is ProtocolState.LOGON_SENT:
             raise AssertionError("a server is LOGON_SENT")
-        if state is LinkState.CONNECTED and end.peer_node_id is None:
+        if state is ProtocolState.CONNECTED and end.peer_node_id is None:
             raise AssertionError("CONNECTED without a peer node id")
         if end.bytes_buffered > limit:
             raise AssertionError(f"end {index} buffers {end.bytes_buffered} bytes > {limit}")
@@ -366,7 +359,7 @@ def _finish(world: _World) -> None:
             if data:
                 end.receive_data(data, world.now)
             _take_events(world, index, _Program(b"\x00"))
-    both = all(e.state is LinkState.CONNECTED for e in world.ends)
+    both = all(e.state is ProtocolState.CONNECTED for e in world.ends)
     for index, end in enumerate(world.ends):
         counters = dataclasses.asdict(end.counters)
         counters.pop("bytes_in")

@@ -38,16 +38,9 @@ _INSTRUMENT = _atheris is not None and __name__ == "__main__"
 
 with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
     from actorbus.errors import ProtocolError
-    from actorbus.net import (
-        PROTOCOL_VERSION,
-        FrameType,
-        LinkProtocol,
-        LinkState,
-        LogonRequested,
-        ProtocolSettings,
-        Side,
-    )
+    from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
     from actorbus.net._memory import MemoryPipe, encode_frame
+    from actorbus.net.protocol import FrameType, LogonRequested
 
 __all__ = ["MAX_FRAME", "MODES", "Outcome", "make_receiver", "one_input", "run", "split"]
 
@@ -60,7 +53,7 @@ SETTINGS = ProtocolSettings(max_frame_size=MAX_FRAME, logon_timeout=0)
 
 #: What the receiver observed: event reprs (and "ProtocolError" where one was
 #: raised), final state, counters without bytes_in, bytes queued for the peer.
-Outcome = tuple[tuple[str, ...], LinkState, tuple[tuple[str, int], ...], bytes]
+Outcome = tuple[tuple[str, ...], ProtocolState, tuple[tuple[str, int], ...], bytes]
 
 
 def known_type(type_name: str) -> bool:
@@ -113,7 +106,7 @@ def run(receiver: LinkProtocol, reads: list[bytes]) -> Outcome:
             seen.extend(repr(event) for event in receiver.events())
         except ProtocolError:
             seen.append("ProtocolError")
-            if receiver.state is not LinkState.CLOSED or receiver.error is None:
+            if receiver.state is not ProtocolState.CLOSED or receiver.error is None:
                 raise AssertionError("a ProtocolError left the link open") from None
     counters = tuple(
         (name, value)

@@ -83,7 +83,9 @@ def _load(path: Path) -> ModuleType:
 def _protocol_seeds() -> list[bytes]:
     """Valid streams for fuzz_protocol.py (which has no ``seeds()``): what a
     correct server and client send, for each receiving mode of that target."""
-    from actorbus.net import FeedState, ReplyStatus, Role, Scope
+    from actorbus.bus.message import ReplyStatus
+    from actorbus.bus.router import Role
+    from actorbus.bus.scope import FeedState, Scope
     from actorbus.net._memory import MemoryPipe
 
     pipe = MemoryPipe()

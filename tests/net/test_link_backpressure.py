@@ -12,7 +12,7 @@ from nodes.support import buses, wait_for
 
 from actorbus.actors import Actor
 from actorbus.errors import LinkClosedError, UsageError
-from actorbus.net import LinkState, ProtocolSettings
+from actorbus.net import ProtocolSettings, ProtocolState
 from actorbus.net._memory import MemoryPipe
 from actorbus.net.link import LinkSettings
 from actorbus.testing import wait_until
@@ -94,7 +94,7 @@ def test_keepalive_and_reading_resumed_in_the_protocol() -> None:
     assert proto.next_deadline() == 6.0
     proto.tick(5.5)
     assert proto.next_event() is None
-    assert proto.state is LinkState.CONNECTED
+    assert proto.state is ProtocolState.CONNECTED
     proto.logoff("done")
     proto.reading_resumed(6.0)  # a no-op once closed
     assert proto.next_deadline() is None

@@ -42,28 +42,28 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         sub.log.wait_for(lambda ev: ("feed_status", s.key, UP) in ev)
         rep.log.wait_for(lambda ev: ("publish_status", after.key, UP) in ev)
         [accepted] = service.links
-        a_session, b_session = link._session, accepted._session
-        assert b_session is not None and a_session is not None
-        assert a_session.transport is not None
-        sock = a_session.transport.get_extra_info("socket")
+        a_conn, b_conn = link._connection, accepted._connection
+        assert b_conn is not None and a_conn is not None
+        assert a_conn.transport is not None
+        sock = a_conn.transport.get_extra_info("socket")
         link.selector.run(sock.setsockopt, socket.SOL_SOCKET, socket.SO_SNDBUF, 8_192)
         for size in sizes:  # from this thread, neither the link's nor an actor's
             f.request(Fetch("/f", size=size))
         taken = [e[1] for e in rep.log.wait_count("request", len(sizes)) if e[0] == "request"]
         # the acknowledgements are out (A holds them up to 1 ms for a reply)
-        wait_for(lambda: not a_session.pending and not a_session.scheduled, "A is idle")
+        wait_for(lambda: not a_conn.pending and not a_conn.scheduled, "A is idle")
         # B stops reading, so the small buffers fill and cannot take a large reply
         # at once (were B reading on the other CPU, one write could take it all)
-        assert b_session.transport is not None
-        accepted.selector.run(b_session.transport.pause_reading)
+        assert b_conn.transport is not None
+        accepted.selector.run(b_conn.transport.pause_reading)
         # A's link is idle: the first reply is written by this thread and left
         # partial; then each reply, then a notification, from this thread
         for incoming in taken:
             size = incoming.request.size
             incoming.reply(Blob("/f", data=content(size)))
             after.publish(Counter("/after", n=size))
-        wait_for(lambda: a_session.direct_partial >= 1, "a direct write is left partial")
-        accepted.selector.run(b_session.transport.resume_reading)
+        wait_for(lambda: a_conn.direct_partial >= 1, "a direct write is left partial")
+        accepted.selector.run(b_conn.transport.resume_reading)
         replies = [
             e for e in req.log.wait_count("reply", len(sizes), timeout=20) if e[0] == "reply"
         ]
@@ -71,8 +71,8 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         assert all(r[2].data == content(len(r[2].data)) for r in replies)
         got = sub.log.wait_count("message", len(sizes), timeout=20)
         assert [e[1].n for e in got if e[0] == "message"] == sizes
-        assert b_session.direct_writes >= 1  # requests from this thread
-        assert a_session.direct_writes >= 1  # replies from this thread
-        assert not a_session.tail and not b_session.tail
-        assert a_session.direct_partial >= 1  # the loop finished what the socket left
+        assert b_conn.direct_writes >= 1  # requests from this thread
+        assert a_conn.direct_writes >= 1  # replies from this thread
+        assert not a_conn.tail and not b_conn.tail
+        assert a_conn.direct_partial >= 1  # the loop finished what the socket left
         assert accepted.counters.dropped == 0 and link.counters.dropped == 0

@@ -22,7 +22,7 @@ from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplySt
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.config import load_config
 from actorbus.errors import LinkClosedError, UsageError
-from actorbus.net import node as node_module
+from actorbus.net import _io_thread
 from actorbus.net.link import LinkStatus
 from actorbus.node import Bus
 from actorbus.testing import Recorder
@@ -539,11 +539,11 @@ def test_links_run_on_either_event_loop_with_nodelay_sockets(
     send small frames at once (TCP_NODELAY), so a request/reply is never held
     back by Nagle's algorithm waiting for a delayed ACK."""
     if loop == "asyncio":
-        monkeypatch.setattr(node_module, "_new_loop", asyncio.new_event_loop)
+        monkeypatch.setattr(_io_thread, "_new_loop", asyncio.new_event_loop)
     with buses("A", "B") as (a, b):
         service, link = linked(a, b)
         for end in (link, service.links[0]):
-            sock = end._session.transport.get_extra_info("socket")
+            sock = end._connection.transport.get_extra_info("socket")
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
             assert ("uvloop" in type(end.selector.loop).__module__) == (loop == "uvloop")
         rep = Recorder("rep")

@@ -8,8 +8,9 @@ from nodes.messages import Counter
 from nodes.support import RawPeer, buses, wait_for
 
 from actorbus.bus.feeds import PublishFeed
-from actorbus.net import NotificationReceived, ReceiptReceived, Role
+from actorbus.bus.router import Role
 from actorbus.net._receipts import Receipts
+from actorbus.net.protocol import NotificationReceived, ReceiptReceived
 from actorbus.net.service import Service
 
 
@@ -33,7 +34,7 @@ def test_a_receipt_above_what_was_written_adds_nothing() -> None:
     r.ended("B", "b1", written=10, received=0)
     r.logon("B", "b1")
     assert r.receipt("B", "b1", 12) == 0
-    assert r.receipt("B", "other", 0) == 0  # not the session of this account
+    assert r.receipt("B", "other", 0) == 0  # not the run of this account
     assert r.receipt("C", "c1", 0) == 0  # no account
 
 
@@ -49,18 +50,18 @@ def test_a_restarted_peer_loses_what_its_last_receipt_did_not_cover() -> None:
     r.ended("B", "b2", written=3, received=2)
     assert r.logon("B", "b2") == (2, 0)
     assert r.receipt("B", "b2", 3) == 0
-    # a connection of the old session ending late changes nothing
+    # a connection of the old run ending late changes nothing
     r.ended("B", "b1", written=1000, received=1000)
     assert r.logon("B", "b2") == (2, 0)
 
 
 def _serve_one(
-    service: Service, feed: PublishFeed[Counter], session: str, receipt: int, n: int
+    service: Service, feed: PublishFeed[Counter], run_id: str, receipt: int, n: int
 ) -> ReceiptReceived:
-    """Peer "P" (session ``session``) logs on with ``receipt``, subscribes, reads
+    """Peer "P" (run ``run_id``) logs on with ``receipt``, subscribes, reads
     ``n`` notifications and drops the connection without logging off."""
     key = (Counter.__type_name__, "/r")
-    with RawPeer.connect(service.port, "P", session=session) as peer:
+    with RawPeer.connect(service.port, "P", run_id=run_id) as peer:
         peer.logon(receipt)
         peer.proto.subscribe(key, Role.SUBSCRIBER)
         peer.send()
@@ -85,7 +86,7 @@ def test_the_node_counts_what_the_peer_did_not_read_and_what_a_restart_cannot_co
             # P says it read 7 of the 10 (as if the connection broke after 7)
             assert _serve_one(service, feed, "p1", 7, 4) == ReceiptReceived(0)
             assert service.counters.links.lost == 3
-            # P restarted (new session): of the 14 written to p1, 7 were acknowledged
+            # P restarted (new run id): of the 14 written to p1, 7 were acknowledged
             # and 3 counted already; the 4 others can no longer be confirmed
             assert _serve_one(service, feed, "p2", 0, 0) == ReceiptReceived(0)
             assert service.counters.links.lost == 7

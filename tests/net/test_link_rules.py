@@ -22,20 +22,11 @@ from nodes.support import (
     wait_for,
 )
 
-from actorbus.bus.scope import FeedState
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
 from actorbus.errors import LinkClosedError
 from actorbus.net.link import LinkStatus
-from actorbus.net.protocol import (
-    FeedState as WireFeedState,
-)
-from actorbus.net.protocol import (
-    LogoffReceived,
-    LogonAccepted,
-    LogonRejected,
-    Role,
-    Scope,
-    Subscribed,
-)
+from actorbus.net.protocol import LogoffReceived, LogonAccepted, LogonRejected, Subscribed
 from actorbus.node import Bus
 from actorbus.testing import Recorder
 
@@ -87,21 +78,21 @@ def test_second_link_is_rejected_whichever_side_dials() -> None:
 def test_a_restarted_node_with_its_id_replaces_the_link_to_its_previous_run() -> None:
     """A node whose id is fixed (``nodeId``) restarts while the peer still holds
     the link to its previous run (a dead end that has not noticed, as after a
-    host crash without heartbeats): the new run's logon carries a new session
+    host crash without heartbeats): the new run's logon carries a new run id
     id, so it replaces the held link instead of being refused as a second one."""
     with buses("B") as (b,):
         log_b = SystemLog(b)
         service = b.listen(0)
-        with RawPeer.connect(service.port, "A", session="run-1") as previous:
+        with RawPeer.connect(service.port, "A", run_id="run-1") as previous:
             assert previous.logon() == "B"
             assert SystemLog.next(log_b.logged_on).peer_node == "A"
             sub = Recorder("sub")
             started(b, sub)
             sub.subscribe(Counter, "/restart")
-            with buses("A") as (a,):  # the new run, same id, a new session
+            with buses("A") as (a,):  # the new run, same id, a new run id
                 link = a.connect("127.0.0.1", service.port)
                 assert link.wait_logged_on(5) == "B"
-                expected = "node 'A' restarted (new session "
+                expected = "node 'A' restarted (new run id "
                 assert previous.expect(LogoffReceived).reason.startswith(expected)
                 off = SystemLog.next(log_b.logged_off)
                 assert off.peer_node == "A" and expected in off.reason, off.reason
@@ -265,7 +256,7 @@ def test_a_body_that_does_not_decode_closes_the_link() -> None:
         inbox = a.inbox(Counter, "/c")
         with RawPeer.connect(service.port, "X") as raw:
             raw.logon()
-            raw.proto.advertise(COUNTER, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+            raw.proto.advertise(COUNTER, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
             raw.send()
             raw.expect(Subscribed)  # the inbox on A subscribes
             assert inbox.wait_up(5)
@@ -287,10 +278,10 @@ def test_unknown_types_are_counted_and_ignored() -> None:
         with RawPeer.connect(service.port, "X") as raw:
             raw.logon()
             raw.proto.advertise(
-                ("no.such.Type", "/x"), Role.PUBLISHER, Scope.REMOTE_ONLY, WireFeedState.UP
+                ("no.such.Type", "/x"), Role.PUBLISHER, Scope.REMOTE_ONLY, FeedState.UP
             )
             raw.proto.advertise(
-                COUNTER, Role.REPLIER, Scope.REMOTE_ONLY, WireFeedState.UP
+                COUNTER, Role.REPLIER, Scope.REMOTE_ONLY, FeedState.UP
             )  # a notification type
             raw.send()
             (link,) = service.links

@@ -1,7 +1,7 @@
 """Polling selectors (``net.selector.NAME.type`` spinning | spin+park | spin+yield):
 the selector's event loop polls instead of blocking in epoll when idle.  Real
 loopback sockets between two buses in this process; the counters of
-``Selector.stats()`` show how the loop polled."""
+``IOThread.stats()`` show how the loop polled."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from actorbus.config import (
     load_config,
 )
 from actorbus.errors import ConfigError
-from actorbus.net import SelectorStats
-from actorbus.net.node import Selector
+from actorbus.net import IOThreadStats
+from actorbus.net._io_thread import IOThread
 from actorbus.node import Bus
 from actorbus.testing import Recorder
 
@@ -82,13 +82,13 @@ def own_thread(node_id: str, kind: DispatcherKind, **selector: Any) -> Bus:
     return Bus(config, node_id=node_id)
 
 
-def selector(bus: Bus) -> Selector:
+def selector(bus: Bus) -> IOThread:
     assert bus.net is not None
     [only] = bus.net.selectors
     return only
 
 
-def loop_turns(sel: Selector, turns: int = 2) -> None:
+def loop_turns(sel: IOThread, turns: int = 2) -> None:
     """Wait until ``sel``'s loop has run ``turns`` more iterations (one callback each)."""
     for _ in range(turns):
         done = threading.Event()
@@ -175,7 +175,7 @@ def test_a_blocking_selector_has_no_poller_and_zero_counters() -> None:
             bus.listen(0)
             sel = selector(bus)
             assert sel.poller is None
-            assert sel.stats() == SelectorStats("net", kind, None)
+            assert sel.stats() == IOThreadStats("net", kind, None)
 
 
 # ------------------------------------------------------------ spin+park, step by step

@@ -87,7 +87,7 @@ def test_actors_and_links_share_one_thread_and_no_io_thread_is_started() -> None
         replies = [e for e in req.log.wait_count("reply", 20) if e[0] == "reply"]
         assert sorted(r[2].value for r in replies) == [q * 2 for q in range(20)]
         assert all(r[1] == 0 for r in replies)
-        link_thread = b.net.links[0].selector._ident
+        link_thread = b.net.links[0].selector.ident
         assert sub.threads == req.threads == {link_thread}
         assert b.runtime.dispatcher("io").loop_thread_ident == link_thread
     finally:

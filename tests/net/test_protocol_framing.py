@@ -8,21 +8,17 @@ import random
 import msgpack
 import pytest
 
+from actorbus.bus.router import Role
 from actorbus.errors import LinkClosedError, ProtocolError
-from actorbus.net import (
-    PROTOCOL_VERSION,
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net.protocol import (
     ConnectionClosed,
     Event,
     FrameType,
-    LinkProtocol,
-    LinkState,
     LogonRequested,
     NotificationReceived,
-    ProtocolSettings,
-    Role,
-    Side,
 )
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 
 KEY = ("demo.Blob", "/big")
 LIMIT = 1024
@@ -74,7 +70,7 @@ def test_oversized_prefix_is_rejected_from_the_prefix_alone() -> None:
     assert srv.bytes_buffered == 0
     with pytest.raises(ProtocolError, match=r"frame of 1025 bytes, above max_frame_size=1024"):
         srv.next_event()
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
     assert srv.counters.corrupt_frames == 1
     assert msgpack.unpackb(srv.data_to_send()[4:]) == [
         int(FrameType.LOGOFF),
@@ -124,7 +120,7 @@ def test_zero_length_frame() -> None:
     srv.receive_data(b"\x00\x00\x00\x00", 0.0)
     with pytest.raises(ProtocolError, match="frame of length 0"):
         srv.next_event()
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
 
 
 def test_prefix_shorter_than_the_body_is_detected() -> None:
@@ -146,7 +142,7 @@ def test_eof_at_a_frame_boundary() -> None:
     pipe.transfer()
     pipe.client.receive_data(b"", 1.0)
     assert list(pipe.client.events()) == [NotificationReceived(KEY, (1,)), ConnectionClosed()]
-    assert pipe.client.state is LinkState.CLOSED
+    assert pipe.client.state is ProtocolState.CLOSED
     assert pipe.client.close_reason == "the peer closed the connection without logging off"
     assert pipe.client.data_to_send() == b""  # nobody to tell
 
@@ -171,7 +167,7 @@ def test_eof_in_the_middle_of_a_frame(partial: bytes, match: str) -> None:
     srv.receive_data(b"", 0.0)
     with pytest.raises(ProtocolError, match=f"ended in the middle of a frame: {match}"):
         srv.next_event()
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
 
 
 # ---------------------------------------------------------------- splitting
@@ -250,7 +246,7 @@ def test_after_a_protocol_error_everything_is_quiet_and_consistent() -> None:
     srv = accepted_server()
     srv.receive_data(encode_frame(NOTIFY, 1, 0, (1,)) + b"\x00\x00\x00\x00", 0.0)
     assert srv.next_event() == NotificationReceived(KEY, (1,))
-    assert srv.state is LinkState.SYNCING  # the error has not been taken yet
+    assert srv.state is ProtocolState.SYNCING  # the error has not been taken yet
     srv.notify(KEY, ("still allowed",))  # queued before the LOGOFF
     with pytest.raises(ProtocolError) as info:
         srv.next_event()

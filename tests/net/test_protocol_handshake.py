@@ -5,26 +5,22 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
 from actorbus.errors import LinkClosedError, ProtocolError, UsageError
-from actorbus.net import (
-    PROTOCOL_VERSION,
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net._wire import ROLE_CODES, SCOPE_CODES
+from actorbus.net.protocol import (
     Advertised,
-    FeedState,
     FrameType,
-    LinkProtocol,
-    LinkState,
     LogoffReceived,
     LogonAccepted,
     LogonComplete,
     LogonRejected,
     LogonRequested,
     NotificationReceived,
-    ProtocolSettings,
-    Role,
-    Scope,
-    Side,
 )
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
 LOGON = int(FrameType.LOGON)
@@ -72,8 +68,8 @@ def test_logon_accepted_connects_both_ends() -> None:
     client_seen, server_seen = pipe.logon()
     assert client_seen == [LogonAccepted("server-node"), LogonComplete()]
     assert server_seen == [LogonRequested("client-node"), LogonComplete()]
-    assert pipe.client.state is LinkState.CONNECTED
-    assert pipe.server.state is LinkState.CONNECTED
+    assert pipe.client.state is ProtocolState.CONNECTED
+    assert pipe.server.state is ProtocolState.CONNECTED
     assert pipe.client.peer_node_id == "server-node"
     assert pipe.server.peer_node_id == "client-node"
     assert pipe.client.close_reason is None
@@ -91,7 +87,14 @@ def test_handshake_frames_on_the_wire() -> None:
     assert frames_of(pipe.server.data_to_send()) == [
         (int(FrameType.LOGON_ACCEPT), "server-node"),
         (int(FrameType.KEY_DEF), 0, *KEY),
-        (int(FrameType.ADVERTISE), 1, 0, int(Role.PUBLISHER), int(Scope.LOCAL_AND_REMOTE), True),
+        (
+            int(FrameType.ADVERTISE),
+            1,
+            0,
+            ROLE_CODES[Role.PUBLISHER],
+            SCOPE_CODES[Scope.LOCAL_AND_REMOTE],
+            True,
+        ),
         (int(FrameType.LOGON_COMPLETE),),
     ]
 
@@ -99,10 +102,10 @@ def test_handshake_frames_on_the_wire() -> None:
 def test_state_moves_when_the_event_is_taken() -> None:
     srv = server()
     srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli"), 0.0)
-    assert srv.state is LinkState.IDLE  # parsed, not yet taken
+    assert srv.state is ProtocolState.IDLE  # parsed, not yet taken
     assert srv.peer_node_id is None
     assert srv.next_event() == LogonRequested("cli")
-    assert srv.state is LinkState.LOGON_RECEIVED
+    assert srv.state is ProtocolState.LOGON_RECEIVED
     assert srv.peer_node_id == "cli"
 
 
@@ -114,24 +117,24 @@ def test_advertisements_then_complete_before_connected() -> None:
     pipe.server.accept_logon()
     pipe.server.advertise(KEY, Role.PUBLISHER, Scope.REMOTE_ONLY, FeedState.DOWN)
     pipe.server.complete_logon()
-    assert pipe.server.state is LinkState.SYNCING  # the client's complete is missing
+    assert pipe.server.state is ProtocolState.SYNCING  # the client's complete is missing
     pipe.transfer()
     assert list(pipe.client.events()) == [
         LogonAccepted("server-node"),
         Advertised(KEY, Role.PUBLISHER, Scope.REMOTE_ONLY, FeedState.DOWN),
         LogonComplete(),
     ]
-    assert pipe.client.state is LinkState.SYNCING  # its own complete is not sent yet
+    assert pipe.client.state is ProtocolState.SYNCING  # its own complete is not sent yet
     pipe.client.notify(KEY, (1,))  # anything may flow before LOGON_COMPLETE
     pipe.client.complete_logon()
-    assert pipe.client.state is LinkState.CONNECTED
+    assert pipe.client.state is ProtocolState.CONNECTED
     pipe.transfer()
     assert list(pipe.server.events()) == [NotificationReceived(KEY, (1,)), LogonComplete()]
-    assert pipe.server.state is LinkState.CONNECTED
+    assert pipe.server.state is ProtocolState.CONNECTED
 
 
 def test_logon_with_extra_fields_is_accepted() -> None:
-    # Later versions may append fields to LOGON after the session id; they are ignored here.
+    # Later versions may append fields to LOGON after the run id; they are ignored here.
     srv = server()
     srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "s-1", {"x": 1}), 0.0)
     assert srv.next_event() == LogonRequested("cli", "s-1")
@@ -149,11 +152,11 @@ def test_server_rejects_a_second_link_with_the_reason() -> None:
     # The application knows all its links; this pair is already linked.
     reason = f"a link to node {request.peer_node_id!r} already exists"
     pipe.server.reject_logon(reason)
-    assert pipe.server.state is LinkState.CLOSED
+    assert pipe.server.state is ProtocolState.CLOSED
     assert pipe.server.close_reason == f"logon rejected here: {reason}"
     pipe.transfer()
     assert list(pipe.client.events()) == [LogonRejected(reason)]
-    assert pipe.client.state is LinkState.CLOSED
+    assert pipe.client.state is ProtocolState.CLOSED
     assert pipe.client.close_reason == f"logon rejected by the peer: {reason}"
 
 
@@ -163,7 +166,7 @@ def test_version_mismatch_is_rejected_with_a_reason() -> None:
     theirs, ours = PROTOCOL_VERSION + 1, PROTOCOL_VERSION
     with pytest.raises(ProtocolError, match=rf"version {theirs}, this node speaks version {ours}"):
         srv.next_event()
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
     answer = srv.data_to_send()
     assert frames_of(answer) == [
         (
@@ -179,7 +182,7 @@ def test_version_mismatch_is_rejected_with_a_reason() -> None:
     event = cli.next_event()
     assert isinstance(event, LogonRejected)
     assert f"version {theirs} is not supported" in event.reason
-    assert cli.state is LinkState.CLOSED
+    assert cli.state is ProtocolState.CLOSED
 
 
 def test_client_rejects_after_learning_the_server_id() -> None:
@@ -194,13 +197,13 @@ def test_client_rejects_after_learning_the_server_id() -> None:
     accepted = pipe.client.next_event()
     assert accepted == LogonAccepted("server-node")
     pipe.client.reject_logon("server-node is not the node this connection was meant for")
-    assert pipe.client.state is LinkState.CLOSED
+    assert pipe.client.state is ProtocolState.CLOSED
     assert pipe.client.next_event() is None  # the advertisement was discarded
     pipe.transfer()
     assert list(pipe.server.events()) == [
         LogoffReceived("server-node is not the node this connection was meant for")
     ]
-    assert pipe.server.state is LinkState.CLOSED
+    assert pipe.server.state is ProtocolState.CLOSED
 
 
 @pytest.mark.parametrize(
@@ -231,7 +234,7 @@ def test_garbage_before_logon_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="garbage before logon: a NOTIFY frame") as info:
         srv.next_event()
     assert "unknown peer" in str(info.value)
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
     assert srv.counters.corrupt_frames == 1
     assert frames_of(srv.data_to_send()) == [
         (int(FrameType.LOGON_REJECT), "protocol error: frame before logon was accepted")
@@ -328,7 +331,7 @@ def test_logoff_is_allowed_before_logon() -> None:
     srv = server()
     srv.receive_data(encode_frame(int(FrameType.LOGOFF), "changed my mind"), 0.0)
     assert srv.next_event() == LogoffReceived("changed my mind")
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
 
 
 # ------------------------------------------------------------ local misuse
@@ -414,7 +417,7 @@ def test_logoff_both_ways_and_commands_after_close() -> None:
     pipe = MemoryPipe()
     pipe.logon()
     pipe.client.logoff("node shutting down")
-    assert pipe.client.state is LinkState.CLOSED
+    assert pipe.client.state is ProtocolState.CLOSED
     assert pipe.client.close_reason == "logged off here: node shutting down"
     pipe.transfer()
     assert list(pipe.server.events()) == [LogoffReceived("node shutting down")]
@@ -457,7 +460,7 @@ def test_long_reasons_are_cut_so_the_closing_frame_always_fits() -> None:
     pipe = MemoryPipe(settings=ProtocolSettings(max_frame_size=1024))
     pipe.logon()
     pipe.client.logoff("é" * 5000)
-    assert pipe.client.state is LinkState.CLOSED
+    assert pipe.client.state is ProtocolState.CLOSED
     pipe.transfer()
     (event,) = pipe.server.events()
     assert isinstance(event, LogoffReceived)

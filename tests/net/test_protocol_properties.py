@@ -16,27 +16,25 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from actorbus.net import (
+from actorbus.bus.message import ReplyStatus
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
+from actorbus.net import LinkProtocol, ProtocolState
+from actorbus.net._memory import MemoryPipe
+from actorbus.net.protocol import (
     Advertised,
     CancelReceived,
     Event,
-    FeedState,
     FeedStatusReceived,
-    LinkProtocol,
-    LinkState,
     LogonAccepted,
     LogonComplete,
     LogonRequested,
     NotificationReceived,
     ReplyReceived,
-    ReplyStatus,
     RequestAcknowledged,
     RequestReceived,
-    Role,
-    Scope,
     Subscribed,
 )
-from actorbus.net._memory import MemoryPipe
 
 SEED = 20_261_121
 
@@ -131,7 +129,7 @@ def _known(key: tuple[str, str]) -> bool:
 def apply(sender: LinkProtocol, script: list[tuple[Any, ...]]) -> list[Event]:
     """Run ``script`` on ``sender``; return the events a receiver must see."""
     expected: list[Event] = []
-    completed = sender.state is not LinkState.SYNCING  # connected senders completed already
+    completed = sender.state is not ProtocolState.SYNCING  # connected senders completed already
     for name, *args in script:
         if name == "complete":
             if not completed:
@@ -204,7 +202,9 @@ def test_valid_streams_give_exactly_the_sent_events(
 ) -> None:
     stream, expected = valid_stream(mode, script)
     outcome = fuzz.run(fuzz.make_receiver(mode), [stream])
-    if mode == 0 and script:  # frames behind a LOGON nobody accepted
+    # (notify_many with no bodies sends no frame)
+    sends = any(not (c[0] == "notify_many" and not c[2]) for c in script)
+    if mode == 0 and sends:  # frames behind a LOGON nobody accepted
         assert _events(outcome) == [*map(repr, expected), "ProtocolError"]
     else:
         assert _events(outcome) == [repr(e) for e in expected]

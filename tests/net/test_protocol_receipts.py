@@ -1,4 +1,4 @@
-"""RECEIPT frames and session ids (docs/protocol.md §2, §3), and commands that
+"""RECEIPT frames and run ids (docs/protocol.md §2, §3), and commands that
 are refused for their body queueing no KEY_DEF either."""
 
 from __future__ import annotations
@@ -6,24 +6,19 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
 from actorbus.errors import MessageTooLargeError, ProtocolError, UsageError
-from actorbus.net import (
-    PROTOCOL_VERSION,
-    FeedState,
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import all_types_known, encode_frame
+from actorbus.net.protocol import (
     FrameType,
-    LinkProtocol,
-    LinkState,
     LogonAccepted,
     LogonComplete,
     LogonRequested,
     NotificationReceived,
-    ProtocolSettings,
     ReceiptReceived,
-    Role,
-    Scope,
-    Side,
 )
-from actorbus.net._memory import all_types_known, encode_frame
 
 LOGON = int(FrameType.LOGON)
 RECEIPT = int(FrameType.RECEIPT)
@@ -43,13 +38,13 @@ def frames_of(data: bytes) -> list[tuple[object, ...]]:
 SETTINGS = ProtocolSettings(max_frame_size=1024)
 
 
-def end(side: Side, node: str, session: str = "") -> LinkProtocol:
+def end(side: Side, node: str, run_id: str = "") -> LinkProtocol:
     return LinkProtocol(
-        side, node, 0.0, is_known_type=all_types_known, settings=SETTINGS, session_id=session
+        side, node, 0.0, is_known_type=all_types_known, settings=SETTINGS, run_id=run_id
     )
 
 
-def test_session_ids_cross_in_logon_and_logon_accept() -> None:
+def test_run_ids_cross_in_logon_and_logon_accept() -> None:
     cli = end(Side.CLIENT, "cli", "c-1")
     srv = end(Side.SERVER, "srv", "s-1")
     cli.logon()
@@ -57,13 +52,13 @@ def test_session_ids_cross_in_logon_and_logon_accept() -> None:
     assert frames_of(logon) == [(LOGON, PROTOCOL_VERSION, "cli", "c-1")]
     srv.receive_data(logon, 0.0)
     assert srv.next_event() == LogonRequested("cli", "c-1")
-    assert srv.peer_session == "c-1"
+    assert srv.peer_run_id == "c-1"
     srv.accept_logon()
     accept = srv.data_to_send()
     assert frames_of(accept) == [(int(FrameType.LOGON_ACCEPT), "srv", "s-1")]
     cli.receive_data(accept, 0.0)
     assert cli.next_event() == LogonAccepted("srv", "s-1")
-    assert cli.peer_session == "s-1"
+    assert cli.peer_run_id == "s-1"
 
 
 def test_receipts_arrive_before_logon_complete_both_ways() -> None:
@@ -81,7 +76,7 @@ def test_receipts_arrive_before_logon_complete_both_ways() -> None:
     cli.complete_logon()
     srv.receive_data(cli.data_to_send(), 0.0)
     assert list(srv.events()) == [ReceiptReceived(2**64 - 1), LogonComplete()]
-    assert cli.state is srv.state is LinkState.CONNECTED
+    assert cli.state is srv.state is ProtocolState.CONNECTED
 
 
 def test_the_receipt_command_is_once_and_before_logon_complete() -> None:
@@ -130,7 +125,7 @@ def test_bad_receipts_are_protocol_errors(frames: list[tuple[object, ...]], matc
     cli.receive_data(b"".join(encode_frame(*f) for f in frames), 0.0)
     with pytest.raises(ProtocolError, match=match):
         list(cli.events())
-    assert cli.state is LinkState.CLOSED
+    assert cli.state is ProtocolState.CLOSED
 
 
 def test_a_receipt_before_the_logon_is_accepted_is_garbage() -> None:
@@ -143,11 +138,11 @@ def test_a_receipt_before_the_logon_is_accepted_is_garbage() -> None:
 @pytest.mark.parametrize(
     ("body", "match"),
     [
-        ((LOGON, PROTOCOL_VERSION, "cli", 5), "session id is 5, expected a str"),
+        ((LOGON, PROTOCOL_VERSION, "cli", 5), "run id is 5, expected a str"),
         ((LOGON, PROTOCOL_VERSION, "cli", "s" * 65), "it has 65 UTF-8 bytes, expected at most 64"),
     ],
 )
-def test_malformed_session_ids(body: tuple[object, ...], match: str) -> None:
+def test_malformed_run_ids(body: tuple[object, ...], match: str) -> None:
     srv = end(Side.SERVER, "srv")
     srv.receive_data(encode_frame(*body), 0.0)
     with pytest.raises(ProtocolError, match=match):
@@ -159,8 +154,8 @@ def test_malformed_session_ids(body: tuple[object, ...], match: str) -> None:
         cli.next_event()
 
 
-def test_the_session_id_argument_is_checked() -> None:
-    with pytest.raises(UsageError, match="session_id=5: expected a str"):
+def test_the_run_id_argument_is_checked() -> None:
+    with pytest.raises(UsageError, match="run_id=5: expected a str"):
         end(Side.CLIENT, "cli", 5)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="at most 64"):
         end(Side.CLIENT, "cli", "é" * 33)

@@ -11,15 +11,15 @@ import msgpack
 import pytest
 
 from actorbus.errors import MessageTooLargeError, ProtocolError, UsageError
-from actorbus.net import (
+from actorbus.net import ProtocolSettings
+from actorbus.net._commands import RUN_MAX
+from actorbus.net._memory import MemoryPipe, encode_frame
+from actorbus.net.protocol import (
     FrameType,
     NotificationReceived,
-    ProtocolSettings,
     RequestAcknowledged,
     SequenceGap,
 )
-from actorbus.net._memory import MemoryPipe, encode_frame
-from actorbus.net.protocol import _RUN_MAX
 
 KEY = ("demo.DataPoint", "/demo")
 OTHER = ("demo.DataPoint", "/other")
@@ -97,7 +97,7 @@ def test_notify_many_splits_a_run_over_the_frame_size_limit_and_keeps_the_order(
 
 def test_notify_many_puts_at_most_run_max_bodies_in_a_frame() -> None:
     pipe = connected()
-    bodies = [("/demo", n) for n in range(2 * _RUN_MAX + 1)]
+    bodies = [("/demo", n) for n in range(2 * RUN_MAX + 1)]
     pipe.server.notify_many(KEY, bodies)
     data = pipe.server.data_to_send()
     assert frame_types(data) == [KEY_DEF, NOTIFY_RUN, NOTIFY_RUN, NOTIFY]

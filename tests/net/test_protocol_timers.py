@@ -5,19 +5,15 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from actorbus.net import (
-    PROTOCOL_VERSION,
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net.protocol import (
     FrameType,
     HeartbeatTimeout,
-    LinkProtocol,
-    LinkState,
     LogonRequested,
     LogonTimeout,
     NotificationReceived,
-    ProtocolSettings,
-    Side,
 )
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
 HB = ProtocolSettings(heartbeat_delay=10.0, heartbeat_reply_delay=2.0)
@@ -56,7 +52,7 @@ def test_idle_link_sends_heartbeat_and_the_reply_keeps_it_alive() -> None:
     client.receive_data(reply, 111.0)
     assert client.next_deadline() == 121.0  # idle timer restarted at the reply
     client.tick(115.0)
-    assert client.state is LinkState.CONNECTED
+    assert client.state is ProtocolState.CONNECTED
     assert list(client.events()) == []
     assert server.counters.heartbeats_in == 1
 
@@ -69,11 +65,11 @@ def test_no_reply_times_out_and_closes() -> None:
     client.tick(111.9)
     assert client.next_event() is None
     client.tick(112.0)
-    assert client.state is LinkState.CONNECTED  # until the event is taken
+    assert client.state is ProtocolState.CONNECTED  # until the event is taken
     assert client.next_deadline() is None
     event = client.next_event()
     assert event == HeartbeatTimeout(silent_for=12.0)
-    assert client.state is LinkState.CLOSED
+    assert client.state is ProtocolState.CLOSED
     assert client.close_reason == "heartbeat timeout: nothing received for 12.000s"
     logoff = client.data_to_send()
     assert msgpack.unpackb(logoff[4:]) == [int(FrameType.LOGOFF), "heartbeat timeout"]
@@ -103,7 +99,7 @@ def test_data_arriving_while_waiting_for_the_reply_is_an_answer() -> None:
     pipe.transfer(111.0)
     client.tick(112.0)
     assert list(client.events()) == [NotificationReceived(KEY, (1,))]
-    assert client.state is LinkState.CONNECTED
+    assert client.state is ProtocolState.CONNECTED
 
 
 def test_reply_delay_zero_keeps_probing_without_timing_out() -> None:
@@ -116,7 +112,7 @@ def test_reply_delay_zero_keeps_probing_without_timing_out() -> None:
         sent += len(frame_types(client.data_to_send()))
     assert sent == 4
     assert client.counters.heartbeats_out == 4
-    assert client.state is LinkState.CONNECTED
+    assert client.state is ProtocolState.CONNECTED
 
 
 def test_heartbeats_disabled() -> None:
@@ -156,7 +152,7 @@ def test_logon_timeout(side: Side) -> None:
     assert proto.next_event() is None
     proto.tick(1005.5)
     assert proto.next_event() == LogonTimeout(waited=5.5)
-    assert proto.state is LinkState.CLOSED
+    assert proto.state is ProtocolState.CLOSED
     closing = msgpack.unpackb(proto.data_to_send()[4:])
     expected = FrameType.LOGON_REJECT if side is Side.SERVER else FrameType.LOGOFF
     assert closing == [int(expected), "logon timeout"]
@@ -174,7 +170,7 @@ def test_logon_timeout_while_the_application_decides() -> None:
     assert srv.next_event() == LogonRequested("cli")
     srv.tick(6.0)
     assert srv.next_event() == LogonTimeout(waited=6.0)
-    assert srv.state is LinkState.CLOSED
+    assert srv.state is ProtocolState.CLOSED
 
 
 def test_accepted_logon_stops_the_logon_timer() -> None:
@@ -182,4 +178,4 @@ def test_accepted_logon_stops_the_logon_timer() -> None:
     pipe.logon(1.0)
     assert pipe.client.next_deadline() is None
     pipe.client.tick(100.0)
-    assert pipe.client.state is LinkState.CONNECTED
+    assert pipe.client.state is ProtocolState.CONNECTED

@@ -35,21 +35,14 @@ from reliability_support import (
 )
 
 from actorbus.bus.message import Field, Notification
-from actorbus.bus.scope import FeedState
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
 from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff
 from actorbus.config import load_config
 from actorbus.errors import ConfigError, SmSyntaxError
 from actorbus.fsm import load_sm
 from actorbus.net.link import LinkStats
-from actorbus.net.protocol import (
-    FeedState as WireFeedState,
-)
-from actorbus.net.protocol import (
-    LogonRejected,
-    RequestAcknowledged,
-    Role,
-    Scope,
-)
+from actorbus.net.protocol import LogonRejected, RequestAcknowledged
 from actorbus.net.service import Service
 from actorbus.node import Bus
 from actorbus.testing import wait_until
@@ -228,7 +221,7 @@ def test_a_body_that_does_not_decode_closes_only_that_link(node: Node) -> None:
     key = (Seq.__type_name__, "/rogue")
     with RawPeer(node.address, "bad-body") as peer:
         peer.logon()
-        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
         peer.proto.notify(key, ("/rogue", "not a timestamp", "n is not an int"))
         peer.flush()
         reason = _closed_by_node(peer)
@@ -244,7 +237,7 @@ def test_unknown_message_types_are_counted_and_the_link_stays(node: Node) -> Non
     key = ("no.such.Type", "/x")
     with RawPeer(node.address, "stranger") as peer:
         peer.logon()
-        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
         peer.proto.notify(key, ("/x", 1))
         peer.proto.request(key, 77, ("/x", 1))
         peer.flush()

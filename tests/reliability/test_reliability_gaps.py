@@ -23,9 +23,9 @@ from reliability_support import (
 )
 
 from actorbus.actors import Actor
-from actorbus.bus.scope import FeedState
-from actorbus.net.protocol import FeedState as WireFeedState
-from actorbus.net.protocol import LogonRejected, Role, Scope
+from actorbus.bus.router import Role
+from actorbus.bus.scope import FeedState, Scope
+from actorbus.net.protocol import LogonRejected
 from actorbus.net.service import Service
 from actorbus.node import Bus
 from actorbus.testing import wait_until
@@ -44,7 +44,7 @@ def served() -> Iterator[tuple[Bus, Service, SeqSubscriber, LogCapture]]:
 def _advertised(peer: RawPeer, subscriber: SeqSubscriber) -> tuple[str, str]:
     key = (Seq.__type_name__, "/gap")
     peer.logon()
-    peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+    peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
     peer.flush()
     assert wait_until(lambda: subscriber.states() == [FeedState.UP], 10)
     return key
@@ -85,7 +85,7 @@ def test_unknown_types_are_logged_once_with_the_type_name(
     key = ("no.such.Type", "/x")
     with RawPeer(("127.0.0.1", service.port), "gap-u") as peer:
         peer.logon()
-        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+        peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
         peer.proto.notify(key, ("/x", 1))
         peer.flush()
         assert wait_until(lambda: service.counters.links.unknown_types >= 2, 10)
@@ -140,7 +140,7 @@ def test_a_flood_into_a_subscriber_that_cannot_keep_up_is_pushed_back() -> None:
         key = (Seq.__type_name__, "/gap")
         with RawPeer(("127.0.0.1", service.port), "gap-flood") as peer:
             peer.logon()
-            peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, WireFeedState.UP)
+            peer.proto.advertise(key, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
             for n in range(1, frames + 1):
                 peer.proto.notify(key, ("/gap", 1, n, b"x" * 200))
             flood = peer.proto.data_to_send()

@@ -1,97 +1,43 @@
 """Remote links between nodes.
 
 :mod:`actorbus.net.protocol` is the sans-IO link protocol: every wire rule, no
-sockets, no ``await``, no clock.  The asyncio shells that carry it over TCP are
-built on top of :class:`LinkProtocol`.
+sockets, no ``await``, no clock (its events are importable from there).  The
+asyncio shell that carries it over TCP is :class:`Link` (:mod:`actorbus.net.link`),
+on the node's I/O threads (the *selectors* of the configuration, counted by
+:class:`IOThreadStats`), with :class:`Service` listening for links.
+
+The protocol speaks the bus's own enums (``actorbus.Scope``, ``actorbus.FeedState``,
+``actorbus.ReplyStatus``, ``actorbus.bus.router.Role``); this package has no
+copies of them.
 """
 
+from actorbus.net._io_thread import IOThreadStats
+from actorbus.net._link_stats import LinkStats
+from actorbus.net.link import Link, LinkSettings, LinkStatus
 from actorbus.net.protocol import (
-    DATA_FRAME_TYPES,
     DEFAULT_MAX_FRAME_SIZE,
     PROTOCOL_VERSION,
-    Advertised,
-    CancelReceived,
-    ConnectionClosed,
-    Event,
-    FeedState,
-    FeedStatusReceived,
-    FrameType,
-    HeartbeatTimeout,
-    LinkCounters,
     LinkProtocol,
-    LinkState,
-    LogoffReceived,
-    LogonAccepted,
-    LogonComplete,
-    LogonRejected,
-    LogonRequested,
-    LogonTimeout,
-    NotificationReceived,
     ProtocolSettings,
-    ReceiptReceived,
-    ReplyReceived,
-    ReplyStatus,
-    RequestAcknowledged,
-    RequestReceived,
-    Retracted,
-    Role,
-    Scope,
-    SequenceGap,
+    ProtocolState,
     Side,
-    Subscribed,
-    Unsubscribed,
-    WireKey,
-    WireValue,
+    WireCounters,
 )
+from actorbus.net.service import Service, ServiceStats
 
 __all__ = [
-    "DATA_FRAME_TYPES",
     "DEFAULT_MAX_FRAME_SIZE",
     "PROTOCOL_VERSION",
-    "Advertised",
-    "CancelReceived",
-    "ConnectionClosed",
-    "Event",
-    "FeedState",
-    "FeedStatusReceived",
-    "FrameType",
-    "HeartbeatTimeout",
+    "IOThreadStats",
     "Link",
-    "LinkCounters",
     "LinkProtocol",
     "LinkSettings",
-    "LinkState",
     "LinkStats",
     "LinkStatus",
-    "LogoffReceived",
-    "LogonAccepted",
-    "LogonComplete",
-    "LogonRejected",
-    "LogonRequested",
-    "LogonTimeout",
-    "NodeNet",
-    "NotificationReceived",
     "ProtocolSettings",
-    "ReceiptReceived",
-    "ReplyReceived",
-    "ReplyStatus",
-    "RequestAcknowledged",
-    "RequestReceived",
-    "Retracted",
-    "Role",
-    "Scope",
-    "SelectorStats",
-    "SequenceGap",
+    "ProtocolState",
     "Service",
     "ServiceStats",
     "Side",
-    "Subscribed",
-    "Unsubscribed",
-    "WireKey",
-    "WireValue",
+    "WireCounters",
 ]
-
-# The asyncio shells over the protocol (imported last: they need the names above).
-from actorbus.net.link import Link, LinkSettings, LinkStats, LinkStatus
-from actorbus.net.node import NodeNet, SelectorStats
-from actorbus.net.service import Service, ServiceStats

@@ -3,14 +3,18 @@
 Each event is what the *peer* did (or what happened to the link), in the order
 the bytes arrived.  Events are slotted dataclasses; treat them as read-only.
 Keys are the ``(type_name, subject)`` tuples of the peer's KEY_DEF frames — the
-same tuple object every time for one key, so a shell may cache per key.
+same tuple object every time for one key, so a shell may cache per key.  Roles,
+scopes, feed states and reply statuses are the bus's own enums.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actorbus.net._wire import FeedState, ReplyStatus, Role, Scope, WireKey, WireValue
+from ..bus.message import ReplyStatus
+from ..bus.router import Role
+from ..bus.scope import FeedState, Scope
+from ._wire import WireKey, WireValue
 
 __all__ = [
     "Advertised",
@@ -50,10 +54,10 @@ class Event:
 class LogonRequested(Event):
     """(server) A client asked to log on.  Call ``accept_logon()`` or ``reject_logon()``.
 
-    ``peer_session`` is the client's session (incarnation) id, "" if it sent none."""
+    ``peer_run_id`` is the client's run id (this run of its node), "" if it sent none."""
 
     peer_node_id: str
-    peer_session: str = ""
+    peer_run_id: str = ""
 
 
 @dataclass(slots=True)
@@ -61,10 +65,10 @@ class LogonAccepted(Event):
     """(client) The server accepted the logon.  Send advertisements, then
     ``complete_logon()``; or refuse this server with ``reject_logon(reason)``.
 
-    ``peer_session`` is the server's session (incarnation) id, "" if it sent none."""
+    ``peer_run_id`` is the server's run id (this run of its node), "" if it sent none."""
 
     peer_node_id: str
-    peer_session: str = ""
+    peer_run_id: str = ""
 
 
 @dataclass(slots=True)
@@ -76,8 +80,8 @@ class LogonRejected(Event):
 
 @dataclass(slots=True)
 class ReceiptReceived(Event):
-    """The peer's RECEIPT: how many data frames it has received from this node's
-    session (``peer_session`` as the peer knows it) over earlier connections.
+    """The peer's RECEIPT: how many data frames it has received from this run of
+    this node (``run_id``, as the peer knows it) over earlier connections.
 
     Arrives at most once per link, before :class:`LogonComplete`."""
 
@@ -214,9 +218,9 @@ class ReplyReceived(Event):
     key: WireKey
     status: ReplyStatus
     body: WireValue
-    #: the acknowledgement that travelled with the reply (protocol 3): how many
-    #: repliers took the request, as a RequestAcknowledged just before it would
-    #: say; None when the reply came alone
+    #: the acknowledgement that travelled with the reply: how many repliers took
+    #: the request, as a RequestAcknowledged just before it would say; None when
+    #: the reply came alone
     repliers: int | None = None
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 import msgpack
 
 from actorbus.net._events import Event, LogonAccepted, LogonComplete, LogonRequested
-from actorbus.net.protocol import LinkProtocol, LinkState, ProtocolSettings, Side
+from actorbus.net.protocol import LinkProtocol, ProtocolSettings, ProtocolState, Side
 
 __all__ = ["MemoryPipe", "all_types_known", "encode_frame"]
 
@@ -84,8 +84,8 @@ class MemoryPipe:
         self.transfer(now)
         server_seen.extend(self.server.events())
         if not (
-            self.client.state is LinkState.CONNECTED
-            and self.server.state is LinkState.CONNECTED
+            self.client.state is ProtocolState.CONNECTED
+            and self.server.state is ProtocolState.CONNECTED
             and any(isinstance(e, LogonComplete) for e in client_seen)
         ):
             raise AssertionError(

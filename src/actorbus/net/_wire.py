@@ -1,8 +1,9 @@
-"""Wire constants of the link protocol: frame types and the small enums carried in frames.
+"""Wire constants of the link protocol: frame types, and the codes of the bus's enums.
 
 Every frame is ``uint32 length`` + one msgpack array ``[frame_type, ...]``.  The
-numbers here *are* the wire format (docs/protocol.md is the reference); changing
-one is a protocol version change.
+numbers here *are* the wire format (docs/protocol.md is the reference; the test
+``tests/net/test_wire_codes.py`` pins each one to it): changing one is a protocol
+version change.
 
 Frame types fall into three groups, which the protocol treats differently:
 
@@ -14,6 +15,13 @@ Frame types fall into three groups, which the protocol treats differently:
   frame.  A ``NOTIFY_RUN`` frame carries *n* notifications on one key and counts
   as *n* data messages: they take the sequence numbers ``seq`` .. ``seq+n-1``, as
   *n* NOTIFY frames would.
+
+The protocol speaks the bus's own enums (:class:`~actorbus.bus.router.Role`,
+:class:`~actorbus.bus.scope.Scope`, :class:`~actorbus.bus.scope.FeedState`,
+:class:`~actorbus.bus.message.ReplyStatus`): its commands take their members and
+its events carry them.  Only here do they meet their wire codes, in the tables
+below (member -> code, and code -> member for checking what the peer sent).  The
+tables are for the protocol's modules only; ``actorbus.net`` does not export them.
 """
 
 from __future__ import annotations
@@ -21,15 +29,27 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, Final, TypeAlias
 
+from ..bus.message import ReplyStatus
+from ..bus.router import Role
+from ..bus.scope import FeedState, Scope
+
 __all__ = [
+    "ALL_ROLES",
     "DATA_FRAME_TYPES",
+    "FEED_STATES",
+    "FEED_STATE_CODES",
     "FIRST_SEQUENCED",
+    "INTEREST_ROLES",
+    "OFFER_ROLES",
     "PROTOCOL_VERSION",
-    "FeedState",
+    "REMOTE_SCOPES",
+    "REPLY_STATUSES",
+    "REPLY_STATUS_CODES",
+    "ROLES",
+    "ROLE_CODES",
+    "SCOPES",
+    "SCOPE_CODES",
     "FrameType",
-    "ReplyStatus",
-    "Role",
-    "Scope",
     "WireKey",
     "WireValue",
 ]
@@ -47,15 +67,15 @@ WireValue: TypeAlias = Any
 class FrameType(IntEnum):
     """The first element of every frame body."""
 
-    LOGON = 1  # [1, version, node_id, session_id?, *ignored]  client -> server
-    LOGON_ACCEPT = 2  # [2, node_id, session_id?]             server -> client
-    LOGON_REJECT = 3  # [3, reason]                           server -> client
-    LOGON_COMPLETE = 4  # [4]                                 both ways
-    LOGOFF = 5  # [5, reason]                                 both ways, any state
+    LOGON = 1  # [1, version, node_id, run_id?, *ignored]  client -> server
+    LOGON_ACCEPT = 2  # [2, node_id, run_id?]             server -> client
+    LOGON_REJECT = 3  # [3, reason]                       server -> client
+    LOGON_COMPLETE = 4  # [4]                             both ways
+    LOGOFF = 5  # [5, reason]                             both ways, any state
     HEARTBEAT = 6  # [6]
     HEARTBEAT_REPLY = 7  # [7]
     KEY_DEF = 8  # [8, key_id, type_name, subject]
-    RECEIPT = 9  # [9, data_frames_received]                  both ways, once, before LOGON_COMPLETE
+    RECEIPT = 9  # [9, data_frames_received]              both ways, once, before LOGON_COMPLETE
     ADVERTISE = 16  # [16, seq, key_id, role, scope, up]
     RETRACT = 17  # [17, seq, key_id, role]
     SUBSCRIBE = 18  # [18, seq, key_id, role]
@@ -84,40 +104,51 @@ DATA_FRAME_TYPES: Final = frozenset(
     }
 )
 
+# ------------------------------------------------------------ the bus's enums
 
-class Role(IntEnum):
-    """Which feed of a key an advertisement, subscription or status is about.
+#: ``role`` of ADVERTISE, RETRACT, SUBSCRIBE, UNSUBSCRIBE and FEED_STATUS.
+ROLE_CODES: Final[dict[Role, int]] = {
+    Role.PUBLISHER: 1,
+    Role.SUBSCRIBER: 2,
+    Role.REQUESTOR: 3,
+    Role.REPLIER: 4,
+}
+#: code -> role, for any frame with a role.
+ROLES: Final[dict[int, Role]] = {code: role for role, code in ROLE_CODES.items()}
+#: The roles an ADVERTISE or RETRACT may name (by code).
+OFFER_ROLES: Final[dict[int, Role]] = {ROLE_CODES[r]: r for r in (Role.PUBLISHER, Role.REPLIER)}
+#: The roles a SUBSCRIBE or UNSUBSCRIBE may name (by code).
+INTEREST_ROLES: Final[dict[int, Role]] = {
+    ROLE_CODES[r]: r for r in (Role.SUBSCRIBER, Role.REQUESTOR)
+}
+#: The roles a FEED_STATUS may name (by code): every one.
+ALL_ROLES: Final = ROLES
 
-    Member names match ``actorbus.bus.router.Role``: ``Role[bus_role.name]``."""
+#: ``scope`` of ADVERTISE.  LOCAL_ONLY has a code but never crosses a link.
+SCOPE_CODES: Final[dict[Scope, int]] = {
+    Scope.LOCAL_ONLY: 0,
+    Scope.LOCAL_AND_REMOTE: 1,
+    Scope.REMOTE_ONLY: 2,
+}
+#: code -> scope, of every scope.
+SCOPES: Final[dict[int, Scope]] = {code: scope for scope, code in SCOPE_CODES.items()}
+#: The scopes an ADVERTISE may carry (by code).
+REMOTE_SCOPES: Final[dict[int, Scope]] = {
+    SCOPE_CODES[s]: s for s in (Scope.LOCAL_AND_REMOTE, Scope.REMOTE_ONLY)
+}
 
-    PUBLISHER = 1
-    SUBSCRIBER = 2
-    REQUESTOR = 3
-    REPLIER = 4
+#: ``up`` of ADVERTISE (a msgpack bool): the declared feed state.
+FEED_STATE_CODES: Final[dict[FeedState, bool]] = {FeedState.DOWN: False, FeedState.UP: True}
+#: ``up`` -> feed state, indexed by the bool (``FEED_STATES[up]``).
+FEED_STATES: Final = (FeedState.DOWN, FeedState.UP)
 
-
-class Scope(IntEnum):
-    """Feed scope (same values as ``actorbus.bus.scope.Scope``).
-
-    Only the remote-capable scopes cross a link."""
-
-    LOCAL_ONLY = 0
-    LOCAL_AND_REMOTE = 1
-    REMOTE_ONLY = 2
-
-
-class FeedState(IntEnum):
-    """Declared state of a publisher or replier feed (``bool`` on the wire).
-
-    Same values as ``actorbus.bus.scope.FeedState``."""
-
-    DOWN = 0
-    UP = 1
-
-
-class ReplyStatus(IntEnum):
-    """Status carried by every reply (same values as ``actorbus.bus.message.ReplyStatus``)."""
-
-    OK_FINAL = 0
-    OK_CONTINUING = 1
-    ERROR = 2
+#: ``status`` of REPLY.
+REPLY_STATUS_CODES: Final[dict[ReplyStatus, int]] = {
+    ReplyStatus.OK_FINAL: 0,
+    ReplyStatus.OK_CONTINUING: 1,
+    ReplyStatus.ERROR: 2,
+}
+#: code -> reply status.
+REPLY_STATUSES: Final[dict[int, ReplyStatus]] = {
+    code: status for status, code in REPLY_STATUS_CODES.items()
+}

@@ -2,12 +2,13 @@
 
 A :class:`Service` binds its socket on the caller's thread (so a bad address or
 a port in use is an error raised by :meth:`Bus.listen` or at bus start), then
-accepts on its *service selector*.  Each accepted socket is checked against the
-service's **positive address filter** — a list of hosts (``"10.1.0.5"``) and
-endpoints (``"10.1.0.5:7000"``); when the list is not empty, a peer matching no
-entry is closed at once and counted in ``refused`` — and otherwise becomes a
-:class:`~actorbus.net.link.Link` on the *connection selector*, which runs the
-logon.  ``ServiceStarted`` and ``ConnectionAccepted`` system notifications are
+accepts on its *service selector* (an I/O thread,
+:class:`~actorbus.net._io_thread.IOThread`).  Each accepted socket is checked
+against the service's **positive address filter** — a list of hosts
+(``"10.1.0.5"``) and endpoints (``"10.1.0.5:7000"``); when the list is not
+empty, a peer matching no entry is closed at once and counted in ``refused`` —
+and otherwise becomes a :class:`~actorbus.net.link.Link` on the *connection
+selector*, which runs the logon.  ``ServiceStarted`` and ``ConnectionAccepted`` system notifications are
 published on the bus.
 """
 
@@ -24,10 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 from .._log import logger
 from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
 from ..errors import ConfigError, UsageError
-from .link import Link, LinkSettings, LinkStats, _endpoint
+from ._address import endpoint
+from ._link_stats import LinkStats
+from .link import Link, LinkSettings
 
 if TYPE_CHECKING:
-    from .node import NodeNet, Selector
+    from ._io_thread import IOThread
+    from .node import NodeNet
 
 __all__ = ["Service", "ServiceStats"]
 
@@ -65,8 +69,8 @@ class Service:
         port: int,
         address_filter: tuple[str, ...],
         settings: LinkSettings,
-        selector: Selector,
-        connection_selector: Selector,
+        selector: IOThread,
+        connection_selector: IOThread,
     ) -> None:
         if type(port) is not int or not 0 <= port <= 65535:
             raise UsageError(
@@ -96,17 +100,12 @@ class Service:
     @property
     def address(self) -> str:
         """``host:port`` the service listens on."""
-        return _endpoint(self.host, self.port)
+        return endpoint(self.host, self.port)
 
     @property
     def counters(self) -> ServiceStats:
         """Accepted and refused connections, and the summed counters of its links."""
-        net = self._net
-        with net._lock:  # a link is either open here or retired, never both or neither
-            links = [link for link in net._links if link.service is self]
-            with self._lock:
-                total = self._retired
-                accepted, refused = self._accepted, self._refused
+        links, (total, accepted, refused) = self._net.links_of(self, self._totals)
         for link in links:
             total = total + link.counters
         return ServiceStats(accepted, refused, len(links), total)
@@ -118,11 +117,22 @@ class Service:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop listening.  Links already accepted stay up (close them, or the bus)."""
-        self._close(timeout)
+        if not self._begin_close():
+            return
+        assert self._sock is not None
+        try:
+            self.selector.run_coroutine(self._stop(), timeout)
+        except RuntimeError:  # the loop is gone: nothing accepts any more
+            pass
+        if self._sock.fileno() >= 0:
+            self._sock.close()
+        logger.info("service {}: closed", self.name)
 
-    # ------------------------------------------------------------------ inside
+    # ------------------------------------------------------------- for the node
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Bind and listen (on the caller's thread), then accept on the service
+        selector; :meth:`NodeNet.listen` calls it."""
         try:
             infos = socket.getaddrinfo(
                 self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -142,7 +152,7 @@ class Service:
         except OSError as exc:
             sock.close()
             raise ConfigError(
-                f"service {self.name!r}: cannot listen on {_endpoint(self.host, self.port)}: "
+                f"service {self.name!r}: cannot listen on {endpoint(self.host, self.port)}: "
                 f"{exc.strerror or exc}; choose another port (0 picks a free one) or stop "
                 "what holds it"
             ) from exc
@@ -150,7 +160,26 @@ class Service:
         self.port = sock.getsockname()[1]
         self.selector.run(self._start_accepting)
         logger.info("service {}: listening on {}", self.name, self.address)
-        self._net._publish(ServiceStarted(SYSTEM_SUBJECT, service=self.name, address=self.address))
+        self._net.publish(ServiceStarted(SYSTEM_SUBJECT, service=self.name, address=self.address))
+
+    def retire(self, link: Link) -> None:
+        """(under the node's lock) ``link`` closed for good: keep its counters."""
+        counters = link.counters
+        with self._lock:
+            self._retired = self._retired + counters
+
+    async def close_on_loop(self, why: str) -> None:
+        """(the service selector's loop) Stop listening, from the loop itself."""
+        if self._begin_close():
+            await self._stop()
+            logger.info("service {}: closed ({})", self.name, why)
+
+    # ------------------------------------------------------------------ inside
+
+    def _totals(self) -> tuple[LinkStats, int, int]:
+        """The retired links' counters, accepted, refused (read under the node's lock)."""
+        with self._lock:
+            return self._retired, self._accepted, self._refused
 
     def _start_accepting(self) -> None:
         self._task = self.selector.loop.create_task(self._accept_loop())
@@ -172,7 +201,7 @@ class Service:
 
     def _admit(self, sock: socket.socket, peer: Any) -> None:
         host, port = str(peer[0]), int(peer[1])
-        address = _endpoint(host, port)
+        address = endpoint(host, port)
         if self._filter and not self._allowed(host, port):
             with self._lock:
                 self._refused += 1  # counted before the peer can see the close
@@ -187,10 +216,10 @@ class Service:
         with self._lock:
             self._accepted += 1
         logger.info("service {}: accepted a connection from {}", self.name, address)
-        self._net._publish(
+        self._net.publish(
             ConnectionAccepted(SYSTEM_SUBJECT, service=self.name, remote_address=address)
         )
-        self._net._accepted(self, sock, host, port, address)
+        self._net.accepted(self, sock, host, port, address)
 
     def _allowed(self, host: str, port: int) -> bool:
         ip = _normalise(host)
@@ -201,11 +230,6 @@ class Service:
                 return True
         return False
 
-    def _retire(self, link: Link) -> None:
-        counters = link.counters
-        with self._lock:
-            self._retired = self._retired + counters
-
     def _begin_close(self) -> bool:
         """Mark the service closed; True when this call did and a socket is open."""
         with self._lock:
@@ -213,24 +237,6 @@ class Service:
                 return False
             self._closed = True
         return self._sock is not None
-
-    def _close(self, timeout: float) -> None:
-        if not self._begin_close():
-            return
-        assert self._sock is not None
-        try:
-            self.selector.run_coroutine(self._stop(), timeout)
-        except RuntimeError:  # the loop is gone: nothing accepts any more
-            pass
-        if self._sock.fileno() >= 0:
-            self._sock.close()
-        logger.info("service {}: closed", self.name)
-
-    async def _close_on_loop(self, why: str) -> None:
-        """(the service selector's loop) Stop listening, from the loop itself."""
-        if self._begin_close():
-            await self._stop()
-            logger.info("service {}: closed ({})", self.name, why)
 
     async def _stop(self) -> None:
         task = self._task

@@ -98,7 +98,7 @@ class RawPeer:
     """One protocol end driven by hand over a blocking socket: a peer that can
     complete the logon and then misbehave (stop reading, send garbage, ...)."""
 
-    def __init__(self, sock: socket.socket, side: Side, node_id: str, session: str = "") -> None:
+    def __init__(self, sock: socket.socket, side: Side, node_id: str, run_id: str = "") -> None:
         self.sock = sock
         self.proto = LinkProtocol(
             side,
@@ -106,7 +106,7 @@ class RawPeer:
             time.monotonic(),
             is_known_type=lambda name: True,
             settings=ProtocolSettings(logon_timeout=0),
-            session_id=session,
+            run_id=run_id,
         )
         self.seen: list[Event] = []
 
@@ -118,7 +118,7 @@ class RawPeer:
         *,
         host: str = "127.0.0.1",
         rcvbuf: int | None = None,
-        session: str = "",
+        run_id: str = "",
     ) -> RawPeer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -129,7 +129,7 @@ class RawPeer:
         except BaseException:
             sock.close()
             raise
-        return cls(sock, Side.CLIENT, node_id, session)
+        return cls(sock, Side.CLIENT, node_id, run_id)
 
     def close(self) -> None:
         self.sock.close()

@@ -1,0 +1,485 @@
+"""Checking each received frame: its shape, its fields, its place in the handshake.
+
+The parser (:mod:`~actorbus.net._parser`) takes the common data frames itself;
+every other frame comes here through ``_dispatch``: one handler per frame type
+checks the frame and queues its event.  A broken rule raises
+:class:`~actorbus.net._framing.Reject`, which the parser turns into the
+ProtocolError ``next_event()`` raises.  Handshake frames move the parser's
+cursor through the table of :mod:`~actorbus.net._handshake`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from ..bus.router import Role
+from ..config.schema import node_id_problem
+from ._events import (
+    Advertised,
+    CancelReceived,
+    FeedStatusReceived,
+    LogoffReceived,
+    LogonAccepted,
+    LogonComplete,
+    LogonRejected,
+    LogonRequested,
+    ReceiptReceived,
+    ReplyReceived,
+    RequestAcknowledged,
+    RequestReceived,
+    Retracted,
+    SequenceGap,
+    Subscribed,
+    Unsubscribed,
+)
+from ._framing import Reject
+from ._handshake import MOVES, SHOWN, Move, Side, Step
+from ._protocol_base import (
+    MAX_COUNT,
+    MAX_KEY_ID,
+    ProtocolBase,
+    Run,
+    kind_of,
+    run_id_problem,
+    show,
+)
+from ._wire import (
+    ALL_ROLES,
+    FEED_STATES,
+    INTEREST_ROLES,
+    OFFER_ROLES,
+    PROTOCOL_VERSION,
+    REMOTE_SCOPES,
+    REPLY_STATUSES,
+    FrameType,
+    WireKey,
+    WireValue,
+)
+
+__all__ = ["FrameChecks"]
+
+_LOGON_COMPLETE: Final = int(FrameType.LOGON_COMPLETE)
+_LOGOFF: Final = int(FrameType.LOGOFF)
+_HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
+_REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
+
+_Frame = tuple[object, ...]
+
+
+class FrameChecks(ProtocolBase):
+    """The handler of every frame type (mixed into LinkProtocol)."""
+
+    _handlers: dict[int, Callable[[_Frame], None]]
+
+    def _frame_handlers(self) -> dict[int, Callable[[_Frame], None]]:
+        """frame type -> this object's handler."""
+        return {
+            int(FrameType.LOGON): self._on_logon,
+            int(FrameType.LOGON_ACCEPT): self._on_logon_accept,
+            int(FrameType.LOGON_REJECT): self._on_logon_reject,
+            int(FrameType.LOGON_COMPLETE): self._on_logon_complete,
+            int(FrameType.LOGOFF): self._on_logoff,
+            int(FrameType.HEARTBEAT): self._on_heartbeat,
+            int(FrameType.HEARTBEAT_REPLY): self._on_heartbeat_reply,
+            int(FrameType.KEY_DEF): self._on_key_def,
+            int(FrameType.RECEIPT): self._on_receipt,
+            int(FrameType.ADVERTISE): self._on_advertise,
+            int(FrameType.RETRACT): self._on_retract,
+            int(FrameType.SUBSCRIBE): self._on_subscribe,
+            int(FrameType.UNSUBSCRIBE): self._on_unsubscribe,
+            int(FrameType.FEED_STATUS): self._on_feed_status,
+            int(FrameType.NOTIFY): self._on_notify,
+            int(FrameType.REQUEST): self._on_request,
+            int(FrameType.REQUEST_ACK): self._on_request_ack,
+            int(FrameType.REPLY): self._on_reply,
+            int(FrameType.CANCEL): self._on_cancel,
+            int(FrameType.NOTIFY_RUN): self._on_notify_run,
+        }
+
+    def _dispatch(self, frame: object) -> None:
+        if type(frame) is not tuple or not frame:
+            raise Reject(
+                f"a frame body is a msgpack {kind_of(frame)}, not a non-empty array",
+                "malformed frame",
+            )
+        frame_type = frame[0]
+        handler = self._handlers.get(frame_type) if type(frame_type) is int else None
+        if handler is None:
+            raise Reject(
+                f"a frame has type {show(frame_type)}, which is not a frame type of "
+                f"protocol version {PROTOCOL_VERSION}",
+                "unknown frame type",
+            )
+        if frame_type >= _LOGON_COMPLETE and frame_type != _LOGOFF and not self._rx_open:
+            raise Reject(
+                f"garbage before logon: a {FrameType(frame_type).name} frame arrived "
+                f"while the logon is {SHOWN[self._rx].name}; only LOGON, LOGON_ACCEPT/"
+                "REJECT and LOGOFF may come before the logon is accepted",
+                "frame before logon was accepted",
+            )
+        handler(frame)
+
+    # ------------------------------------------------------------- fields
+
+    @staticmethod
+    def _malformed(frame: _Frame, detail: str) -> Reject:
+        name = FrameType(frame[0]).name  # type: ignore[arg-type]
+        return Reject(f"malformed {name} frame: {detail}", f"malformed {name} frame")
+
+    def _length(self, frame: _Frame, length: int) -> None:
+        if len(frame) != length:
+            raise self._malformed(frame, f"{len(frame)} elements, expected {length}")
+
+    def _text(self, frame: _Frame, index: int, what: str) -> str:
+        value = frame[index]
+        if type(value) is not str:
+            raise self._malformed(frame, f"{what} is {show(value)}, expected a str")
+        return value
+
+    def _node_id(self, frame: _Frame, index: int) -> str:
+        node_id = self._text(frame, index, "node id")
+        problem = node_id_problem(node_id)
+        if problem is not None:
+            raise self._malformed(frame, f"node id {show(node_id)}: {problem}")
+        return node_id
+
+    def _run_id(self, frame: _Frame, index: int) -> str:
+        """The optional run id at ``index`` ("" when the frame is shorter)."""
+        if len(frame) <= index:
+            return ""
+        run_id = self._text(frame, index, "run id")
+        problem = run_id_problem(run_id)
+        if problem is not None:
+            raise self._malformed(frame, f"run id {show(run_id)}: {problem}")
+        return run_id
+
+    def _uint(self, frame: _Frame, index: int, what: str) -> int:
+        value = frame[index]
+        if type(value) is not int or value < 0:
+            raise self._malformed(frame, f"{what} is {show(value)}, expected an int >= 0")
+        return value
+
+    def _flag(self, frame: _Frame, index: int, what: str) -> bool:
+        value = frame[index]
+        if type(value) is not bool:
+            raise self._malformed(frame, f"{what} is {show(value)}, expected a bool")
+        return value is True
+
+    def _role(self, frame: _Frame, index: int, allowed: dict[int, Role]) -> Role:
+        value = frame[index]
+        role = allowed.get(value) if type(value) is int else None
+        if role is None:
+            names = ", ".join(f"{r.name}={code}" for code, r in allowed.items())
+            raise self._malformed(frame, f"role is {show(value)}, expected one of {names}")
+        return role
+
+    def _key(self, frame: _Frame, index: int) -> WireKey | None:
+        """The key a frame names; None when its type is unknown here."""
+        kid = frame[index]
+        if type(kid) is int:
+            key = self._in_keys.get(kid)
+            if key is not None:
+                return key
+            if kid in self._in_unknown:
+                return None
+        name = FrameType(frame[0]).name  # type: ignore[arg-type]
+        raise Reject(
+            f"a {name} frame uses key id {show(kid)}, which the peer never defined with KEY_DEF",
+            "undefined key id",
+        )
+
+    def _in_sequence(self, frame: _Frame) -> bool:
+        """Check ``seq``; False means a duplicate, to be dropped."""
+        seq = frame[1]
+        if type(seq) is not int or seq < 1:
+            raise self._malformed(frame, f"seq is {show(seq)}, expected an int >= 1")
+        expected = self._rx_seq + 1
+        if seq == expected:
+            self._rx_seq = seq
+            return True
+        if seq < expected:
+            self.counters.duplicates += 1
+            return False
+        self.counters.gaps += 1
+        self._events.append(SequenceGap(expected, seq))
+        self._rx_seq = seq
+        return True
+
+    # --------------------------------------------------------- handshake frames
+
+    def _on_logon(self, frame: _Frame) -> None:
+        if self.side is Side.CLIENT:
+            raise Reject(
+                "the server sent LOGON; only a client logs on", "unexpected LOGON from a server"
+            )
+        step = MOVES.get((self._rx, Move.PEER_LOGON))
+        if step is None:
+            raise Reject(
+                f"duplicate LOGON: the peer already logged on (logon {SHOWN[self._rx].name})",
+                "duplicate LOGON",
+            )
+        if len(frame) < 3:
+            raise self._malformed(frame, f"{len(frame)} elements, expected at least 3")
+        version = frame[1]
+        if type(version) is not int:
+            raise self._malformed(frame, f"version is {show(version)}, expected an int")
+        if version != PROTOCOL_VERSION:
+            raise Reject(
+                f"the peer speaks protocol version {show(version)}, this node speaks "
+                f"version {PROTOCOL_VERSION}; run the same actorbus protocol on both nodes",
+                f"protocol version {version} is not supported; this node speaks "
+                f"version {PROTOCOL_VERSION}",
+            )
+        node_id = self._node_id(frame, 2)
+        run_id = self._run_id(frame, 3)
+        self._rx_to(step)
+        self._events.append(LogonRequested(node_id, run_id))
+
+    def _on_logon_accept(self, frame: _Frame) -> None:
+        step = self._logon_answer(frame, Move.PEER_ACCEPT)
+        if len(frame) not in (2, 3):
+            raise self._malformed(frame, f"{len(frame)} elements, expected 2 or 3")
+        node_id = self._node_id(frame, 1)
+        run_id = self._run_id(frame, 2)
+        self._rx_to(step)
+        self._events.append(LogonAccepted(node_id, run_id))
+
+    def _on_logon_reject(self, frame: _Frame) -> None:
+        step = self._logon_answer(frame, Move.PEER_REJECT)
+        self._length(frame, 2)
+        reason = self._text(frame, 1, "reason")
+        self._rx_to(step)
+        self._events.append(LogonRejected(reason))
+
+    def _logon_answer(self, frame: _Frame, move: Move) -> Step:
+        """The parser's next step for a LOGON_ACCEPT / LOGON_REJECT, if it may come."""
+        name = FrameType(frame[0]).name  # type: ignore[arg-type]
+        if self.side is Side.SERVER:
+            raise Reject(f"the client sent {name}; only a server answers LOGON", "unexpected frame")
+        step = MOVES.get((self._rx, move))
+        if step is None:
+            raise Reject(
+                f"{name} arrived while the logon is {SHOWN[self._rx].name}; it answers "
+                "exactly one LOGON",
+                "unexpected frame",
+            )
+        return step
+
+    def _on_logon_complete(self, frame: _Frame) -> None:
+        self._length(frame, 1)
+        step = MOVES.get((self._rx, Move.PEER_COMPLETE))
+        if step is None:  # (the parser is past acceptance: _dispatch checked)
+            raise Reject("duplicate LOGON_COMPLETE", "duplicate LOGON_COMPLETE")
+        self._rx_to(step)
+        self._events.append(LogonComplete())
+
+    def _on_logoff(self, frame: _Frame) -> None:
+        self._length(frame, 2)
+        reason = self._text(frame, 1, "reason")
+        self._rx_to(Step.CLOSED)
+        self._events.append(LogoffReceived(reason))
+
+    def _on_receipt(self, frame: _Frame) -> None:
+        self._length(frame, 2)
+        received = self._uint(frame, 1, "received count")
+        if received > MAX_COUNT:
+            raise self._malformed(frame, f"received count {received} is above 2**64-1")
+        step = MOVES.get((self._rx, Move.PEER_RECEIPT))
+        if step is None:  # (the parser is past acceptance: _dispatch checked)
+            if self._rx is Step.COMPLETE_IN:
+                raise Reject(
+                    "RECEIPT after LOGON_COMPLETE; it belongs to the logon", "RECEIPT after logon"
+                )
+            raise Reject("duplicate RECEIPT", "duplicate RECEIPT")
+        self._rx_to(step)
+        self._events.append(ReceiptReceived(received))
+
+    # ------------------------------------------------------------- link frames
+
+    def _on_heartbeat(self, frame: _Frame) -> None:
+        self._length(frame, 1)
+        self.counters.heartbeats_in += 1
+        self._queue((_HEARTBEAT_REPLY,), "heartbeat reply")
+
+    def _on_heartbeat_reply(self, frame: _Frame) -> None:
+        self._length(frame, 1)  # receiving it was the point: activity is recorded
+
+    def _on_key_def(self, frame: _Frame) -> None:
+        self._length(frame, 4)
+        kid = self._uint(frame, 1, "key id")
+        if kid > MAX_KEY_ID:
+            raise self._malformed(frame, f"key id {kid} is above {MAX_KEY_ID}")
+        type_name = self._text(frame, 2, "type name")
+        subject = self._text(frame, 3, "subject")
+        if not type_name:
+            raise self._malformed(frame, "type name is empty")
+        if kid in self._in_keys or kid in self._in_unknown:
+            raise Reject(f"the peer defined key id {kid} twice", "duplicate key id")
+        if len(self._in_keys) + len(self._in_unknown) >= self.settings.max_peer_keys:
+            raise Reject(
+                f"the peer defined more than max_peer_keys={self.settings.max_peer_keys} "
+                "keys on one link",
+                "too many keys",
+            )
+        key = (type_name, subject)
+        if self._is_known_type(type_name):
+            self._in_keys[kid] = key
+        else:
+            self._in_unknown[kid] = key
+
+    # -------------------------------------------------------- sequenced frames
+
+    def _on_advertise(self, frame: _Frame) -> None:
+        self._length(frame, 6)
+        key = self._key(frame, 2)
+        role = self._role(frame, 3, OFFER_ROLES)
+        value = frame[4]
+        scope = REMOTE_SCOPES.get(value) if type(value) is int else None
+        if scope is None:
+            raise self._malformed(
+                frame,
+                f"scope is {show(value)}, expected LOCAL_AND_REMOTE=1 or REMOTE_ONLY=2",
+            )
+        up = self._flag(frame, 5, "feed state")
+        if self._in_sequence(frame):
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._events.append(Advertised(key, role, scope, FEED_STATES[up]))
+
+    def _on_retract(self, frame: _Frame) -> None:
+        self._role_frame(frame, OFFER_ROLES, Retracted)
+
+    def _on_subscribe(self, frame: _Frame) -> None:
+        self._role_frame(frame, INTEREST_ROLES, Subscribed)
+
+    def _on_unsubscribe(self, frame: _Frame) -> None:
+        self._role_frame(frame, INTEREST_ROLES, Unsubscribed)
+
+    def _role_frame(
+        self,
+        frame: _Frame,
+        allowed: dict[int, Role],
+        event: type[Retracted | Subscribed | Unsubscribed],
+    ) -> None:
+        self._length(frame, 4)
+        key = self._key(frame, 2)
+        role = self._role(frame, 3, allowed)
+        if self._in_sequence(frame):
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._events.append(event(key, role))
+
+    def _on_feed_status(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        key = self._key(frame, 2)
+        role = self._role(frame, 3, ALL_ROLES)
+        up = self._flag(frame, 4, "up")
+        if self._in_sequence(frame):
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._events.append(FeedStatusReceived(key, role, up))
+
+    def _on_notify(self, frame: _Frame) -> None:
+        self._length(frame, 4)
+        key = self._key(frame, 2)
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._queue_notification(key, frame[3])
+
+    def _on_notify_run(self, frame: _Frame) -> None:
+        self._length(frame, 4)
+        key = self._key(frame, 2)
+        bodies = frame[3]
+        if type(bodies) is not tuple or not bodies:
+            raise self._malformed(
+                frame, f"the bodies are {show(bodies)}, expected a non-empty array"
+            )
+        seq = frame[1]
+        if type(seq) is not int or seq < 1:
+            raise self._malformed(frame, f"seq is {show(seq)}, expected an int >= 1")
+        # n NOTIFY frames numbered seq .. seq+n-1, as _in_sequence takes each
+        count = len(bodies)
+        expected = self._rx_seq + 1
+        if seq > expected:
+            self.counters.gaps += 1
+            self._events.append(SequenceGap(expected, seq))
+        elif seq < expected:
+            old = min(expected - seq, count)
+            self.counters.duplicates += old
+            bodies = bodies[old:]
+        self._rx_seq = max(self._rx_seq, seq + count - 1)
+        if bodies:
+            self.counters.messages_in += len(bodies)
+            if key is None:
+                self.counters.unknown_type += len(bodies)
+            else:
+                for body in bodies:
+                    self._queue_notification(key, body)
+
+    def _on_request(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        key = self._key(frame, 2)
+        request_id = self._uint(frame, 3, "request id")
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            if key is None:
+                self.counters.unknown_type += 1
+                # Nobody here can take it: say so at once rather than leave the
+                # requestor waiting for replies that will never come.
+                self._queue_sequenced(
+                    _REQUEST_ACK, (request_id, 0), "request ack (unknown type)", data=True
+                )
+            else:
+                self._events.append(RequestReceived(key, request_id, frame[4]))
+
+    def _on_request_ack(self, frame: _Frame) -> None:
+        self._length(frame, 4)
+        request_id = self._uint(frame, 2, "request id")
+        repliers = self._uint(frame, 3, "repliers")
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            self._events.append(RequestAcknowledged(request_id, repliers))
+
+    def _on_reply(self, frame: _Frame) -> None:
+        if len(frame) != 7:
+            self._length(frame, 6)
+        key = self._key(frame, 2)
+        request_id = self._uint(frame, 3, "request id")
+        repliers = self._uint(frame, 6, "repliers") if len(frame) == 7 else None
+        value = frame[4]
+        status = REPLY_STATUSES.get(value) if type(value) is int else None
+        if status is None:
+            raise self._malformed(frame, f"status is {show(value)}, expected 0, 1 or 2")
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            if key is None:
+                # Counted, but delivered: see ReplyReceived.
+                self.counters.unknown_type += 1
+                key = self._in_unknown[frame[2]]  # type: ignore[index]
+            self._events.append(ReplyReceived(request_id, key, status, frame[5], repliers))
+
+    def _on_cancel(self, frame: _Frame) -> None:
+        self._length(frame, 3)
+        request_id = self._uint(frame, 2, "request id")
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            self._events.append(CancelReceived(request_id))
+
+    def _queue_notification(self, key: WireKey, body: WireValue) -> None:
+        """Queue a notification: onto the newest run if it is on ``key``."""
+        events = self._events
+        if events:
+            last = events[-1]
+            if last.__class__ is Run and last.key is key:
+                last.append(body)
+                return
+        run = Run((body,))
+        run.key = key
+        events.append(run)

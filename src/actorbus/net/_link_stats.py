@@ -1,0 +1,60 @@
+"""The counters of a link (:attr:`~actorbus.net.link.Link.counters`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["LinkStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """Counters of one link, summed over every connection it has had.
+
+    Read them at any time with :attr:`Link.counters`; the numbers of the
+    connection in progress are read without stopping it, so two fields may be
+    a few messages apart."""
+
+    #: Data messages (notify, request, request ack, reply, cancel) handed to /
+    #: parsed from the socket.
+    messages_out: int = 0
+    messages_in: int = 0
+    #: Bytes written to / read from the socket.
+    bytes_out: int = 0
+    bytes_in: int = 0
+    #: Frames of every kind written / read.
+    frames_out: int = 0
+    frames_in: int = 0
+    #: Data messages that never reached the socket: queued when the link died,
+    #: over the queue limit, too large to send, or sent to a link already gone.
+    dropped: int = 0
+    #: Data messages written to a connection that broke and never read by the
+    #: peer, learnt from the peer's RECEIPT at the next logon (a peer that
+    #: restarted: everything its last receipt did not cover).
+    lost: int = 0
+    #: Frames that broke the protocol, or message bodies that did not decode.
+    corrupt_frames: int = 0
+    #: Frames about a message type this node does not define (dropped).
+    unknown_types: int = 0
+    #: Messages from the peer on keys it never advertised (dropped by the router).
+    unexpected: int = 0
+    #: Sequence-number gaps and duplicates seen in what the peer sent.
+    gaps: int = 0
+    duplicates: int = 0
+    #: Heartbeats sent / answered.
+    heartbeats_out: int = 0
+    heartbeats_in: int = 0
+    #: TCP connections made (dialled or accepted), and logons completed.
+    connections: int = 0
+    logons: int = 0
+    #: Logons this node refused (one link per pair of nodes, or its own node id).
+    refused_logons: int = 0
+    #: Dial attempts after the first (a client link that lost or never got its
+    #: connection and tried again).
+    reconnects: int = 0
+    #: Times the link stopped reading because a mailbox or inbox it feeds was over
+    #: ``input_backlog`` (input back-pressure).
+    input_pauses: int = 0
+
+    def __add__(self, other: LinkStats) -> LinkStats:
+        return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

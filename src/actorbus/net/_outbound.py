@@ -1,0 +1,508 @@
+"""What the router sends over one connection: the pending queue, the flush,
+direct writes from other threads, and the output queue limit.
+
+**Outbound.**  The connection is the router's ``PartyTransport``.  Its ``send_*``
+methods are called from any thread (often a dispatcher thread, sometimes under
+the router lock): each appends one item to the connection's ``pending`` deque
+and, if no flush is scheduled yet, schedules one with ``call_soon_threadsafe``
+— one hand-off per batch, not per message.  A send made on the loop's own
+thread (by an actor on an asyncio dispatcher whose loop the I/O thread shares)
+schedules it with ``call_soon``: no wake-up, no hand-off.  ``_flush`` (on the
+loop) clears the flag first, then turns every pending item into a protocol
+command and writes ``data_to_send()`` once.  A notification is queued as the
+message object itself (no wrapper); other items are plain tuples ``(op, ...)``.
+While the connection handles received bytes the flag is held set, so replies
+and acknowledgements made by the router during that time are written in one
+go at the end of the batch.
+
+**Direct writes.**  A request or reply made on a thread other than the loop's
+(a requestor or replier on a threaded dispatcher) is written by that thread
+itself when the link is idle: nothing is paused or left over, at most a few
+items are pending (they are written first, in order), and the transport has
+nothing buffered (uvloop's ``get_write_buffer_size()`` counts libuv's write
+queue too, so the socket is ours alone).  The thread encodes into the protocol
+and calls ``os.write`` on a ``dup`` of the socket's descriptor (the transport's
+own may be closed and reused on the loop at any moment; the dup is closed when
+the connection ends, before the transport closes).  Whatever the socket does
+not take at once goes to ``tail``, which the loop writes before anything else.
+Mutual exclusion is the connection's write lock
+(:mod:`~actorbus.net._connection_base`): the loop holds it in every callback
+that touches the protocol or writes, a sending thread only *tries* it (and
+queues as above when it is busy).  A round trip so skips the hand-off to the
+I/O thread on each node.
+
+**Flow control and the queue limit.**  When the socket cannot keep up the
+transport calls ``pause_writing``; the connection then keeps encoding into the
+protocol without writing.  The data messages waiting there (notify, request,
+request ack, reply, cancel — never link-level frames) are the *output queue*;
+past ``message_queue_size`` the connection is aborted, the waiting messages
+are dropped and counted, and a client link reconnects if configured.
+
+**Acknowledgements ride on replies.**  After a read whose requests our repliers
+took, their acknowledgements wait (``ACK_DELAY``, up to a tick more) for the
+first reply, whose frame carries them: the peer saves a frame and a wake-up
+per request.  A push of anything else flushes them at once.
+
+Threads: ``send_*`` run on any thread; ``_write_now`` / ``_write_direct`` on a
+sending thread other than the loop's, holding the write lock; everything else
+here on the loop thread, holding it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from threading import get_ident
+from typing import Any, Final
+
+from ..bus.message import Message, MessageKey, Reply, ReplyStatus
+from ..bus.router import Role
+from ..bus.scope import FeedState, Scope
+from ..errors import CodecError, UsageError
+from ._connection_base import (
+    ABORT,
+    DATA_OPS,
+    OP_ADVERTISE,
+    OP_CANCEL,
+    OP_FEED_STATUS,
+    OP_REPLY,
+    OP_REPLY_ACKED,
+    OP_REQUEST,
+    OP_REQUEST_ACK,
+    OP_RETRACT,
+    OP_SUBSCRIBE,
+    OP_UNSUBSCRIBE,
+    ConnectionBase,
+    locked,
+)
+from .protocol import LinkProtocol, WireKey
+
+__all__ = ["ACK_DELAY", "TICK", "Outbound"]
+
+#: Most pending items encoded per write; more wait for the next turn of the loop.
+_MAX_BATCH: Final = 512
+#: How long a request acknowledgement waits for a reply to share its write (s).
+ACK_DELAY: Final = 0.001
+#: The event loop's timer tick (s): libuv keeps time and timers in whole
+#: milliseconds, so a timer asked for ``d`` fires anywhere from ``d - 1 ms`` on,
+#: and one asked for less than half a tick runs on the next turn of the loop.
+#: The acknowledgement timer asks for a tick more than it needs.
+TICK: Final = 0.001
+#: A request or reply is written by the sending thread itself only when at most
+#: this many items wait before it (they are written with it).
+_DIRECT_MAX_PENDING: Final = 8
+
+
+def _wire_key(key: MessageKey) -> WireKey:
+    return (key.message_class.__type_name__, key.subject)
+
+
+class Outbound(ConnectionBase):
+    """The sending side of a connection (mixed into ``_Connection``)."""
+
+    # ------------------------------------------------ PartyTransport (any thread)
+
+    def send_notify(self, message: Message) -> None:
+        # The hot path: the message itself is the pending item.
+        if self.open:
+            self.pending.append(message)
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._schedule_flush()
+                except RuntimeError:  # the loop is closed: the node is gone
+                    self.link.count_dropped(1)
+        else:
+            self.link.count_dropped(1)
+
+    def _push(self, item: tuple[Any, ...], data: bool) -> None:
+        if self.open:
+            self.pending.append(item)
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._schedule_flush()
+                except RuntimeError:
+                    if data:
+                        self.link.count_dropped(1)
+        elif data:
+            self.link.count_dropped(1)
+
+    def _schedule_flush(self) -> None:
+        """Run ``_flush`` on the loop soon: without a wake-up when called on the
+        loop's own thread (an actor on a dispatcher sharing the loop).  Raises
+        RuntimeError when the loop is closed."""
+        if get_ident() == self._loop_ident:
+            self._call_soon(self._flush)
+        else:
+            self._call_soon_threadsafe(self._flush)
+
+    def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None:
+        self._push((OP_ADVERTISE, key, role, up), False)
+
+    def send_retract(self, key: MessageKey, role: Role) -> None:
+        self._push((OP_RETRACT, key, role), False)
+
+    def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None:
+        self._push((OP_FEED_STATUS, key, role, up), False)
+
+    def send_subscribe(self, key: MessageKey) -> None:
+        self._push((OP_SUBSCRIBE, key), False)
+
+    def send_unsubscribe(self, key: MessageKey) -> None:
+        self._push((OP_UNSUBSCRIBE, key), False)
+
+    def send_request(self, request_id: int, message: Message) -> None:
+        item = (OP_REQUEST, request_id, message)
+        # (on the loop's own thread there is no direct write: skip its call)
+        if get_ident() == self._loop_ident or not self._write_now(item):
+            self._push(item, True)
+
+    def send_request_ack(self, request_id: int, taken: int) -> None:
+        self._push((OP_REQUEST_ACK, request_id, taken), True)
+
+    def send_reply(self, request_id: int, reply: Reply) -> None:
+        item = (OP_REPLY, request_id, reply)
+        if get_ident() == self._loop_ident or not self._write_now(item):
+            self._push(item, True)
+
+    def send_cancel(self, request_id: int) -> None:
+        self._push((OP_CANCEL, request_id), True)
+
+    # ------------------------------------------- direct writes (a sending thread)
+
+    def _write_now(self, item: tuple[Any, ...]) -> bool:
+        """(a thread other than the loop's) Encode ``item`` — after the few items
+        pending before it — and write it to the socket on this thread, when the
+        link is idle; False (the caller queues it) when it is not, or the loop
+        holds the connection."""
+        if self.wfd < 0:  # (the callers made sure this is not the loop's thread)
+            return False
+        wlock = self.wlock
+        if not wlock.acquire(blocking=False):
+            return False
+        try:
+            proto, transport = self.proto, self.transport
+            if (
+                self.wfd < 0
+                or not self.open
+                or self.paused
+                or self.tail
+                or proto is None
+                or transport is None
+                or not proto.can_send
+                or len(self.pending) > _DIRECT_MAX_PENDING
+                or transport.is_closing()
+                or transport.get_write_buffer_size()
+            ):
+                return False
+            pending = self.pending
+            if not pending:
+                first = item  # the usual case, a request: nothing waits before it
+            elif (
+                len(pending) == 1
+                and item[0] == OP_REPLY
+                and (ack := pending[0]).__class__ is tuple
+                and ack[0] == OP_REQUEST_ACK
+                and ack[1] == item[1]
+            ):
+                # the usual reply: its own acknowledgement waits, and goes with it
+                pending.popleft()
+                self.acks_since = None
+                first = (OP_REPLY_ACKED, item[1], item[2], ack[2])
+            else:
+                first = None
+            if first is not None:  # _drain's work for one item, without its loop
+                try:
+                    self._command(proto, first)
+                except (CodecError, UsageError) as exc:
+                    self._unsendable(first, exc)  # queues a stand-in reply, if one
+            else:
+                pending.append(item)
+                self._drain(proto)  # what waited before it, then the item
+            if pending:  # a stand-in for a reply that could not be encoded
+                self._drain(proto)
+            data = proto.data_to_send()
+            if data:
+                self._write_direct(data)
+            self.direct_writes += 1
+            return True
+        finally:
+            wlock.release()
+
+    def _write_direct(self, data: bytes) -> None:
+        """(holding wlock, not on the loop) Write ``data`` to the socket; what the
+        socket does not take now goes to ``tail`` and the loop writes it."""
+        try:
+            n = os.write(self.wfd, data)
+        except OSError:  # full (EAGAIN) or broken: the loop's transport takes over
+            n = 0
+        if n < len(data):
+            self.direct_partial += 1
+            self.tail = data[n:] if n else data
+            self.scheduled = True
+            try:
+                self._call_soon_threadsafe(self._flush)
+            except RuntimeError:  # the loop is closed: the node is gone
+                self.tail = b""
+
+    def _take_tail(self, data: bytes) -> bytes:
+        """(loop, holding wlock) ``data`` behind what a direct write left over."""
+        tail = self.tail
+        if tail:
+            self.tail = b""
+            return tail + data
+        return data
+
+    def _close_wfd(self) -> None:
+        """(holding wlock) No more direct writes: close the descriptor's dup."""
+        fd, self.wfd = self.wfd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    # --------------------------------------------------------- the flush (loop)
+
+    @locked
+    def _flush(self) -> None:
+        """(loop) Turn pending items into frames and write them in one go."""
+        self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """(loop, holding wlock) :meth:`_flush`."""
+        self.scheduled = False
+        if self.ack_timer is not None:
+            self.ack_timer.cancel()
+            self.ack_timer = None
+        if self.ended:
+            self._drop_pending()  # sends that raced with the end
+            return
+        proto = self.proto
+        if proto is None or not proto.can_send:
+            return  # nothing is attached before logon
+        if self.paused:
+            # The socket cannot keep up: everything waits here, and the queue
+            # limit applies to the data messages among it.
+            limit = self.link.settings.message_queue_size
+            if limit and self._waiting(proto, limit) > limit:
+                self._end(
+                    f"output queue limit: {self._waiting(proto, limit)} data messages wait "
+                    f"for a socket that cannot keep up, over message_queue_size={limit}; "
+                    "the peer does not read fast enough",
+                    ABORT,
+                )
+            return  # resume_writing() flushes
+        self._drain(proto, _MAX_BATCH)
+        data = proto.data_to_send()
+        if self.tail:
+            data = self._take_tail(data)
+        if data:
+            assert self.transport is not None
+            self.transport.write(data)
+        if self.pending and not self.scheduled and not self.ended:
+            # More is waiting: write this batch now so the peer can work on it
+            # while the next one is encoded (bounded batches pipeline better).
+            self.scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _waiting(self, proto: LinkProtocol, limit: int) -> int:
+        """Data messages waiting: encoded in the protocol, and still pending."""
+        queued = proto.data_queued
+        pending = self.pending
+        if queued + len(pending) <= limit:
+            return queued + len(pending)  # cheap bound: system items counted too
+        return queued + sum(
+            1 for item in list(pending) if item.__class__ is not tuple or item[0] in DATA_OPS
+        )
+
+    def _drain(self, proto: LinkProtocol, most: int | None = None) -> None:
+        """Encode the items pending now (at most ``most``).  Items that producers
+        add meanwhile wait for the flush they schedule: a busy publisher cannot
+        keep the loop here.  Consecutive notifications on one key are encoded
+        as a run (``LinkProtocol.notify_many``): the key and the class's encoder
+        are looked up once per run, not per message."""
+        pending = self.pending
+        popleft = pending.popleft
+        count = len(pending) if most is None else min(len(pending), most)
+        bodies: list[Any] = []
+        add = bodies.append
+        run_cls: type | None = None
+        run_subject: str | None = None
+        key: WireKey = ("", "")
+        enc: Callable[[Any], Any] | None = None
+        while count > 0:
+            count -= 1
+            item = popleft()
+            cls = item.__class__
+            if cls is not tuple:  # a notification: the message itself
+                if cls is not run_cls or item.subject != run_subject:
+                    if bodies:
+                        self._notify_run(proto, key, bodies)
+                        bodies = []
+                        add = bodies.append
+                    run_cls = cls
+                    run_subject = item.subject
+                    key = (cls.__type_name__, run_subject)
+                    enc = cls._ab_enc
+                if enc is None:
+                    add(item)  # the message is its own wire form
+                else:
+                    try:
+                        add(enc(item))
+                    except (CodecError, UsageError) as exc:
+                        self._unsendable(item, exc)
+                continue
+            if bodies:
+                self._notify_run(proto, key, bodies)
+                bodies = []
+                add = bodies.append
+            run_cls = None
+            if item[0] == OP_REQUEST_ACK and pending:
+                # The reply to the same request right behind its acknowledgement
+                # (a replier answered at once): one frame carries both.  Only this
+                # drain pops, so the head of the deque is stable here.
+                following = pending[0]
+                if (
+                    following.__class__ is tuple
+                    and following[0] == OP_REPLY
+                    and following[1] == item[1]
+                ):
+                    popleft()
+                    count -= 1
+                    item = (OP_REPLY_ACKED, item[1], following[2], item[2])
+            try:
+                self._command(proto, item)
+            except (CodecError, UsageError) as exc:
+                # MessageTooLargeError is a CodecError; a value msgpack cannot
+                # encode is a UsageError: one message is lost, not the link.
+                self._unsendable(item, exc)
+        if bodies:
+            self._notify_run(proto, key, bodies)
+        if not pending:
+            self.acks_since = None  # whatever acknowledgement waited has gone
+
+    def _notify_run(self, proto: LinkProtocol, key: WireKey, bodies: list[Any]) -> None:
+        """Encode notifications on one key; one that cannot be sent is lost, not the
+        link (nor the ones after it)."""
+        while bodies:
+            before = proto.last_seq_sent
+            try:
+                proto.notify_many(key, bodies)
+                return
+            except (CodecError, UsageError) as exc:
+                self._unsendable(None, exc)
+                bodies = bodies[proto.last_seq_sent - before + 1 :]
+
+    def _command(self, proto: LinkProtocol, item: tuple[Any, ...]) -> None:
+        op = item[0]
+        # codec.to_wire(m), inline: the class's encoder, or the message itself
+        if op == OP_REPLY_ACKED:
+            reply = item[2]
+            cls = reply.__class__
+            enc = cls._ab_enc
+            body = reply if enc is None else enc(reply)
+            proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body, item[3])
+        elif op == OP_REPLY:
+            reply = item[2]
+            cls = reply.__class__
+            enc = cls._ab_enc
+            body = reply if enc is None else enc(reply)
+            proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body)
+        elif op == OP_REQUEST:
+            message = item[2]
+            cls = message.__class__
+            enc = cls._ab_enc
+            body = message if enc is None else enc(message)
+            proto.request((cls.__type_name__, message.subject), item[1], body)
+        elif op == OP_REQUEST_ACK:
+            proto.request_ack(item[1], item[2])
+        elif op == OP_CANCEL:
+            proto.cancel(item[1])
+        elif op == OP_ADVERTISE:
+            state = FeedState.UP if item[3] else FeedState.DOWN
+            proto.advertise(_wire_key(item[1]), item[2], Scope.LOCAL_AND_REMOTE, state)
+        elif op == OP_RETRACT:
+            proto.retract(_wire_key(item[1]), item[2])
+        elif op == OP_FEED_STATUS:
+            proto.feed_status(_wire_key(item[1]), item[2], bool(item[3]))
+        elif op == OP_SUBSCRIBE:
+            proto.subscribe(_wire_key(item[1]), Role.SUBSCRIBER)
+        else:
+            proto.unsubscribe(_wire_key(item[1]), Role.SUBSCRIBER)
+
+    def _unsendable(self, item: Any, exc: Exception) -> None:
+        if item.__class__ is tuple and item[0] == OP_REPLY_ACKED:
+            # the reply cannot go, its acknowledgement can (it holds only ints)
+            if self.proto is not None:
+                self.proto.request_ack(item[1], item[3])
+            item = (OP_REPLY, item[1], item[2])
+        self.link.count_dropped(1)
+        self._log.warning("link {}: a message is dropped, it cannot be sent: {}", self.name, exc)
+        party = self.party
+        op = item[0] if item.__class__ is tuple else None
+        if party is None:
+            return
+        if op == OP_REQUEST:
+            # Nobody over there will see it: the requestor gets its ERROR reply now.
+            party.request_ack(item[1], 0)
+        elif op == OP_REPLY:
+            # Keep the requestor's count right with a small reply in its place.
+            reply: Reply = item[2]
+            final = reply.status is not ReplyStatus.OK_CONTINUING
+            stand_in = Reply(
+                reply.subject,
+                status=ReplyStatus.ERROR if final else ReplyStatus.OK_CONTINUING,
+                reason=f"a {type(reply).__name__} reply could not be sent over the link",
+            )
+            self.pending.appendleft((OP_REPLY, item[1], stand_in))
+
+    def _write(self) -> None:
+        proto, transport = self.proto, self.transport
+        if proto is None or transport is None or self.paused or transport.is_closing():
+            return
+        data = self._take_tail(proto.data_to_send())
+        if data:
+            transport.write(data)
+
+    def _drop_pending(self) -> None:
+        pending = self.pending
+        n = 0
+        while pending:
+            item = pending.popleft()
+            if item.__class__ is not tuple or item[0] in DATA_OPS:
+                n += 1
+        self.link.count_dropped(n)
+
+    # ------------------------------------------ acknowledgements waiting (loop)
+
+    @locked
+    def _acks_due(self) -> None:
+        """(loop) The acknowledgement timer: acknowledgements that waited
+        ``ACK_DELAY`` for a reply go alone; younger ones wait on.  (The timer is
+        armed once for many requests, since the threads that write the replies
+        cannot cancel it; without this check it would cut the wait of whichever
+        acknowledgement happened to be pending when it fired.)  Both arming
+        points ask for ``TICK`` more than the wait: asked for exactly the wait,
+        libuv's millisecond timers may fire up to a tick early, find the
+        acknowledgement younger than ``ACK_DELAY`` and re-arm for less than half
+        a tick, which runs on the next turn of the loop: one more turn of the
+        I/O thread's loop per request answered at once."""
+        self.ack_timer = None
+        if not self.pending or self.ended:
+            return  # the replies took them
+        since = self.acks_since
+        if since is not None and self._only_acks_pending():
+            wait = since + ACK_DELAY - self.loop.time()
+            if wait > 0:
+                self.ack_timer = self.loop.call_later(wait + TICK, self._acks_due)
+                return
+        self._flush_locked()
+
+    def _only_acks_pending(self) -> bool:
+        """Only acknowledgements of requests some replier took are pending (few)."""
+        pending = self.pending
+        if not pending or len(pending) > 8:
+            return False
+        for item in pending:
+            if item.__class__ is not tuple or item[0] != OP_REQUEST_ACK or item[2] == 0:
+                return False
+        return True

@@ -1,0 +1,285 @@
+"""What every part of :class:`~actorbus.net.protocol.LinkProtocol` shares: its
+state (declared here, set by its constructor), the queue items, the handshake
+cursors, queueing an encoded frame, and closing.
+
+``LinkProtocol`` is one class assembled from mixins, one module each:
+:mod:`~actorbus.net._commands` (feed and data commands),
+:mod:`~actorbus.net._frames` (checking each received frame),
+:mod:`~actorbus.net._parser` (bytes in: framing and the hot loop) and
+:mod:`~actorbus.net.protocol` (the constructor, handshake commands, timers,
+taking events).  They share the attributes below, all private to the class.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+import msgpack
+
+from ..errors import LinkClosedError, MessageTooLargeError, ProtocolError, UsageError
+from ._events import Event
+from ._framing import ENCODE_ERRORS, closed_unpacker
+from ._handshake import CAN_SEND, OPEN, SHOWN, ProtocolState, Side, Step
+from ._settings import ProtocolSettings, WireCounters
+from ._wire import FrameType, WireKey, WireValue
+
+if TYPE_CHECKING:
+    from functools import partial
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_KEY_ID",
+    "MAX_REASON",
+    "MAX_RUN_ID",
+    "Failure",
+    "ProtocolBase",
+    "QueueItem",
+    "Run",
+    "kind_of",
+    "run_id_problem",
+    "show",
+    "wire_text",
+]
+
+#: Longest run id, in UTF-8 bytes.
+MAX_RUN_ID: Final = 64
+#: Largest count a RECEIPT (or a request id, or a repliers count) may carry.
+MAX_COUNT: Final = (1 << 64) - 1
+#: Reasons sent to the peer are cut to this many UTF-8 bytes.
+MAX_REASON: Final = 512
+#: Largest key id.
+MAX_KEY_ID: Final = 0xFFFF_FFFF
+
+_LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
+_LOGOFF: Final = int(FrameType.LOGOFF)
+_KEY_DEF: Final = int(FrameType.KEY_DEF)
+
+
+class Failure:
+    """Queued in place of an event: the ProtocolError ``next_event()`` will raise."""
+
+    __slots__ = ("error", "wire_reason")
+
+    def __init__(self, error: ProtocolError, wire_reason: str) -> None:
+        self.error = error
+        self.wire_reason = wire_reason
+
+
+class Run(deque[WireValue]):
+    """Queued in place of events: the bodies of consecutive notifications on
+    one key, in arrival order (the hot path: no object per message).  Only the
+    newest queued item may grow, so order across items is kept."""
+
+    __slots__ = ("key",)
+
+    key: WireKey
+
+
+QueueItem = Event | Failure | Run
+
+
+def show(value: object, limit: int = 60) -> str:
+    """``repr`` of a peer-supplied value, cut short so a log line stays a line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def kind_of(value: object) -> str:
+    """The msgpack kind of a decoded value, for messages."""
+    return "array" if type(value) is tuple else type(value).__name__
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why the str ``run_id`` is not a valid run id, or None ("" is valid)."""
+    try:
+        size = len(run_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode text"
+    if size > MAX_RUN_ID:
+        return f"it has {size} UTF-8 bytes, expected at most {MAX_RUN_ID}"
+    return None
+
+
+def wire_text(reason: str) -> str:
+    """``reason`` cut to ``MAX_REASON`` UTF-8 bytes, so a closing frame always fits."""
+    data = reason.encode("utf-8", "replace")
+    if len(data) <= MAX_REASON:
+        return reason
+    return data[: MAX_REASON - 3].decode("utf-8", "ignore") + "..."
+
+
+class ProtocolBase:
+    """The state of one end of a link, and the moves every part makes."""
+
+    # -- public (see LinkProtocol); the first four never change
+    side: Side
+    node_id: str
+    run_id: str
+    settings: ProtocolSettings
+    peer_run_id: str | None
+    counters: WireCounters
+    peer_node_id: str | None
+    close_reason: str | None
+    error: ProtocolError | None
+
+    # -- the handshake: the application's cursor and the parser's (_handshake.py)
+    _step: Step
+    _rx: Step
+    #: ``_step in CAN_SEND``, ``_rx in OPEN`` and ``_rx is CLOSED``: copies for
+    #: the hot paths, written only by ``_to()`` / ``_rx_to()``
+    _can_send: bool
+    _rx_open: bool
+    _rx_done: bool
+    _is_known_type: Callable[[str], bool]
+    _created: float
+
+    # -- output
+    _out: list[bytes]
+    _has_output: partial[bool]
+    _data_queued: int
+    _tx_seq: int
+    _out_keys: dict[WireKey, int]
+    _pack: Callable[[object], bytes]
+    _prefix: Callable[[int], bytes]
+    _max_frame: int
+
+    # -- input
+    _rx_seq: int
+    _in_keys: dict[int, WireKey]
+    _in_unknown: dict[int, WireKey]
+    _events: deque[QueueItem]
+    _has_events: partial[bool]
+    _buffer_limit: int
+    _unpacker: msgpack.Unpacker
+    _buffered: int
+    _frame_len: int
+    _read_len: Callable[[bytes], tuple[int]]
+
+    # -- timers
+    _idle_since: float
+    _last_rx: float
+    _hb_sent_at: float | None
+
+    # ------------------------------------------------------------- handshake
+
+    def _to(self, step: Step) -> None:
+        """Move the application's cursor."""
+        self._step = step
+        self._can_send = step in CAN_SEND
+
+    def _rx_to(self, step: Step) -> None:
+        """Move the parser's cursor (``_handshake.OPEN`` steps take any frame)."""
+        self._rx = step
+        self._rx_open = step in OPEN
+        self._rx_done = step is Step.CLOSED
+
+    def _closed_error(self, what: str) -> LinkClosedError:
+        return LinkClosedError(
+            f"{what}() on a closed link ({self.close_reason}); "
+            "the link is gone, wait for the shell to reconnect"
+        )
+
+    def _refusal(self, state: ProtocolState, what: str) -> LinkClosedError | UsageError:
+        """The error for a command allowed only in ``state``, made in another."""
+        shown = SHOWN[self._step]
+        if shown is ProtocolState.CLOSED:
+            return self._closed_error(what)
+        return UsageError(
+            f"{what}() while the link is {shown.name}; it is allowed only in state {state.name}"
+        )
+
+    def _require(self, state: ProtocolState, what: str) -> None:
+        """Raise unless the link shows ``state``."""
+        if SHOWN[self._step] is not state:
+            raise self._refusal(state, what)
+
+    def _check_sending(self, what: str) -> None:
+        if self._can_send:
+            return
+        if self._step is Step.CLOSED:
+            raise self._closed_error(what)
+        raise UsageError(
+            f"{what}() before the logon was accepted (state {SHOWN[self._step].name}); "
+            "the server calls accept_logon(), the client waits for LogonAccepted"
+        )
+
+    # -------------------------------------------------------------- queueing
+
+    def _queue(self, frame: tuple[object, ...], what: str) -> None:
+        self._out.append(self._encode(frame, what))
+
+    def _encode(self, frame: tuple[object, ...], what: str) -> bytes:
+        """``frame`` with its length prefix; raises (and queues nothing) when it
+        cannot be encoded or is above ``max_frame_size``."""
+        try:
+            packed: bytes = self._pack(frame)
+        except ENCODE_ERRORS as exc:
+            raise self._unencodable(what, None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large(what, None, size)
+        return self._prefix(size) + packed
+
+    def _queue_sequenced(
+        self,
+        frame_type: int,
+        fields: tuple[object, ...],
+        what: str,
+        *,
+        data: bool,
+        key: WireKey | None = None,
+    ) -> None:
+        seq = self._tx_seq + 1
+        packed = self._encode((frame_type, seq, *fields), what)
+        if key is not None and key not in self._out_keys:
+            self._define(key, fields[0], what)  # type: ignore[arg-type]
+        self._out.append(packed)
+        self._tx_seq = seq
+        if data:
+            self._data_queued += 1
+
+    def _define(self, key: WireKey, kid: int, what: str) -> None:
+        """Queue the KEY_DEF of a key used for the first time."""
+        self._queue((_KEY_DEF, kid, key[0], key[1]), what)
+        self._out_keys[key] = kid
+
+    @staticmethod
+    def _unencodable(what: str, key: WireKey | None, exc: Exception) -> UsageError:
+        on = f" on {key!r}" if key is not None else ""
+        return UsageError(
+            f"{what}(){on}: the frame cannot be encoded as msgpack ({exc}); pass the "
+            "codec's wire value (lists, str, int, float, bytes, bool, None, ExtType)"
+        )
+
+    def _too_large(self, what: str, key: WireKey | None, size: int) -> MessageTooLargeError:
+        on = f" on {key!r}" if key is not None else ""
+        return MessageTooLargeError(
+            f"{what}(){on}: the frame is {size} bytes, above max_frame_size="
+            f"{self._max_frame}; send a smaller message or raise max_frame_size on both nodes"
+        )
+
+    # --------------------------------------------------------------- closing
+
+    def _drop_partial_frame(self) -> None:
+        """Forget whatever partial frame was buffered: nothing more is parsed."""
+        self._unpacker = closed_unpacker()
+        self._buffered = 0
+        self._frame_len = -1
+
+    def _close(self, reason: str) -> None:
+        self._to(Step.CLOSED)
+        self._rx_to(Step.CLOSED)
+        self.close_reason = reason
+        self._hb_sent_at = None
+        self._drop_partial_frame()
+
+    def _close_telling_peer(self, reason: str, wire_reason: str) -> None:
+        """Close after a timeout or a peer error, queueing a frame that says why."""
+        awaiting_answer = self.side is Side.SERVER and (
+            self._step is Step.IDLE or self._step is Step.LOGON_RECEIVED
+        )
+        frame_type = _LOGON_REJECT if awaiting_answer else _LOGOFF
+        self._queue((frame_type, wire_text(wire_reason)), "close")
+        self._close(reason)
