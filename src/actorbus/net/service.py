@@ -8,8 +8,8 @@ against the service's **positive address filter** — a list of hosts
 (``"10.1.0.5"``) and endpoints (``"10.1.0.5:7000"``); when the list is not
 empty, a peer matching no entry is closed at once and counted in ``refused`` —
 and otherwise becomes a :class:`~actorbus.net.link.Link` on the *connection
-selector*, which runs the logon.  ``ServiceStarted`` and ``ConnectionAccepted`` system notifications are
-published on the bus.
+selector*, which runs the logon.  ``ServiceStarted`` and ``ConnectionAccepted``
+system notifications are published on the bus.
 """
 
 from __future__ import annotations
