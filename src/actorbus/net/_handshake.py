@@ -21,8 +21,9 @@ RECEIPT (taking :class:`~actorbus.net.protocol.ReceiptReceived` moves nothing).
 A move the table has no row for is refused: a command raises
 :class:`~actorbus.errors.UsageError`, a frame is a protocol error.  Not in the
 table: every step goes to ``CLOSED`` on ``logoff()``, ``reject_logon()``, a
-LOGOFF, the end of the stream, a timeout or a broken rule; a closed cursor
-moves no more.
+LOGOFF, the end of the stream, a timeout or a broken rule (and the
+application's cursor on taking ``LogonRejected``, whose frame the table lets
+the parser's take); a closed cursor moves no more.
 
 ::
 
