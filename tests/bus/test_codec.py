@@ -171,7 +171,7 @@ def test_simple_round_trip_is_a_plain_array() -> None:
     msg = Simple("/demo", 123, count=7, ratio=0.5, name="x", flag=False)
     assert round_trip(msg) == msg
     assert msgpack.unpackb(encode(msg)) == ["/demo", 123, 7, 0.5, "x", False]
-    assert Simple._ab_enc is None  # natives only: the message is its own wire form
+    assert Simple.__wire_encode__ is None  # natives only: the message is its own wire form
 
 
 def test_natives_with_their_exact_types_decode_to_the_class() -> None:
@@ -718,12 +718,12 @@ def test_compile_generates_once_and_rejects_bases() -> None:
     class Fresh(Notification):
         value: Decimal
 
-    stub = Fresh.__dict__["_ab_enc"]
+    stub = Fresh.__dict__["__wire_encode__"]
     codec_module.compile(Fresh)
-    compiled = Fresh.__dict__["_ab_enc"]
+    compiled = Fresh.__dict__["__wire_encode__"]
     assert compiled is not stub
     codec_module.compile(Fresh)
-    assert Fresh.__dict__["_ab_enc"] is compiled
+    assert Fresh.__dict__["__wire_encode__"] is compiled
     for bad in (Notification.__mro__[1], Field, int):
         with pytest.raises(UsageError):
             codec_module.compile(bad)

@@ -359,7 +359,7 @@ def test_fast_decoder_agrees_with_the_reference_decoder(
     fast: Any
     slow: Any
     try:
-        fast = cls._ab_dec(obj)
+        fast = cls.__wire_decode__(obj)
     except CodecError as exc:
         fast = exc
     try:

@@ -140,7 +140,7 @@ class _StructType(FieldType):
 
     def to_wire(self, value: Any) -> object:
         cls = type(value)
-        enc = cls._ab_enc
+        enc = cls.__wire_encode__
         if cls is self._cls:
             return value if enc is None else enc(value)
         depth = _DEPTH.encode
@@ -159,7 +159,7 @@ class _StructType(FieldType):
 
     def from_wire(self, obj: object) -> object:
         if type(obj) is tuple:
-            return self._cls._ab_dec(obj)
+            return self._cls.__wire_decode__(obj)
         if type(obj) is SubStructExt:
             return self._from_ext(obj)
         raise _Mismatch(f"{self.display} wire form (array or sub-struct ext)", obj)
@@ -185,7 +185,7 @@ class _StructType(FieldType):
             )
         _DEPTH.decode = depth + 1
         try:
-            return cls._ab_dec(inner[1])
+            return cls.__wire_decode__(inner[1])
         finally:
             _DEPTH.decode = depth
 
@@ -216,7 +216,7 @@ class _SequenceType(FieldType):
             return value
         if type(item) is _StructType:
             cls = item._cls
-            if cls._ab_enc is None and all(type(v) is cls for v in value):
+            if cls.__wire_encode__ is None and all(type(v) is cls for v in value):
                 return value  # structs of the declared class are their own wire form
         enc = item.to_wire
         return tuple([enc(v) for v in value])

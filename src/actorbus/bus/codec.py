@@ -10,13 +10,15 @@ costs no value bytes.  Field wire forms are listed in ``docs/messages.md``.
 
 Each class gets two functions, generated as Python source the first time the
 class is encoded or decoded (or by :func:`compile`) and stored on the class
-itself (``cls._ab_enc``, ``cls._ab_dec``), where lookup is cheapest:
+itself (``cls.__wire_encode__``, ``cls.__wire_decode__``), where lookup is cheapest.
+They are the codec's interface for transports' hot paths, which call them
+directly rather than :func:`to_wire` / :func:`from_wire`:
 
-* ``_ab_enc(msg)`` → the object to pack.  For a class whose fields are all
+* ``__wire_encode__(msg)`` → the object to pack.  For a class whose fields are all
   native (bool, int, float, str, bytes) and required, there is no encoder at all
-  (``_ab_enc is None``): a message is a tuple and msgpack packs it as an array
+  (``__wire_encode__ is None``): a message is a tuple and msgpack packs it as an array
   directly.  An int beyond 64 bits is handled by the packer's ``default`` hook.
-* ``_ab_dec(obj)`` → a message from an untrusted, already unpacked object.  The
+* ``__wire_decode__(obj)`` → a message from an untrusted, already unpacked object.  The
   fast path inlines ``type(v) is int`` checks and calls the field types only for
   the rest; on any mismatch it hands over to :func:`_slow_from_wire`, the
   reference decoder, which raises a CodecError naming the class and the field.
@@ -85,8 +87,8 @@ def compile(cls: type[Message] | type[Field]) -> None:
     if cls.__dict__.get("_ab_compiled"):
         return
     enc, dec = _generate(cls)
-    type.__setattr__(cls, "_ab_enc", enc)
-    type.__setattr__(cls, "_ab_dec", dec)
+    type.__setattr__(cls, "__wire_encode__", enc)
+    type.__setattr__(cls, "__wire_decode__", dec)
     type.__setattr__(cls, "_ab_compiled", True)
 
 
@@ -317,14 +319,14 @@ def to_wire(message: Message | Field) -> Any:
 
     To embed it in a larger msgpack document, pack with
     ``default=codec.pack_default`` (ints beyond 64 bits)."""
-    enc = type(message)._ab_enc
+    enc = type(message).__wire_encode__
     return message if enc is None else enc(message)
 
 
 def from_wire(cls: type[M], obj: object) -> M:
     """Build a ``cls`` from an untrusted wire form as msgpack unpacks it (arrays as
     tuples, ``ext_hook=codec.ext_hook``); CodecError if it does not fit."""
-    result: M = cls._ab_dec(obj)
+    result: M = cls.__wire_decode__(obj)
     return result
 
 
@@ -350,7 +352,7 @@ class Codec:
 
         MessageTooLargeError beyond ``max_size``; CodecError when a str holds lone
         surrogates (they have no UTF-8 form)."""
-        enc = type(message)._ab_enc
+        enc = type(message).__wire_encode__
         try:
             data = pack(message if enc is None else enc(message))
         except ValueError as exc:  # UnicodeEncodeError; msgpack's size and depth limits
@@ -382,7 +384,7 @@ class Codec:
         except ValueError as exc:
             # msgpack's FormatError/StackError/ExtraData, incomplete input, bad UTF-8
             raise CodecError(f"malformed {cls.__qualname__} body: {exc}") from exc
-        result: M = cls._ab_dec(obj)
+        result: M = cls.__wire_decode__(obj)
         return result
 
 

@@ -224,7 +224,7 @@ class Inbound(Outbound):
             if key is not None and party is not None:
                 try:
                     # codec.from_wire(cls, body), inline: the class's decoder
-                    message = key.message_class._ab_dec(event.body)
+                    message = key.message_class.__wire_decode__(event.body)
                 except CodecError as exc:
                     self._corrupt_body(key, exc)
                     return False
@@ -236,7 +236,7 @@ class Inbound(Outbound):
                     reply: Reply = self._stand_in_reply(event)
                 else:
                     try:
-                        reply = key.message_class._ab_dec(event.body)
+                        reply = key.message_class.__wire_decode__(event.body)
                     except CodecError as exc:
                         self._corrupt_body(key, exc)
                         return False
@@ -316,7 +316,7 @@ class Inbound(Outbound):
                 self._corrupt_body(key, exc, dropped)
                 return False
             # decoded once, so the class's decoder is compiled: cache it with the key
-            self.notified[wire_key] = (key.message_class._ab_dec, key)
+            self.notified[wire_key] = (key.message_class.__wire_decode__, key)
             party.notify(message, key)
             self.touched.add(key)
         return True

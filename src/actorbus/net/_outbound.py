@@ -342,7 +342,7 @@ class Outbound(ConnectionBase):
                     run_cls = cls
                     run_subject = item.subject
                     key = (cls.__type_name__, run_subject)
-                    enc = cls._ab_enc
+                    enc = cls.__wire_encode__
                 if enc is None:
                     add(item)  # the message is its own wire form
                 else:
@@ -398,19 +398,19 @@ class Outbound(ConnectionBase):
         if op == OP_REPLY_ACKED:
             reply = item[2]
             cls = reply.__class__
-            enc = cls._ab_enc
+            enc = cls.__wire_encode__
             body = reply if enc is None else enc(reply)
             proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body, item[3])
         elif op == OP_REPLY:
             reply = item[2]
             cls = reply.__class__
-            enc = cls._ab_enc
+            enc = cls.__wire_encode__
             body = reply if enc is None else enc(reply)
             proto.reply(item[1], (cls.__type_name__, reply.subject), reply.status, body)
         elif op == OP_REQUEST:
             message = item[2]
             cls = message.__class__
-            enc = cls._ab_enc
+            enc = cls.__wire_encode__
             body = message if enc is None else enc(message)
             proto.request((cls.__type_name__, message.subject), item[1], body)
         elif op == OP_REQUEST_ACK:
