@@ -61,6 +61,7 @@ __all__ = [
     "PartyTransport",
     "RemoteParty",
     "Role",
+    "delivery_batching",
     "use_delivery_batching",
 ]
 
@@ -85,6 +86,13 @@ def _no_release() -> None:
 #: (hold, release): installed by the actors layer (``actors/dispatcher.py``) at
 #: import; until then a batch holds nothing.
 _batching: list[Callable[..., Any]] = [_no_hold, _no_release]
+
+
+def delivery_batching() -> tuple[Callable[[], bool], Callable[[], None]]:
+    """``(hold, release)``: what every party's ``hold_deliveries`` /
+    ``release_deliveries`` are, for a transport that batches before it has a
+    party (a connection reading its first bytes)."""
+    return _batching[0], _batching[1]
 
 
 def use_delivery_batching(hold: Callable[[], bool], release: Callable[[], None]) -> None:

@@ -7,7 +7,7 @@ on the node's I/O threads (the *selectors* of the configuration, counted by
 :class:`IOThreadStats`), with :class:`Service` listening for links.
 
 The protocol speaks the bus's own enums (``actorbus.Scope``, ``actorbus.FeedState``,
-``actorbus.ReplyStatus``, ``actorbus.bus.router.Role``); this package has no
+``actorbus.ReplyStatus``, ``actorbus.bus.party.Role``); this package has no
 copies of them.
 """
 

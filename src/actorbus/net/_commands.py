@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from typing import Final
 
 from ..bus.message import ReplyStatus
-from ..bus.router import Role
+from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 from ..errors import UsageError
-from ._framing import ENCODE_ERRORS
+from ._framing import ENCODE_ERRORS, PREFIX
 from ._protocol_base import MAX_COUNT, ProtocolBase, show
 from ._wire import (
     ALL_ROLES,
@@ -272,6 +272,82 @@ class Commands(ProtocolBase):
         self._out.append(self._prefix(size) + packed)
         self._tx_seq = seq
         self._data_queued += 1
+
+    # ------------------------------------------------- a frame at once (shortcuts)
+
+    def request_now(self, key: WireKey, request_id: int, body: object) -> bytes | None:
+        """``request(key, request_id, body)`` then ``data_to_send()``: the frame's
+        bytes, counted as handed over; None, having done nothing, when frames are
+        queued, ``key`` is not defined on this link yet, or a check fails (then
+        ``request()`` says why).  Raises what ``request()`` raises for the body."""
+        if self._out or not self._can_send:
+            return None
+        try:
+            kid = self._out_keys.get(key)
+        except TypeError:
+            return None
+        if kid is None or type(request_id) is not int or not 0 <= request_id <= MAX_COUNT:
+            return None
+        seq = self._tx_seq + 1
+        try:
+            packed = self._pack((_REQUEST, seq, kid, request_id, body))
+        except ENCODE_ERRORS as exc:
+            raise self._unencodable("request", None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large("request", None, size)
+        self._tx_seq = seq
+        return self._sent_now(packed, size)
+
+    def reply_now(
+        self,
+        request_id: int,
+        key: WireKey,
+        status: ReplyStatus,
+        body: object,
+        repliers: int | None = None,
+    ) -> bytes | None:
+        """``reply(...)`` then ``data_to_send()``, as :meth:`request_now`."""
+        if self._out or not self._can_send:
+            return None
+        try:
+            kid = self._out_keys.get(key)
+        except TypeError:
+            return None
+        wire_status = REPLY_STATUS_CODES.get(status) if status.__class__ is ReplyStatus else None
+        if (
+            kid is None
+            or wire_status is None
+            or type(request_id) is not int
+            or not 0 <= request_id <= MAX_COUNT
+            or (
+                repliers is not None
+                and (type(repliers) is not int or not 0 <= repliers <= MAX_COUNT)
+            )
+        ):
+            return None
+        seq = self._tx_seq + 1
+        try:
+            packed = self._pack(
+                (_REPLY, seq, kid, request_id, wire_status, body)
+                if repliers is None
+                else (_REPLY, seq, kid, request_id, wire_status, body, repliers)
+            )
+        except ENCODE_ERRORS as exc:
+            raise self._unencodable("reply", None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large("reply", None, size)
+        self._tx_seq = seq
+        return self._sent_now(packed, size)
+
+    def _sent_now(self, packed: bytes, size: int) -> bytes:
+        """One data frame handed over at once: counted as ``data_to_send()`` counts."""
+        counters = self.counters
+        counters.frames_out += 1
+        counters.bytes_out += size + PREFIX
+        counters.messages_out += 1
+        return self._prefix(size) + packed
 
     def cancel(self, request_id: int) -> None:
         """Tell the peer our request ``request_id`` is cancelled."""

@@ -2,7 +2,7 @@
 
 :class:`_Connection` is what asyncio drives (a ``BufferedProtocol``): one socket,
 one :class:`~actorbus.net.protocol.LinkProtocol`, one
-:class:`~actorbus.bus.router.RemoteParty` in the router once logged on.  It is
+:class:`~actorbus.bus.party.RemoteParty` in the router once logged on.  It is
 assembled from the parts in :mod:`~actorbus.net._outbound` (what the router
 sends) and :mod:`~actorbus.net._inbound` (what the peer sends); this module
 adds the asyncio callbacks, the logon, the timers and the end.
@@ -28,7 +28,6 @@ import os
 import socket
 from typing import TYPE_CHECKING, Final, cast
 
-from ..actors.dispatcher import hold_wakes, release_wakes
 from ..bus import codec
 from ..bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from ._address import endpoint
@@ -138,6 +137,7 @@ class _Connection(Inbound):
             pack_default=codec.pack_default,
             run_id=self.net.run_id,
         )
+        self.proto.deliver_data_to(self._take_request, self._take_reply, self._take_ack)
         link.connection_started(self, self.address)
         if link.closing or self.net.closing:
             self.proto.logoff("the link is closing")
@@ -156,16 +156,17 @@ class _Connection(Inbound):
         shared = self.shared
         if shared is None:
             # The actors' workers are woken once this read is handled, when this
-            # thread is about to give up the GIL (actors/dispatcher.py, "Held
-            # wake-ups"): a worker woken earlier would find the GIL taken and
-            # sleep again until it is released, a second wake-up per hop.
-            held = hold_wakes()
+            # thread is about to give up the GIL (the bus's delivery batching,
+            # bus/party.py; actors/dispatcher.py, "Held wake-ups"): a worker woken
+            # earlier would find the GIL taken and sleep again until it is
+            # released, a second wake-up per hop.
+            held = self.hold_deliveries()
             try:
                 with self.wlock:  # see locked
                     self._received(nbytes)
             finally:
                 if held:
-                    release_wakes()
+                    self.release_deliveries()
             return
         # On a loop shared with the actors' dispatcher the actors this batch made
         # runnable run right here, once the protocol work is done and the connection

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from .._log import logger
 from ..bus.message import MessageKey
-from ..bus.router import RemoteParty
+from ..bus.party import RemoteParty, delivery_batching
 from .protocol import LinkProtocol, WireKey
 
 if TYPE_CHECKING:
@@ -132,6 +132,14 @@ class ConnectionBase(asyncio.BufferedProtocol):
     #: ``(decode, key)`` of notifications by wire key, for the hot path (filled
     #: on first use): the class's compiled decoder and the bus key, resolved once
     notified: dict[WireKey, tuple[Callable[[Any], Any], MessageKey]]
+    #: the compiled decoders of the request and of the reply keys the event path
+    #: resolved: the protocol's data sinks decode with them (``_take_request``)
+    request_decoders: dict[WireKey, Callable[[Any], Any]]
+    reply_decoders: dict[WireKey, Callable[[Any], Any]]
+    #: ``(hold, release)`` of the bus's delivery batching (bus/party.py), taken
+    #: around every read
+    hold_deliveries: Callable[[], bool]
+    release_deliveries: Callable[[], None]
     timer: asyncio.TimerHandle | None
     timer_at: float | None
     #: acknowledgements wait on this timer for a reply to share their frame
@@ -199,6 +207,9 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self._unknown_logged = set()
         self.keys = {}
         self.notified = {}
+        self.request_decoders = {}
+        self.reply_decoders = {}
+        self.hold_deliveries, self.release_deliveries = delivery_batching()
         self.timer = None
         self.timer_at = None
         self.ack_timer = None

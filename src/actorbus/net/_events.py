@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..bus.message import ReplyStatus
-from ..bus.router import Role
+from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 from ._wire import WireKey, WireValue
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from ..bus.router import Role
+from ..bus.party import Role
 from ..config.schema import node_id_problem
 from ._events import (
     Advertised,

@@ -42,7 +42,7 @@ from ..bus.message import (
     Request,
     lookup_type,
 )
-from ..bus.router import Role
+from ..bus.party import Role
 from ..bus.scope import CAT_REMOTE, FeedState
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
@@ -112,18 +112,23 @@ class Inbound(Outbound):
             return False
         self.scheduled = True  # sends made while this batch is handled wait for its end
         now = self.loop.time()
+        # requests, replies and acknowledgements in order go straight to the
+        # party (the protocol's data sinks, _take_request ...); the rest is events
         proto.receive_data(self.view[:nbytes], now)
-        if not self._take_events():
-            return False
-        if self.touched and self.party is not None and self.link.settings.input_backlog:
-            self._check_backlog()
-        # _arm_if_earlier(), inline (the connection is up: _take_events said so)
-        deadline = proto.next_deadline()
-        if deadline is not None and (self.timer_at is None or deadline < self.timer_at):
-            self._arm()
+        if proto.has_events:
+            if not self._take_events():
+                return False
+            if self.touched and self.party is not None and self.link.settings.input_backlog:
+                self._check_backlog()
+            # _arm_if_earlier(), inline (the connection is up: _take_events said
+            # so).  Only an event moves a deadline earlier: data alone moves the
+            # heartbeat's later, and the armed timer, finding nothing due, re-arms.
+            deadline = proto.next_deadline()
+            if deadline is not None and (self.timer_at is None or deadline < self.timer_at):
+                self._arm()
         if self.shared is not None:
             return True
-        if self._only_acks_pending():
+        if self.pending and self._only_acks_pending():
             # Our repliers took the peer's requests and usually answer at once:
             # the acknowledgements wait (ACK_DELAY, up to a tick more) to go in the first
             # reply's frame, which saves the peer a frame and a wake-up per
@@ -198,6 +203,53 @@ class Inbound(Outbound):
             self._end(f"protocol error: {exc}", TELL)
             return False
 
+    # -------------------------------------------- the protocol's data sinks
+
+    def _take_request(self, wire_key: WireKey, request_id: int, body: Any) -> bool:
+        """(protocol sink) A request on a key the event path resolved before:
+        decoded with its cached decoder and handed to the party.  False (nothing
+        done) leaves it to the event path: a key seen for the first time, no
+        party yet, or a body that does not decode (the event path closes)."""
+        decode = self.request_decoders.get(wire_key)
+        party = self.party
+        if decode is None or party is None:
+            return False
+        try:
+            message = decode(body)
+        except CodecError:
+            return False
+        party.request(request_id, message)
+        return True
+
+    def _take_reply(
+        self,
+        request_id: int,
+        wire_key: WireKey,
+        status: ReplyStatus,
+        body: Any,
+        repliers: int | None,
+    ) -> bool:
+        """(protocol sink) A reply (with the request's acknowledgement when
+        ``repliers`` is not None), as :meth:`_take_request`."""
+        decode = self.reply_decoders.get(wire_key)
+        party = self.party
+        if decode is None or party is None:
+            return False
+        try:
+            reply = decode(body)
+        except CodecError:
+            return False
+        party.reply(request_id, reply, repliers)
+        return True
+
+    def _take_ack(self, request_id: int, repliers: int) -> bool:
+        """(protocol sink) A request's acknowledgement."""
+        party = self.party
+        if party is None:
+            return False
+        party.request_ack(request_id, repliers)
+        return True
+
     def _corrupt_run(
         self, key: MessageKey, decode: Callable[[Any], Any], bodies: deque[Any]
     ) -> bool:
@@ -223,11 +275,12 @@ class Inbound(Outbound):
             key = self._key_of(event.key, Request)
             if key is not None and party is not None:
                 try:
-                    # codec.from_wire(cls, body), inline: the class's decoder
-                    message = key.message_class.__wire_decode__(event.body)
+                    message = _from_wire(key.message_class, event.body)
                 except CodecError as exc:
                     self._corrupt_body(key, exc)
                     return False
+                # decoded once, so the class's decoder is compiled: the sink's now
+                self.request_decoders[event.key] = key.message_class.__wire_decode__
                 party.request(event.request_id, message)
         elif type(event) is ReplyReceived:
             if party is not None:
@@ -236,10 +289,11 @@ class Inbound(Outbound):
                     reply: Reply = self._stand_in_reply(event)
                 else:
                     try:
-                        reply = key.message_class.__wire_decode__(event.body)
+                        reply = _from_wire(key.message_class, event.body)  # type: ignore[assignment]
                     except CodecError as exc:
                         self._corrupt_body(key, exc)
                         return False
+                    self.reply_decoders[event.key] = key.message_class.__wire_decode__
                 # with the acknowledgement when it came in the same frame
                 party.reply(event.request_id, reply, event.repliers)
         elif type(event) is RequestAcknowledged:

@@ -61,16 +61,28 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import math
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._log import logger
-from ..actors.dispatcher import AsyncioDispatcher, _release_gil
 from ..config.schema import POLLING_KINDS, DispatcherKind, SelectorConfig
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..actors.asyncio_dispatcher import AsyncioDispatcher
+
+#: An empty poll's release of the GIL: ``os.sched_yield()`` lets whichever thread
+#: waits for the interpreter run (a poll that kept it would make every other
+#: Python thread wait up to the switch interval).
+_release_gil: Callable[[], object] = getattr(os, "sched_yield", None) or functools.partial(
+    time.sleep, 0
+)
 
 __all__ = ["IOThread", "IOThreadStats", "park_delay"]
 

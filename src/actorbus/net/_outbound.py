@@ -56,7 +56,7 @@ from threading import get_ident
 from typing import Any, Final
 
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
-from ..bus.router import Role
+from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 from ..errors import CodecError, UsageError
 from ._connection_base import (
@@ -153,23 +153,123 @@ class Outbound(ConnectionBase):
         self._push((OP_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        item = (OP_REQUEST, request_id, message)
         # (on the loop's own thread there is no direct write: skip its call)
-        if get_ident() == self._loop_ident or not self._write_now(item):
-            self._push(item, True)
+        if (
+            self.wfd >= 0
+            and get_ident() != self._loop_ident
+            and self._write_request_now(request_id, message)
+        ):
+            return
+        self._push((OP_REQUEST, request_id, message), True)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._push((OP_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        item = (OP_REPLY, request_id, reply)
-        if get_ident() == self._loop_ident or not self._write_now(item):
-            self._push(item, True)
+        if (
+            self.wfd >= 0
+            and get_ident() != self._loop_ident
+            and self._write_reply_now(request_id, reply)
+        ):
+            return
+        self._push((OP_REPLY, request_id, reply), True)
 
     def send_cancel(self, request_id: int) -> None:
         self._push((OP_CANCEL, request_id), True)
 
     # ------------------------------------------- direct writes (a sending thread)
+
+    def _write_request_now(self, request_id: int, message: Message) -> bool:
+        """(a thread other than the loop's) Write a request to the socket on this
+        thread when the link is idle: the usual case, nothing pending, in one
+        frame straight from the protocol (``request_now``); anything else is
+        ``_write_now``'s.  False: the caller queues it."""
+        wlock = self.wlock
+        if not wlock.acquire(blocking=False):
+            return False
+        try:
+            # (under the lock, wfd >= 0 means proto and transport are set)
+            proto, transport = self.proto, self.transport
+            if (
+                self.wfd < 0
+                or not self.open
+                or self.paused
+                or self.tail
+                or transport.is_closing()  # type: ignore[union-attr]
+                or transport.get_write_buffer_size()  # type: ignore[union-attr]
+            ):
+                return False
+            if self.pending:
+                return self._write_now((OP_REQUEST, request_id, message))
+            cls = message.__class__
+            enc = cls.__wire_encode__
+            try:
+                data = proto.request_now(  # type: ignore[union-attr]
+                    (cls.__type_name__, message.subject),
+                    request_id,
+                    message if enc is None else enc(message),
+                )
+            except (CodecError, UsageError):
+                data = None  # _write_now says why, and handles it
+            if data is None:
+                return self._write_now((OP_REQUEST, request_id, message))
+            self._write_direct(data)
+            self.direct_writes += 1
+            return True
+        finally:
+            wlock.release()
+
+    def _write_reply_now(self, request_id: int, reply: Reply) -> bool:
+        """(a thread other than the loop's) ``_write_request_now`` for a reply; the
+        usual one finds its request's acknowledgement pending and carries it."""
+        wlock = self.wlock
+        if not wlock.acquire(blocking=False):
+            return False
+        try:
+            proto, transport = self.proto, self.transport
+            if (
+                self.wfd < 0
+                or not self.open
+                or self.paused
+                or self.tail
+                or transport.is_closing()  # type: ignore[union-attr]
+                or transport.get_write_buffer_size()  # type: ignore[union-attr]
+            ):
+                return False
+            pending = self.pending
+            repliers = None
+            if pending:
+                ack = pending[0]
+                if (
+                    len(pending) != 1
+                    or ack.__class__ is not tuple
+                    or ack[0] != OP_REQUEST_ACK
+                    or ack[1] != request_id
+                ):
+                    return self._write_now((OP_REPLY, request_id, reply))
+                repliers = ack[2]
+            cls = reply.__class__
+            enc = cls.__wire_encode__
+            try:
+                data = proto.reply_now(  # type: ignore[union-attr]
+                    request_id,
+                    (cls.__type_name__, reply.subject),
+                    reply.status,
+                    reply if enc is None else enc(reply),
+                    repliers,
+                )
+            except (CodecError, UsageError):
+                data = None  # _write_now says why, and handles it
+            if data is None:
+                return self._write_now((OP_REPLY, request_id, reply))
+            if repliers is not None:
+                pending.popleft()  # its acknowledgement went with it
+                self.acks_since = None
+            self._write_direct(data)
+            self.direct_writes += 1
+            return True
+        finally:
+            wlock.release()
 
     def _write_now(self, item: tuple[Any, ...]) -> bool:
         """(a thread other than the loop's) Encode ``item`` — after the few items

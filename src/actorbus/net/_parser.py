@@ -76,12 +76,8 @@ class Parser(FrameChecks):
         read_bytes = unpacker.read_bytes
         unpack = unpacker.unpack
         tell = unpacker.tell
-        read_len = self._read_len
-        max_frame = self._max_frame
         in_keys = self._in_keys
         events = self._events
-        notify_type = _NOTIFY
-        run_type = Run
         rx_open = self._rx_open
         rx_seq = self._rx_seq
         buffered = self._buffered
@@ -94,21 +90,20 @@ class Parser(FrameChecks):
         # Notifications go onto the newest queued run while they are on its key.
         run_key: WireKey | None = None
         run_append: Callable[[WireValue], None] | None = None
-        last = events[-1] if events else None
-        if last.__class__ is run_type:
-            run_key = last.key
-            run_append = last.append
+        # Requests, replies and acknowledgements go to the shell's sinks
+        # (deliver_data_to) while nothing is queued before them.
+        sink_request, sink_reply, sink_ack = self._sinks
         rejection: Reject | None = None
         try:
             while True:
                 if need < 0:
                     if buffered < 4:
                         break
-                    need = read_len(read_bytes(4))[0]
+                    need = self._read_len(read_bytes(4))[0]
                     buffered -= 4
                     pos += 4
-                    if not 0 < need <= max_frame:
-                        raise bad_length(need, max_frame)
+                    if not 0 < need <= self._max_frame:
+                        raise bad_length(need, self._max_frame)
                 if buffered < need:
                     break
                 # A body that is not exactly one msgpack value either fails to
@@ -131,51 +126,7 @@ class Parser(FrameChecks):
                 # handlers make, made once); anything else takes the handlers.
                 if type(frame) is tuple and rx_open:
                     size = len(frame)
-                    if size == 4:
-                        frame_type, seq, kid, body = frame
-                        if (
-                            type(frame_type) is int
-                            and type(seq) is int
-                            and type(kid) is int
-                            and seq == rx_seq + 1
-                        ):
-                            if frame_type == notify_type:
-                                key = in_keys.get(kid)
-                                if key is not None:
-                                    rx_seq = seq
-                                    if key is run_key:
-                                        run_append(body)  # type: ignore[misc]
-                                    else:
-                                        run = run_type((body,))
-                                        run.key = run_key = key
-                                        run_append = run.append
-                                        events.append(run)
-                                    continue
-                            elif frame_type == _NOTIFY_RUN and type(body) is tuple and body:
-                                key = in_keys.get(kid)
-                                if key is not None:
-                                    count = len(body)
-                                    rx_seq = seq + count - 1
-                                    extra += count - 1
-                                    if key is not run_key:
-                                        run = run_type()
-                                        run.key = run_key = key
-                                        run_append = run.append
-                                        events.append(run)
-                                    events[-1].extend(body)  # type: ignore[union-attr]
-                                    continue
-                            elif (
-                                frame_type == _REQUEST_ACK
-                                and kid >= 0
-                                and type(body) is int
-                                and body >= 0
-                            ):
-                                # [REQUEST_ACK, seq, request_id, repliers]
-                                rx_seq = seq
-                                events.append(RequestAcknowledged(kid, body))
-                                run_key = None
-                                continue
-                    elif size == 5:
+                    if size == 5:
                         frame_type, seq, kid, request_id, body = frame
                         if (
                             frame_type == _REQUEST
@@ -189,16 +140,61 @@ class Parser(FrameChecks):
                             key = in_keys.get(kid)
                             if key is not None:
                                 rx_seq = seq
-                                events.append(RequestReceived(key, request_id, body))
-                                run_key = None
+                                if (
+                                    events
+                                    or sink_request is None
+                                    or not sink_request(key, request_id, body)
+                                ):
+                                    events.append(RequestReceived(key, request_id, body))
+                                    run_key = None
                                 continue
-                    elif size in (6, 7):
+                    elif size == 4:
+                        frame_type, seq, kid, body = frame
+                        if (
+                            type(frame_type) is int
+                            and type(seq) is int
+                            and type(kid) is int
+                            and seq == rx_seq + 1
+                        ):
+                            if frame_type == _NOTIFY:
+                                key = in_keys.get(kid)
+                                if key is not None:
+                                    rx_seq = seq
+                                    if key is not run_key:
+                                        run_append = self._run_for(key)
+                                        run_key = key
+                                    run_append(body)  # type: ignore[misc]
+                                    continue
+                            elif frame_type == _NOTIFY_RUN and type(body) is tuple and body:
+                                key = in_keys.get(kid)
+                                if key is not None:
+                                    count = len(body)
+                                    rx_seq = seq + count - 1
+                                    extra += count - 1
+                                    if key is not run_key:
+                                        run_append = self._run_for(key)
+                                        run_key = key
+                                    events[-1].extend(body)  # type: ignore[union-attr]
+                                    continue
+                            elif (
+                                frame_type == _REQUEST_ACK
+                                and kid >= 0
+                                and type(body) is int
+                                and body >= 0
+                            ):
+                                # [REQUEST_ACK, seq, request_id, repliers]
+                                rx_seq = seq
+                                if events or sink_ack is None or not sink_ack(kid, body):
+                                    events.append(RequestAcknowledged(kid, body))
+                                    run_key = None
+                                continue
+                    elif size in {6, 7}:
                         # [REPLY, seq, key_id, request_id, status, body, repliers?]
-                        if size == 6:
+                        if size == 7:
+                            frame_type, seq, kid, request_id, status, body, repliers = frame
+                        else:
                             frame_type, seq, kid, request_id, status, body = frame
                             repliers = None
-                        else:
-                            frame_type, seq, kid, request_id, status, body, repliers = frame
                         if (
                             frame_type == _REPLY
                             and type(frame_type) is int
@@ -214,10 +210,15 @@ class Parser(FrameChecks):
                             reply_status = REPLY_STATUSES.get(status)
                             if key is not None and reply_status is not None:
                                 rx_seq = seq
-                                events.append(
-                                    ReplyReceived(request_id, key, reply_status, body, repliers)
-                                )
-                                run_key = None
+                                if (
+                                    events
+                                    or sink_reply is None
+                                    or not sink_reply(request_id, key, reply_status, body, repliers)
+                                ):
+                                    events.append(
+                                        ReplyReceived(request_id, key, reply_status, body, repliers)
+                                    )
+                                    run_key = None
                                 continue
                 slow += 1
                 self._rx_seq = rx_seq
@@ -225,13 +226,7 @@ class Parser(FrameChecks):
                 rx_seq = self._rx_seq
                 if self._rx_done:
                     break
-                # It may have queued anything: go on with the newest item if a run.
-                last = events[-1] if events else None
-                if last.__class__ is run_type:
-                    run_key = last.key
-                    run_append = last.append
-                else:
-                    run_key = None
+                run_key = None  # it may have queued anything: look again at the next one
                 rx_open = self._rx_open
         except Reject as exc:
             rejection = exc
@@ -239,11 +234,26 @@ class Parser(FrameChecks):
             # Also reached when is_known_type() raises: keep the parser consistent.
             self._buffered = buffered
             self._frame_len = need
-            self._rx_seq = max(self._rx_seq, rx_seq)
-            self.counters.frames_in += frames
-            self.counters.messages_in += frames - slow + extra
+            if rx_seq > self._rx_seq:  # noqa: PLR1730 (no builtin call per read)
+                self._rx_seq = rx_seq
+            counters = self.counters
+            counters.frames_in += frames
+            counters.messages_in += frames - slow + extra
         if rejection is not None:
             self._fail(rejection)
+
+    def _run_for(self, key: WireKey) -> Callable[[WireValue], None]:
+        """The ``append`` of the run notifications on ``key`` go onto now: the
+        newest queued item if it is a run on ``key``, else a new run queued."""
+        events = self._events
+        if events:
+            last = events[-1]
+            if last.__class__ is Run and last.key is key:
+                return last.append
+        run = Run()
+        run.key = key
+        events.append(run)
+        return run.append
 
     def _fail(self, rejection: Reject) -> None:
         error = ProtocolError(

@@ -156,6 +156,8 @@ class ProtocolBase:
     _buffered: int
     _frame_len: int
     _read_len: Callable[[bytes], tuple[int]]
+    #: (request, reply, request_ack) data sinks, or Nones (``deliver_data_to``)
+    _sinks: tuple[Callable[..., bool] | None, ...]
 
     # -- timers
     _idle_since: float

@@ -16,7 +16,7 @@ Frame types fall into three groups, which the protocol treats differently:
   as *n* data messages: they take the sequence numbers ``seq`` .. ``seq+n-1``, as
   *n* NOTIFY frames would.
 
-The protocol speaks the bus's own enums (:class:`~actorbus.bus.router.Role`,
+The protocol speaks the bus's own enums (:class:`~actorbus.bus.party.Role`,
 :class:`~actorbus.bus.scope.Scope`, :class:`~actorbus.bus.scope.FeedState`,
 :class:`~actorbus.bus.message.ReplyStatus`): its commands take their members and
 its events carry them.  Only here do they meet their wire codes, in the tables
@@ -30,7 +30,7 @@ from enum import IntEnum
 from typing import Any, Final, TypeAlias
 
 from ..bus.message import ReplyStatus
-from ..bus.router import Role
+from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 
 __all__ = [

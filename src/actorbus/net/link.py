@@ -6,7 +6,7 @@ A :class:`Link` is the application's handle on the link to one remote node.  A
 client link (made by :meth:`Bus.connect`) lives until it is closed and may
 reconnect many times; a link accepted by a service lives for one connection.
 Each TCP connection is a :class:`~actorbus.net._connection._Connection`: one
-socket, one protocol object, one :class:`~actorbus.bus.router.RemoteParty` in
+socket, one protocol object, one :class:`~actorbus.bus.party.RemoteParty` in
 the router.  All of a connection's work runs on the event loop of the link's
 I/O thread (:class:`~actorbus.net._io_thread.IOThread`, a "selector" in the
 configuration); nothing here runs actor code, except that on a loop shared

@@ -40,10 +40,9 @@ import secrets
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._log import logger
-from ..actors.dispatcher import AsyncioDispatcher
 from ..config.schema import (
     ConnectionConfig,
     DispatcherKind,
@@ -58,6 +57,7 @@ from .link import Link, LinkSettings
 from .service import Service
 
 if TYPE_CHECKING:
+    from ..actors.asyncio_dispatcher import AsyncioDispatcher
     from ..bus.message import Notification
     from ..bus.router import Router
     from ..node import Bus
@@ -206,12 +206,12 @@ class NodeNet:
                 f"selector {c.name!r}: dispatcher={c.dispatcher!r} names no dispatcher; "
                 f"this bus has {known}"
             )
-        if not isinstance(dispatcher, AsyncioDispatcher):
+        if not dispatcher.is_async:  # (the transports do not import the dispatchers)
             raise ConfigError(
                 f"selector {c.name!r}: dispatcher {c.dispatcher!r} is a {dispatcher.kind.value} "
                 "dispatcher, which has no event loop to share; name an asyncio dispatcher"
             )
-        return dispatcher
+        return cast("AsyncioDispatcher", dispatcher)
 
     def _selector(self, name: str | None, what: str) -> IOThread:
         selector = self._selectors.get(name or self._default)

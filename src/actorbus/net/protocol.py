@@ -29,8 +29,24 @@ asyncio link) drives it with four kinds of calls:
   queued.  ``tick(now)`` runs the timers; ``next_deadline()`` says when to call
   it next.
 
+Two shortcuts serve a shell's hot paths, with the same rules and counts as the
+calls they stand for:
+
+* **data straight out of the parser** — after ``deliver_data_to(request, reply,
+  request_ack)``, in-order REQUEST, REPLY and REQUEST_ACK frames on known keys
+  go to those callables while ``receive_data`` parses them, with the fields of
+  their events, instead of being queued — but only while no event waits before
+  them, so the order the application sees is the order of the bytes.  A
+  callable that returns False did not take the frame (it did nothing), and the
+  frame is queued as its event.
+* **a frame at once** — ``request_now(...)`` / ``reply_now(...)`` are
+  ``request(...)`` / ``reply(...)`` followed by ``data_to_send()``, for a shell
+  that writes the frame itself at once: they return its bytes (counted as
+  handed over), or None, having done nothing, when other frames are queued or
+  the key has not been defined on this link yet (then use the plain command).
+
 Roles, scopes, feed states and reply statuses are the bus's own enums
-(``actorbus.bus.router.Role``, ``actorbus.bus.scope.Scope`` and ``FeedState``,
+(``actorbus.bus.party.Role``, ``actorbus.bus.scope.Scope`` and ``FeedState``,
 ``actorbus.bus.message.ReplyStatus``): commands take them, events carry them.
 Their wire codes live in :mod:`actorbus.net._wire` only.
 
@@ -118,6 +134,7 @@ from functools import partial
 from operator import attrgetter, methodcaller, truth
 from typing import TYPE_CHECKING, Final
 
+from ..bus.message import ReplyStatus
 from ..config.schema import node_id_problem
 from ..errors import UsageError
 from ._commands import Commands
@@ -309,6 +326,7 @@ class LinkProtocol(Parser, Commands):
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
         self._handlers = self._frame_handlers()
+        self._sinks = (None, None, None)  # see deliver_data_to
 
         # -- timers
         self._idle_since = now  # last time something arrived (or an unanswerable probe left)
@@ -384,6 +402,20 @@ class LinkProtocol(Parser, Commands):
         return self._buffered
 
     # ---------------------------------------------------------------- events out
+
+    def deliver_data_to(
+        self,
+        request: Callable[[WireKey, int, WireValue], bool],
+        reply: Callable[[int, WireKey, ReplyStatus, WireValue, int | None], bool],
+        request_ack: Callable[[int, int], bool],
+    ) -> None:
+        """Hand in-order REQUEST, REPLY and REQUEST_ACK frames on known keys to
+        ``request(key, request_id, body)``, ``reply(request_id, key, status, body,
+        repliers)`` and ``request_ack(request_id, repliers)`` as ``receive_data``
+        parses them, while no event waits before them (see the module notes).
+        They run inside ``receive_data`` and must not call this object; one that
+        returns False leaves the frame to be queued as its event."""
+        self._sinks = (request, reply, request_ack)
 
     def next_event(self) -> Event | None:
         """The next event, or None when nothing is waiting.
