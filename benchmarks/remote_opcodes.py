@@ -58,7 +58,12 @@ from _common import Row, print_table, row
 from actorbus.config.schema import BusConfig
 from actorbus.node import Bus
 
-__all__ = ["main"]
+__all__ = ["BUDGET_SHARED_LOOP", "BUDGET_THREADED", "layer_of", "main", "per_layer"]
+
+#: Budgets (bytecodes per round trip, both nodes): the threaded default and the
+#: actors on the link's loop.
+BUDGET_THREADED = 2_200
+BUDGET_SHARED_LOOP = 2_000
 
 #: (thread name, file name, function name) -> bytecodes
 _Counts = collections.Counter[tuple[str, str, str]]
@@ -78,6 +83,8 @@ class Opcodes:
         self._per_thread: list[tuple[_Counts, collections.Counter[tuple[str, int]]]] = []
         self._local = threading.local()
         self._lock = threading.Lock()
+        #: (file name, function name) -> the layer it belongs to (layer_of)
+        self.layers: dict[tuple[str, str], str] = {}
 
     def _counters(self) -> tuple[_Counts, collections.Counter[tuple[str, int]]]:
         mine = getattr(self._local, "counters", None)
@@ -94,6 +101,7 @@ class Opcodes:
         code = frame.f_code
         where = code.co_filename.rsplit("/", 1)[-1]
         key = (threading.current_thread().name, where, code.co_name)
+        self.layers[(where, code.co_name)] = layer_of(code.co_filename)
 
         def local(frame: FrameType, event: str, arg: Any) -> Any:
             if event == "opcode" and self.on:
@@ -202,6 +210,30 @@ def count_raw(n: int, warmup: int) -> Opcodes:
     return counter
 
 
+def layer_of(filename: str) -> str:
+    """The layer of actorbus a code object's file belongs to (docs/architecture.md,
+    "Layers"): ``net``, ``bus``, ``actors``, ..., ``codec (generated)`` for the
+    generated encoders, decoders and constructors, ``benchmark actors`` for this
+    benchmark's own code, ``python`` for the standard library."""
+    if filename.startswith("<actorbus"):
+        return "codec (generated)"
+    parts = filename.split("/")
+    if "actorbus" in parts:
+        rest = parts[len(parts) - 1 - parts[::-1].index("actorbus") + 1 :]
+        return rest[0].removesuffix(".py") if rest else "actorbus"
+    if "benchmarks" in parts:
+        return "benchmark actors"
+    return "python"
+
+
+def per_layer(counter: Opcodes, n: int) -> dict[str, float]:
+    """Bytecodes per round trip by layer (both nodes, every thread)."""
+    totals: collections.Counter[str] = collections.Counter()
+    for (_, where, name), count in counter.ops().items():
+        totals[counter.layers.get((where, name), "python")] += count
+    return {layer: count / n for layer, count in totals.most_common()}
+
+
 def _breakdown(counter: Opcodes, n: int, top: int) -> None:
     """Print where the bytecodes of one configuration are: by thread and file, the
     heaviest functions, the heaviest lines."""
@@ -235,25 +267,36 @@ def main(argv: list[str] | None = None) -> list[Row]:
     raw_per_rt = sum(raw.ops().values()) / n
     rows: list[Row] = []
     threaded: Opcodes | None = None
-    for name, config in (
-        ("threaded actors (default)", remote._BUSES["ours"]),
-        ("actors on the link's loop", remote._BUSES["loop"]),
+    layers: dict[str, dict[str, float]] = {}
+    for name, config, budget in (
+        ("threaded actors (default)", remote._BUSES["ours"], BUDGET_THREADED),
+        ("actors on the link's loop", remote._BUSES["loop"], BUDGET_SHARED_LOOP),
     ):
         counter, lost = count_ours(config, n, warmup)
         if threaded is None:
             threaded = counter
+        per_rt = sum(counter.ops().values()) / n
+        layers[name] = per_layer(counter, n)
         rows.append(
             row(
                 f"request/reply round trip, bytecodes, {name}",
-                sum(counter.ops().values()) / n,
+                per_rt,
                 "ops",
                 baseline_name="raw uvloop echo, bytecodes",
                 baseline_value=raw_per_rt,
                 note=f"{n} round trips after {warmup} of warm-up, both nodes in one "
-                f"process; lost requests: {lost}; no budget",
+                f"process; lost requests: {lost}; budget <= {budget:,}: "
+                f"{'met' if per_rt <= budget else 'missed'}",
             )
         )
     print_table(rows)
+    names = list(layers)
+    print("\nby layer (bytecodes per round trip, both nodes)")
+    print(f"    {'layer':<20}" + "".join(f"{x[:26]:>28}" for x in names))
+    for layer in sorted(
+        {k for v in layers.values() for k in v}, key=lambda k: -layers[names[0]].get(k, 0)
+    ):
+        print(f"    {layer:<20}" + "".join(f"{layers[x].get(layer, 0.0):>28.1f}" for x in names))
     assert threaded is not None
     print("\nthreaded actors (default):", end="")
     _breakdown(threaded, n, args.top)
