@@ -15,9 +15,12 @@ While the connection handles received bytes the flag is held set, so replies
 and acknowledgements made by the router during that time are written in one
 go at the end of the batch.
 
-**Direct writes.**  A request or reply made on a thread other than the loop's
-(a requestor or replier on a threaded dispatcher) is written by that thread
-itself when the link is idle: nothing is paused or left over, at most a few
+**Direct writes.**  A request or reply is written at once when the link is
+idle, in one frame straight from the protocol (``request_now``/``reply_now``):
+on the loop's own thread (an actor on an asyncio dispatcher that shares it)
+through the transport, as a flush would; on any other thread (a requestor or
+replier on a threaded dispatcher) by that thread itself.  For the other threads,
+idle means: nothing is paused or left over, at most a few
 items are pending (they are written first, in order), and the transport has
 nothing buffered (uvloop's ``get_write_buffer_size()`` counts libuv's write
 queue too, so the socket is ours alone).  The thread encodes into the protocol
@@ -153,12 +156,7 @@ class Outbound(ConnectionBase):
         self._push((OP_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        # (on the loop's own thread there is no direct write: skip its call)
-        if (
-            self.wfd >= 0
-            and get_ident() != self._loop_ident
-            and self._write_request_now(request_id, message)
-        ):
+        if self.wfd >= 0 and self._write_request_now(request_id, message):
             return
         self._push((OP_REQUEST, request_id, message), True)
 
@@ -166,11 +164,7 @@ class Outbound(ConnectionBase):
         self._push((OP_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        if (
-            self.wfd >= 0
-            and get_ident() != self._loop_ident
-            and self._write_reply_now(request_id, reply)
-        ):
+        if self.wfd >= 0 and self._write_reply_now(request_id, reply):
             return
         self._push((OP_REPLY, request_id, reply), True)
 
@@ -180,10 +174,11 @@ class Outbound(ConnectionBase):
     # ------------------------------------------- direct writes (a sending thread)
 
     def _write_request_now(self, request_id: int, message: Message) -> bool:
-        """(a thread other than the loop's) Write a request to the socket on this
-        thread when the link is idle: the usual case, nothing pending, in one
-        frame straight from the protocol (``request_now``); anything else is
-        ``_write_now``'s.  False: the caller queues it."""
+        """(any thread) Write a request to the socket now when the link is idle:
+        the usual case, nothing pending, in one frame straight from the protocol
+        (``request_now``) — on the loop's thread through the transport, on any
+        other with ``os.write``; anything else is ``_write_now``'s (not on the
+        loop's thread).  False: the caller queues it."""
         wlock = self.wlock
         if not wlock.acquire(blocking=False):
             return False
@@ -199,8 +194,9 @@ class Outbound(ConnectionBase):
                 or transport.get_write_buffer_size()  # type: ignore[union-attr]
             ):
                 return False
+            on_loop = get_ident() == self._loop_ident
             if self.pending:
-                return self._write_now((OP_REQUEST, request_id, message))
+                return not on_loop and self._write_now((OP_REQUEST, request_id, message))
             cls = message.__class__
             enc = cls.__wire_encode__
             try:
@@ -212,16 +208,19 @@ class Outbound(ConnectionBase):
             except (CodecError, UsageError):
                 data = None  # _write_now says why, and handles it
             if data is None:
-                return self._write_now((OP_REQUEST, request_id, message))
-            self._write_direct(data)
-            self.direct_writes += 1
+                return not on_loop and self._write_now((OP_REQUEST, request_id, message))
+            if on_loop:
+                transport.write(data)  # type: ignore[union-attr]
+            else:
+                self._write_direct(data)
+                self.direct_writes += 1
             return True
         finally:
             wlock.release()
 
     def _write_reply_now(self, request_id: int, reply: Reply) -> bool:
-        """(a thread other than the loop's) ``_write_request_now`` for a reply; the
-        usual one finds its request's acknowledgement pending and carries it."""
+        """(any thread) ``_write_request_now`` for a reply; the usual one finds its
+        request's acknowledgement pending and carries it."""
         wlock = self.wlock
         if not wlock.acquire(blocking=False):
             return False
@@ -236,6 +235,7 @@ class Outbound(ConnectionBase):
                 or transport.get_write_buffer_size()  # type: ignore[union-attr]
             ):
                 return False
+            on_loop = get_ident() == self._loop_ident
             pending = self.pending
             repliers = None
             if pending:
@@ -246,7 +246,7 @@ class Outbound(ConnectionBase):
                     or ack[0] != OP_REQUEST_ACK
                     or ack[1] != request_id
                 ):
-                    return self._write_now((OP_REPLY, request_id, reply))
+                    return not on_loop and self._write_now((OP_REPLY, request_id, reply))
                 repliers = ack[2]
             cls = reply.__class__
             enc = cls.__wire_encode__
@@ -261,12 +261,15 @@ class Outbound(ConnectionBase):
             except (CodecError, UsageError):
                 data = None  # _write_now says why, and handles it
             if data is None:
-                return self._write_now((OP_REPLY, request_id, reply))
+                return not on_loop and self._write_now((OP_REPLY, request_id, reply))
             if repliers is not None:
                 pending.popleft()  # its acknowledgement went with it
                 self.acks_since = None
-            self._write_direct(data)
-            self.direct_writes += 1
+            if on_loop:
+                transport.write(data)  # type: ignore[union-attr]
+            else:
+                self._write_direct(data)
+                self.direct_writes += 1
             return True
         finally:
             wlock.release()
