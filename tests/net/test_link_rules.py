@@ -10,7 +10,7 @@ import threading
 
 import msgpack
 import pytest
-from nodes.messages import Counter
+from nodes.messages import Answer, Ask, Counter
 from nodes.support import (
     RawPeer,
     SystemLog,
@@ -26,12 +26,20 @@ from actorbus.bus.router import Role
 from actorbus.bus.scope import FeedState, Scope
 from actorbus.errors import LinkClosedError
 from actorbus.net.link import LinkStatus
-from actorbus.net.protocol import LogoffReceived, LogonAccepted, LogonRejected, Subscribed
+from actorbus.net.protocol import (
+    Advertised,
+    LogoffReceived,
+    LogonAccepted,
+    LogonRejected,
+    ReplyReceived,
+    Subscribed,
+)
 from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
 COUNTER = ("linktest.Counter", "/c")
+ASK = ("linktest.Ask", "/q")
 
 
 def still_serving(a: Bus, b: Bus, subject: str) -> None:
@@ -270,6 +278,35 @@ def test_a_body_that_does_not_decode_closes_the_link() -> None:
         assert (counters.messages_in, counters.corrupt_frames, counters.dropped) == (6, 1, 5)
         wait_for(lambda: not inbox.is_up, "the feed went down with the link")
         assert inbox.receive_nowait() is None
+
+
+def test_a_request_that_does_not_decode_on_a_known_key_closes_the_link() -> None:
+    """Requests on a key seen before go straight from the parser to the router
+    (the protocol's data sinks, with the key's cached decoder); one whose body
+    does not decode is refused there and takes the event path, which closes
+    the link exactly as for the first request on a key."""
+    with buses("A") as (a,):
+        service = a.listen(0)
+        rep = Recorder("rep")
+        started(a, rep)
+        rep.auto_reply = lambda inc: Answer("/q", value=inc.request.q * 2)
+        rep.replier(Ask, "/q")
+        with RawPeer.connect(service.port, "X") as raw:
+            raw.logon()  # the replier's advertisement comes before LOGON_COMPLETE
+            assert any(type(e) is Advertised and e.key == ASK for e in raw.seen)
+            for q in (1, 2):  # the first resolves the key, the second takes the sink
+                raw.proto.request(ASK, q, ("/q", 1, q, False))
+                raw.send()
+                reply = raw.expect(ReplyReceived)
+                assert (reply.request_id, reply.body[-1]) == (q, q * 2)
+            raw.proto.request(ASK, 3, ("/q", "not a timestamp", 3, False))
+            raw.proto.request(ASK, 4, ("/q", 1, 4, False))  # read with it: dropped
+            raw.send()
+            assert raw.expect(LogoffReceived).reason == "a message body did not decode"
+        wait_for(lambda: service.counters.open_links == 0, "the link is closed")
+        counters = service.counters.links
+        assert (counters.corrupt_frames, counters.dropped) == (1, 1)
+        assert [e[1].request.q for e in rep.log.of("request")] == [1, 2]
 
 
 def test_unknown_types_are_counted_and_ignored() -> None:
