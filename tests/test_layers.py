@@ -1,6 +1,7 @@
 """The import-linter contracts in pyproject.toml hold for src/, and they catch what
-they are for: an upward import (even inside a function) and a cycle between
-sibling modules, each added to a temporary copy of the package."""
+they are for: an upward import (even inside a function), a cycle between
+sibling modules, and a transport reaching past the bus's seam, each added to a
+temporary copy of the package."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _copy(tmp_path: Path) -> Path:
 def test_the_contracts_hold_for_src() -> None:
     done = _lint(ROOT / "src")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 2 kept, 0 broken." in done.stdout
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
 def test_an_upward_import_inside_a_function_breaks_the_layers(tmp_path: Path) -> None:
@@ -60,3 +61,15 @@ def test_a_cycle_between_siblings_is_refused(tmp_path: Path) -> None:
     done = _lint(src)
     assert done.returncode != 0
     assert "No cycles are allowed in actorbus.bus" in done.stdout
+
+
+def test_a_transport_that_reaches_past_the_seam_is_refused(tmp_path: Path) -> None:
+    src = _copy(tmp_path)
+    inbound = src / "actorbus" / "net" / "_inbound.py"
+    inbound.write_text(
+        inbound.read_text() + "\n\ndef _peek() -> object:\n"
+        "    from actorbus.bus.router import Router\n\n    return Router\n"
+    )
+    done = _lint(src)
+    assert done.returncode != 0
+    assert "actorbus.net is not allowed to import actorbus.bus.router" in done.stdout

@@ -229,7 +229,9 @@ class Bus:
         return f"<Bus {self.node_id}{' closed' if self._closed else ''}>"
 
     # --------------------------------------------------------- system events
-    def _publish_system(self, message: Notification) -> None:
+    def publish_system(self, message: Notification) -> None:
+        """Publish one of the system subject's notifications (``actorbus.bus.system``:
+        link and service events); for the node's transports, which own them."""
         self._system[type(message)].publish(message)
 
     # ---------------------------------------------------- non-actor helpers

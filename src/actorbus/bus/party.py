@@ -11,7 +11,9 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
   ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
-  peer is gone.  Around a batch of inbound calls made on one thread it may call
+  peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
+  notifications (for input back-pressure).  Around a batch of inbound calls
+  made on one thread it may call
   the party's ``hold_deliveries()`` / ``release_deliveries()``, so the actors the
   batch makes runnable are woken once it is done rather than one by one.
 
@@ -321,6 +323,23 @@ class RemoteParty:
         for route in other:
             for message in messages:
                 route(message)
+
+    def backlogs(self, keys: set[MessageKey]) -> list[Any]:
+        """What holds the peer's undelivered notifications on ``keys`` here: the
+        mailboxes (and inboxes) of the subscribers they go to — anything with a
+        ``depth`` — for a transport's input back-pressure."""
+        boxes: list[Any] = []
+        for key in tuple(keys):
+            feed = self._pubs.get(key)
+            if feed is None:
+                continue
+            local, other = feed._entry.routes[CAT_REMOTE]
+            boxes.extend(route[3] for route in local)
+            for route in other:  # feeds of no actor: an Inbox's is watched too
+                backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
+                if backlog is not None:
+                    boxes.append(backlog)
+        return boxes
 
     def request(self, request_id: int, message: Message) -> None:
         """A request from the peer: ack how many of our repliers took it, then post."""

@@ -43,7 +43,7 @@ from ..bus.message import (
     lookup_type,
 )
 from ..bus.party import Role
-from ..bus.scope import CAT_REMOTE, FeedState
+from ..bus.scope import FeedState
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
 from ._outbound import ACK_DELAY, TICK, Outbound
@@ -468,21 +468,7 @@ class Inbound(Outbound):
         """The mailboxes (and inboxes) the peer's notifications on ``keys`` are
         delivered to: anything with a ``depth``."""
         party = self.party
-        if party is None:
-            return []
-        pubs = party._pubs
-        boxes: list[Any] = []
-        for key in tuple(keys):
-            feed = pubs.get(key)
-            entry = feed._entry if feed is not None else None
-            if entry is not None:
-                local, other = entry.routes[CAT_REMOTE]
-                boxes.extend(route[3] for route in local)
-                for route in other:  # feeds of no actor: an Inbox's is watched too
-                    backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
-                    if backlog is not None:
-                        boxes.append(backlog)
-        return boxes
+        return party.backlogs(keys) if party is not None else []
 
     def _check_backlog(self) -> None:
         """(loop, after each inbound batch) Stop reading while a mailbox is over the

@@ -469,7 +469,7 @@ class NodeNet:
     def publish(self, message: Notification) -> None:
         """Publish a system notification on the bus (dropped when it is closing)."""
         try:
-            self.bus._publish_system(message)
+            self.bus.publish_system(message)
         except Error as exc:  # the bus is closing under us: nobody is listening
             logger.debug("node {}: system notification not published: {}", self.node_id, exc)
 
