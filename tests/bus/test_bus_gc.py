@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from actorbus import _gc
-from actorbus.config import BusConfig, load_config
-from actorbus.errors import UsageError
-from actorbus.node import Bus
+from actorbus import Bus, BusConfig, UsageError, _gc
+from actorbus.config import load_config
 
 
 @pytest.fixture(autouse=True)

@@ -6,12 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus.actors import Actor
-from actorbus.bus.message import MessageKey, Notification
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.config.schema import BusConfig, DispatcherConfig
-from actorbus.errors import CallbackError, FeedStateError, UsageError
-from actorbus.node import Bus
+from actorbus import (
+    Actor,
+    Bus,
+    BusConfig,
+    CallbackError,
+    DispatcherConfig,
+    FeedState,
+    FeedStateError,
+    MessageKey,
+    Notification,
+    Scope,
+    UsageError,
+)
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

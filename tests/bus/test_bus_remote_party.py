@@ -7,9 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.node import Bus
+from actorbus import Bus, FeedState, Notification, Reply, ReplyStatus, Request, Scope
 from actorbus.testing import InProcessLink, Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

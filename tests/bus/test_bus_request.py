@@ -9,13 +9,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus.actors import Actor
-from actorbus.bus.feeds import IncomingRequest
-from actorbus.bus.message import Reply, ReplyStatus, Request
-from actorbus.bus.scope import FeedState
-from actorbus.config.schema import BusConfig, DispatcherConfig
-from actorbus.errors import RequestError
-from actorbus.node import Bus
+from actorbus import (
+    Actor,
+    Bus,
+    BusConfig,
+    DispatcherConfig,
+    FeedState,
+    IncomingRequest,
+    Reply,
+    ReplyStatus,
+    Request,
+    RequestError,
+)
 from actorbus.testing import Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
@@ -198,9 +203,8 @@ def test_request_off_dispatcher_answered_before_request_returns(bus: Bus) -> Non
     rep.replier(GetQuote, "/q")
     got: list[object] = []
     done = threading.Event()
-    from actorbus.bus.feeds import RequestFeed, _direct
-    from actorbus.bus.message import MessageKey
-    from actorbus.bus.scope import Scope
+    from actorbus import MessageKey, RequestFeed, Scope
+    from actorbus.bus.feeds import _direct
 
     feed: RequestFeed[GetQuote] = RequestFeed(
         bus.router, None, MessageKey(GetQuote, "/q"), Scope.LOCAL_ONLY, post=_direct

@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from actorbus.bus import (
+from actorbus import (
     Codec,
     CodecError,
     Field,
@@ -24,11 +24,11 @@ from actorbus.bus import (
     ReplyStatus,
     Request,
     SocketAddress,
-    decode,
-    encode,
+    UsageError,
+    ValidationError,
 )
 from actorbus.bus import codec as codec_module
-from actorbus.errors import UsageError, ValidationError
+from actorbus.bus import decode, encode
 
 # --------------------------------------------------------------------------- classes
 

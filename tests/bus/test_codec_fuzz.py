@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from actorbus.bus import (
+from actorbus import (
     Codec,
     CodecError,
     Field,
@@ -29,10 +29,9 @@ from actorbus.bus import (
     Reply,
     ReplyStatus,
     SocketAddress,
-    decode,
-    encode,
 )
 from actorbus.bus import codec as codec_module
+from actorbus.bus import decode, encode
 
 SEED = int(os.environ.get("ACTORBUS_SEED", "20261121"))
 EXAMPLES = int(os.environ.get("ACTORBUS_FUZZ_EXAMPLES", "250"))

@@ -13,21 +13,19 @@ from typing import ClassVar
 import pytest
 
 import actorbus.bus
-from actorbus.bus import (
+from actorbus import (
     DeclarationError,
     Field,
-    Message,
     MessageKey,
     Notification,
     Reply,
     ReplyStatus,
     Request,
     SocketAddress,
+    UsageError,
     ValidationError,
-    lookup_type,
-    registered_types,
 )
-from actorbus.errors import UsageError
+from actorbus.bus import Message, lookup_type, registered_types
 
 # --------------------------------------------------------------------- module-level
 
