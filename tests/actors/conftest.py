@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
+from actorbus import ActorRuntime, BusConfig, DispatcherConfig, DispatcherKind
 from actorbus._log import logger
-from actorbus.actors import ActorRuntime
-from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind
 
 #: One dispatcher per polling kind, named "d", tuned so idle spinning stays short.
 KIND_CONFIGS: dict[str, DispatcherConfig] = {

@@ -12,10 +12,15 @@ from typing import Any
 
 import pytest
 
-from actorbus.actors import Actor, ActorRuntime, current_actor
+from actorbus import (
+    Actor,
+    ActorRuntime,
+    DispatcherConfig,
+    DispatcherKind,
+    UsageError,
+    current_actor,
+)
 from actorbus.actors.dispatcher import AsyncioDispatcher
-from actorbus.config.schema import DispatcherConfig, DispatcherKind
-from actorbus.errors import UsageError
 
 WAIT = 10.0
 LOOP = DispatcherConfig(name="loop", kind=DispatcherKind.ASYNCIO)

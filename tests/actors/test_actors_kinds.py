@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from actorbus.actors import Actor, ActorRuntime, current_actor
-from actorbus.config.schema import BusConfig, DispatcherConfig
+from actorbus import Actor, ActorRuntime, BusConfig, DispatcherConfig, current_actor
 
 WAIT = 10.0
 

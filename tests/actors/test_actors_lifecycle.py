@@ -8,16 +8,18 @@ from collections.abc import Callable
 
 import pytest
 
-from actorbus.actors import (
+from actorbus import (
     Actor,
     ActorRuntime,
+    BusConfig,
     Completion,
-    NotRegisteredError,
-    RuntimeClosedError,
-    UnknownDispatcherError,
+    ConfigError,
+    DispatcherConfig,
+    DispatcherKind,
+    RegistrationError,
+    UsageError,
 )
-from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind
-from actorbus.errors import ConfigError, RegistrationError, UsageError
+from actorbus.actors import NotRegisteredError, RuntimeClosedError, UnknownDispatcherError
 
 WAIT = 10.0
 FAST = DispatcherConfig(name="fast", kind=DispatcherKind.BLOCKING)

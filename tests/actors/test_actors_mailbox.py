@@ -10,10 +10,9 @@ import threading
 import pytest
 
 import actorbus.actors
+from actorbus import DispatcherConfig, DispatcherKind, RegistrationError, UsageError
 from actorbus.actors import Mailbox, make_dispatcher
 from actorbus.actors.dispatcher import BlockingDispatcher, hold_wakes, release_wakes
-from actorbus.config.schema import DispatcherConfig, DispatcherKind
-from actorbus.errors import RegistrationError, UsageError
 
 WAIT = 10.0
 

@@ -7,8 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from actorbus.actors import Actor, ActorRuntime
-from actorbus.config.schema import DispatcherConfig
+from actorbus import Actor, ActorRuntime, DispatcherConfig
 
 TASKS = 10_000
 TASK_NS = 10_000  # each of the busy actor's tasks computes for 10 us

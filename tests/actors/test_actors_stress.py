@@ -10,8 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from actorbus.actors import Actor, ActorRuntime
-from actorbus.config.schema import DispatcherConfig, DispatcherKind
+from actorbus import Actor, ActorRuntime, DispatcherConfig, DispatcherKind
 
 ACTORS = 8
 POSTERS = 4

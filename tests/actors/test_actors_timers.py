@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actorbus.actors import Actor, ActorRuntime, TimerError, TimerQueue, current_actor
+from actorbus import Actor, ActorRuntime, current_actor
+from actorbus.actors import TimerError, TimerQueue
 from actorbus.actors.errors import RuntimeClosedError
 from actorbus.actors.timers import TimerService
 from actorbus.testing import wait_until
