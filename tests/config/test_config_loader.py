@@ -13,13 +13,11 @@ import pytest
 from loguru import logger
 
 import actorbus.config
+from actorbus import BusConfig, ConfigError, DispatcherConfig, DispatcherKind
 from actorbus.config import (
     DEFAULT_DISPATCHER,
     ActorConfig,
-    BusConfig,
     ConnectionConfig,
-    DispatcherConfig,
-    DispatcherKind,
     SelectorConfig,
     ServiceConfig,
     config_from_env,
@@ -28,7 +26,6 @@ from actorbus.config import (
     load_config,
     parse_properties,
 )
-from actorbus.errors import ConfigError
 
 
 class Pinned:

@@ -10,8 +10,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from loguru import logger
 
+from actorbus import ConfigError
 from actorbus.config import Property, format_property, parse_properties, read_properties
-from actorbus.errors import ConfigError
 
 
 @pytest.fixture
