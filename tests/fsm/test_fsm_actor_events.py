@@ -20,11 +20,16 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from actorbus import Bus
-from actorbus.actors import Actor
-from actorbus.bus.feeds import IncomingRequest
-from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
-from actorbus.errors import FsmError
+from actorbus import (
+    Actor,
+    Bus,
+    FsmError,
+    IncomingRequest,
+    Notification,
+    Reply,
+    ReplyStatus,
+    Request,
+)
 from actorbus.fsm import FsmActor, Machine, TransitionNotAllowed, parse_sm
 from actorbus.testing import EventLog, Recorder
 

@@ -21,11 +21,8 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from actorbus import Bus
-from actorbus.actors import Actor
+from actorbus import Actor, Bus, FsmError, Notification
 from actorbus.actors.failure import FailedTask
-from actorbus.bus.message import Notification
-from actorbus.errors import FsmError
 from actorbus.fsm import FsmActor, Machine, TransitionNotAllowed, parse_sm
 from actorbus.fsm.engine import MAX_STEP_EVENTS
 from actorbus.testing import EventLog

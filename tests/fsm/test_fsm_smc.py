@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from actorbus.errors import FsmError, SmSyntaxError
+from actorbus import FsmError
+from actorbus.errors import SmSyntaxError
 from actorbus.fsm import (
     SmMachine,
     TransitionNotAllowed,
