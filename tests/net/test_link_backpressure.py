@@ -10,11 +10,10 @@ import pytest
 from nodes.messages import Counter
 from nodes.support import buses, wait_for
 
-from actorbus.actors import Actor
-from actorbus.errors import LinkClosedError, UsageError
-from actorbus.net import ProtocolSettings, ProtocolState
+from actorbus import Actor, UsageError
+from actorbus.errors import LinkClosedError
+from actorbus.net import LinkSettings, ProtocolSettings, ProtocolState
 from actorbus.net._memory import MemoryPipe
-from actorbus.net.link import LinkSettings
 from actorbus.testing import wait_until
 
 

@@ -10,7 +10,7 @@ import socket
 from nodes.messages import Blob, Counter, Fetch
 from nodes.support import buses, started, wait_for
 
-from actorbus.bus.scope import FeedState
+from actorbus import FeedState
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

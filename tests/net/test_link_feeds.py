@@ -17,14 +17,23 @@ import pytest
 from nodes.messages import Answer, Ask, Blob, Counter, Fetch
 from nodes.support import SystemLog, buses, linked, started, wait_for
 
-from actorbus.bus.feeds import IncomingRequest, ReplyFeed
-from actorbus.bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
-from actorbus.bus.scope import FeedState, Scope
+from actorbus import (
+    Bus,
+    FeedState,
+    Field,
+    IncomingRequest,
+    MessageKey,
+    Notification,
+    Reply,
+    ReplyFeed,
+    ReplyStatus,
+    Request,
+    Scope,
+    UsageError,
+)
 from actorbus.config import load_config
-from actorbus.errors import LinkClosedError, UsageError
-from actorbus.net import _io_thread
-from actorbus.net.link import LinkStatus
-from actorbus.node import Bus
+from actorbus.errors import LinkClosedError
+from actorbus.net import LinkStatus, _io_thread
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
@@ -436,7 +445,7 @@ def test_a_dial_nobody_answers_fails_after_connect_timeout() -> None:
 def test_bus_listen_errors_say_what_to_do() -> None:
     with buses("A") as (a,):
         service = a.listen(0)
-        from actorbus.errors import ConfigError, UsageError
+        from actorbus import ConfigError, UsageError
 
         with pytest.raises(ConfigError, match="cannot listen on 127.0.0.1:.*choose another port"):
             a.listen(service.port)

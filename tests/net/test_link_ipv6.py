@@ -9,7 +9,7 @@ import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import buses, started, wait_for
 
-from actorbus.bus.scope import FeedState
+from actorbus import FeedState
 from actorbus.errors import LinkClosedError
 from actorbus.testing import Recorder
 

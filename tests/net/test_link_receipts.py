@@ -7,11 +7,11 @@ from __future__ import annotations
 from nodes.messages import Counter
 from nodes.support import RawPeer, buses, wait_for
 
-from actorbus.bus.feeds import PublishFeed
+from actorbus import PublishFeed
 from actorbus.bus.router import Role
+from actorbus.net import Service
 from actorbus.net._receipts import Receipts
 from actorbus.net.protocol import NotificationReceived, ReceiptReceived
-from actorbus.net.service import Service
 
 
 def test_a_receipt_counts_what_earlier_connections_lost_once() -> None:

@@ -8,10 +8,8 @@ from pathlib import Path
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import NodeProcess, SystemLog, buses, client_props, started, wait_for
 
-from actorbus.bus.message import ReplyStatus
-from actorbus.bus.scope import FeedState
-from actorbus.net.link import LinkStatus
-from actorbus.node import Bus
+from actorbus import Bus, FeedState, ReplyStatus
+from actorbus.net import LinkStatus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -22,10 +22,10 @@ from nodes.support import (
     wait_for,
 )
 
+from actorbus import Bus, FeedState, Scope
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
 from actorbus.errors import LinkClosedError
-from actorbus.net.link import LinkStatus
+from actorbus.net import LinkStatus
 from actorbus.net.protocol import (
     Advertised,
     LogoffReceived,
@@ -34,7 +34,6 @@ from actorbus.net.protocol import (
     ReplyReceived,
     Subscribed,
 )
-from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

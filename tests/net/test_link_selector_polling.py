@@ -16,19 +16,11 @@ import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
+from actorbus import Bus, BusConfig, ConfigError, DispatcherConfig, DispatcherKind, FeedState
 from actorbus._log import logger
-from actorbus.bus.scope import FeedState
-from actorbus.config import (
-    BusConfig,
-    DispatcherConfig,
-    DispatcherKind,
-    SelectorConfig,
-    load_config,
-)
-from actorbus.errors import ConfigError
+from actorbus.config import SelectorConfig, load_config
 from actorbus.net import IOThreadStats
 from actorbus.net._io_thread import IOThread
-from actorbus.node import Bus
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

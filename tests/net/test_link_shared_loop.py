@@ -14,17 +14,17 @@ import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
-from actorbus.actors import Actor
-from actorbus.bus.scope import FeedState
-from actorbus.config import (
+from actorbus import (
+    Actor,
+    Bus,
     BusConfig,
+    ConfigError,
     DispatcherConfig,
     DispatcherKind,
-    SelectorConfig,
-    load_config,
+    FeedState,
+    UsageError,
 )
-from actorbus.errors import ConfigError, UsageError
-from actorbus.node import Bus
+from actorbus.config import SelectorConfig, load_config
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

@@ -8,12 +8,18 @@ import pytest
 
 import actorbus.net
 import actorbus.net.protocol
+from actorbus import (
+    CodecError,
+    FeedState,
+    MessageTooLargeError,
+    ProtocolError,
+    ReplyStatus,
+    Scope,
+    UsageError,
+)
 from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
-from actorbus.bus.message import ReplyStatus
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.errors import CodecError, MessageTooLargeError, ProtocolError, UsageError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 from actorbus.net.protocol import (

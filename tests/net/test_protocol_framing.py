@@ -8,8 +8,9 @@ import random
 import msgpack
 import pytest
 
+from actorbus import ProtocolError
 from actorbus.bus.router import Role
-from actorbus.errors import LinkClosedError, ProtocolError
+from actorbus.errors import LinkClosedError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 from actorbus.net.protocol import (

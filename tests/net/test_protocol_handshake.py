@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from actorbus import FeedState, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.errors import LinkClosedError, ProtocolError, UsageError
+from actorbus.errors import LinkClosedError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
 from actorbus.net._wire import ROLE_CODES, SCOPE_CODES

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from actorbus.bus.message import ReplyStatus
+from actorbus import FeedState, ReplyStatus, Scope
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
 from actorbus.net import LinkProtocol, ProtocolState
 from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import (

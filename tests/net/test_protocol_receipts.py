@@ -6,9 +6,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from actorbus import FeedState, MessageTooLargeError, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.errors import MessageTooLargeError, ProtocolError, UsageError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._memory import all_types_known, encode_frame
 from actorbus.net.protocol import (

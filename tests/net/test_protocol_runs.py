@@ -10,7 +10,7 @@ from collections import deque
 import msgpack
 import pytest
 
-from actorbus.errors import MessageTooLargeError, ProtocolError, UsageError
+from actorbus import MessageTooLargeError, ProtocolError, UsageError
 from actorbus.net import ProtocolSettings
 from actorbus.net._commands import RUN_MAX
 from actorbus.net._memory import MemoryPipe, encode_frame

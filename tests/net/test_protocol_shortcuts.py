@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from actorbus.bus.message import ReplyStatus
+from actorbus import FeedState, MessageTooLargeError, ReplyStatus, Scope, UsageError
 from actorbus.bus.party import Role
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.errors import MessageTooLargeError, UsageError
 from actorbus.net import LinkProtocol, ProtocolSettings
 from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import (

@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from actorbus.bus.message import ReplyStatus
+from actorbus import FeedState, ReplyStatus, Scope
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
 from actorbus.net import PROTOCOL_VERSION
 from actorbus.net._wire import (
     ALL_ROLES,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actorbus.bus.message import Notification, Reply, Request
+from actorbus import Notification, Reply, Request
 
 
 class Counter(Notification, type_name="linktest.Counter"):

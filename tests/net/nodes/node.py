@@ -22,10 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actorbus.actors import Actor  # noqa: E402
-from actorbus.bus.feeds import IncomingRequest, PublishFeed  # noqa: E402
-from actorbus.bus.scope import FeedState  # noqa: E402
-from actorbus.node import Bus  # noqa: E402
+from actorbus import Actor, Bus, FeedState, IncomingRequest, PublishFeed  # noqa: E402
 from nodes.messages import Answer, Ask, Counter  # noqa: E402
 
 PERIOD_S = 0.002

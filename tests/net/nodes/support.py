@@ -15,24 +15,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorbus.bus.inbox import Inbox
-from actorbus.bus.system import (
+from actorbus import (
     SYSTEM_SUBJECT,
+    Bus,
     ConnectionAccepted,
+    Inbox,
     LinkLoggedOff,
     LinkLoggedOn,
     ServiceStarted,
 )
-from actorbus.net.protocol import (
-    Event,
-    LinkProtocol,
-    LogonAccepted,
-    LogonComplete,
-    LogonRequested,
-    ProtocolSettings,
-    Side,
-)
-from actorbus.node import Bus
+from actorbus.net import LinkProtocol, ProtocolSettings, Side
+from actorbus.net.protocol import Event, LogonAccepted, LogonComplete, LogonRequested
 from actorbus.testing import Recorder, wait_until
 
 NODE_SCRIPT = Path(__file__).with_name("node.py")
