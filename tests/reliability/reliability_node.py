@@ -36,11 +36,8 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus.actors import Actor
-from actorbus.bus.scope import FeedState
-from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
-from actorbus.net.link import LinkStats
-from actorbus.node import Bus
+from actorbus import SYSTEM_SUBJECT, Actor, Bus, FeedState, LinkLoggedOff, LinkLoggedOn
+from actorbus.net import LinkStats
 
 _out_lock = threading.Lock()
 

@@ -22,20 +22,22 @@ from typing import Any
 
 from loguru import logger
 
-from actorbus.actors import Actor
-from actorbus.bus.feeds import IncomingRequest, PublishFeed, RequestHandle, SubscribeFeed
-from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
-from actorbus.bus.scope import FeedState
-from actorbus.errors import ProtocolError
-from actorbus.net.protocol import (
-    Event,
-    LinkProtocol,
-    LogonAccepted,
-    LogonComplete,
-    ProtocolSettings,
-    Side,
+from actorbus import (
+    Actor,
+    Bus,
+    FeedState,
+    IncomingRequest,
+    Notification,
+    ProtocolError,
+    PublishFeed,
+    Reply,
+    ReplyStatus,
+    Request,
+    RequestHandle,
+    SubscribeFeed,
 )
-from actorbus.node import Bus
+from actorbus.net import LinkProtocol, ProtocolSettings, Side
+from actorbus.net.protocol import Event, LogonAccepted, LogonComplete
 from actorbus.testing import EventLog
 
 HERE = Path(__file__).resolve().parent

@@ -34,17 +34,22 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus.bus.message import Field, Notification
+from actorbus import (
+    SYSTEM_SUBJECT,
+    Bus,
+    ConfigError,
+    FeedState,
+    Field,
+    LinkLoggedOff,
+    Notification,
+    Scope,
+)
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
-from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff
 from actorbus.config import load_config
-from actorbus.errors import ConfigError, SmSyntaxError
+from actorbus.errors import SmSyntaxError
 from actorbus.fsm import load_sm
-from actorbus.net.link import LinkStats
+from actorbus.net import LinkStats, Service
 from actorbus.net.protocol import LogonRejected, RequestAcknowledged
-from actorbus.net.service import Service
-from actorbus.node import Bus
 from actorbus.testing import wait_until
 
 QUEUE_LIMIT = 500

@@ -28,11 +28,8 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus.bus.scope import FeedState
-from actorbus.errors import UsageError
-from actorbus.net.link import Link
-from actorbus.net.service import Service
-from actorbus.node import Bus
+from actorbus import Bus, FeedState, UsageError
+from actorbus.net import Link, Service
 from actorbus.testing_chaos import ChaosProxy, ChaosSchedule
 
 HEARTBEAT = 0.2

@@ -22,12 +22,10 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus.actors import Actor
+from actorbus import Actor, Bus, FeedState, Scope
 from actorbus.bus.router import Role
-from actorbus.bus.scope import FeedState, Scope
+from actorbus.net import Service
 from actorbus.net.protocol import LogonRejected
-from actorbus.net.service import Service
-from actorbus.node import Bus
 from actorbus.testing import wait_until
 from actorbus.testing_chaos import ChaosProxy
 

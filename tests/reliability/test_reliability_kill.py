@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reliability_support import Asker, NodeProcess, ReplyStatus, record, start_actors
 
-from actorbus.node import Bus
+from actorbus import Bus
 
 HEARTBEAT = 0.2
 HEARTBEAT_REPLY = 0.3
