@@ -12,8 +12,7 @@ import ipaddress
 import uuid
 from decimal import Decimal
 
-from actorbus import Field, MessageKey, Notification
-from actorbus.bus import SocketAddress
+from actorbus import Field, MessageKey, Notification, SocketAddress
 
 
 class Reading(Notification, type_name="test.spark.Reading"):

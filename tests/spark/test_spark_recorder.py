@@ -12,8 +12,7 @@ import pytest
 from spark_messages import Other, Reading
 from spark_support import BASE_MS, reading
 
-from actorbus import Bus, FeedState, MessageKey, UsageError
-from actorbus.actors import Actor
+from actorbus import Actor, Bus, FeedState, MessageKey, UsageError
 from actorbus.bus.codec import decode
 from actorbus.journal import JournalLockedError, JournalReader
 from actorbus.spark import Recorder
