@@ -10,8 +10,7 @@ from demos.calculator.actors import Calculator
 from demos.calculator.messages import DataPoint, MovingAverage
 from demos.calculator.run import run
 
-from actorbus import Bus, FeedState
-from actorbus.bus.feeds import PublishFeed
+from actorbus import Bus, FeedState, PublishFeed
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
 VARIANTS = [
