@@ -13,7 +13,9 @@ overrun*) and the worker takes the next one.  The quantum is not preemptive: a
 single long task keeps its thread.  When nobody is waiting the clock is not
 read at all, since handing the thread back would only give it to the same
 mailbox again; the batch's start time is kept, so a newcomer is served after
-at most one more task.
+at most one more task.  A batch that starts with a single task (the usual
+hop of a message from a link) runs it without reading the clock; if more
+tasks came meanwhile, the batch goes on and its quantum counts from then.
 
 When the deque is empty the worker puts the mailbox's token back, looks at the
 deque once more and reschedules the mailbox if a task slipped in (the mailbox
@@ -161,14 +163,19 @@ class _ThreadDispatcher(Dispatcher):
         """
         queue = mailbox.tasks
         popleft = queue.popleft
-        waiting = self._waiting
-        clock = perf_counter_ns
         _tls.actor = mailbox.actor
         mailbox.running = True
-        deadline = clock() + self._quantum_ns
-        n = 0
         depth = len(queue) >> 1  # two items per task
         if depth > mailbox.peak:  # noqa: PLR1730 (no builtin call per drain)
+            mailbox.peak = depth
+        if depth == 1 and self._one_task(mailbox, popleft(), popleft(), c):
+            return  # the usual batch of a message from a link: one task, done
+        n = 0
+        waiting = self._waiting
+        clock = perf_counter_ns
+        deadline = clock() + self._quantum_ns
+        depth = len(queue) >> 1
+        if depth > mailbox.peak:  # noqa: PLR1730
             mailbox.peak = depth
         while depth:
             if depth > _CHUNK:  # noqa: PLR1730
@@ -203,6 +210,28 @@ class _ThreadDispatcher(Dispatcher):
         _tls.actor = None
         if mailbox.idle_again():  # a task slipped in: go again
             self._schedule(mailbox)
+
+    def _one_task(self, mailbox: Mailbox, fn: Any, arg: Any, c: _Counters) -> bool:
+        """Run a batch's only task, with no quantum to keep; True when the batch
+        is over (nothing came meanwhile), False when more tasks are waiting and
+        the caller goes on as for any batch (the quantum counted from then)."""
+        try:
+            r = fn(arg)
+        except Exception as exc:
+            self._task_failed(mailbox, fn, arg, exc, c)
+        except BaseException as exc:
+            self._task_fatal(mailbox, fn, arg, exc)
+        else:
+            if r is not None:
+                self._task_returned(mailbox, fn, arg, r, c)
+        c.tasks += 1
+        if mailbox.tasks:
+            return False
+        mailbox.running = False
+        _tls.actor = None
+        if mailbox.idle_again():  # a task slipped in: go again
+            self._schedule(mailbox)
+        return True
 
 
 class _HeldWakes(threading.local):

@@ -28,13 +28,14 @@ garbage collector:
 with one ``extend`` of the flat list ``fn, arg1, fn, arg2, ...`` (one C call,
 atomic as above), then tries for the token once.
 
-``post_all(routes, message)`` (module function) is ``post(deliver, message)``
-to many mailboxes at once, each given as ``(put, claim, schedule, mailbox,
-deliver)`` from :meth:`Mailbox.post_parts`: the bus core's publish loop hands
-it a subscriber tuple, one Python call per publish rather than per delivery.
-``post``, ``post_one``, ``post_each`` and ``post_all`` are the only places
-that queue a task: any change to the protocol below is made to them together,
-here.
+``post``, ``post_one`` and ``post_each`` queue tasks; :meth:`Mailbox.post_parts`
+hands out the three steps of a post, ``(put, claim, schedule)``, for the one
+loop outside this module that queues tasks: the bus core's publish
+(:meth:`actorbus.bus.feeds.PublishFeed.publish`), which runs them inline for
+each subscriber rather than pay a Python call per publish (on a local
+delivery that call is a tenth of the work: docs/performance.md).  A change to
+the protocol below is a change to these methods and to ``post_parts``'s
+contract, here.
 
 ``post`` appends the task, then tries to take the token.  The one poster that
 takes it puts the mailbox on its dispatcher's run queue; every other poster
@@ -87,22 +88,12 @@ if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.dispatcher import Dispatcher
 
-__all__ = ["Mailbox", "MailboxState", "post_all"]
+__all__ = ["Mailbox", "MailboxState"]
 
 
 def _apply(task: tuple[Any, ...]) -> object:
     """Run a task that does not have exactly one argument (stored packed)."""
     return task[0](*task[1:])
-
-
-def post_all(routes: tuple[tuple[Any, ...], ...], message: object) -> None:
-    """``mailbox.post(deliver, message)`` for each ``(put, claim, schedule,
-    mailbox, deliver)`` of ``routes`` (made from :meth:`Mailbox.post_parts`), in
-    order: the same two steps as ``post``, with no Python call per mailbox."""
-    for put, claim, schedule, mailbox, deliver in routes:
-        put((deliver, message))
-        if claim(0, False):
-            schedule(mailbox)
 
 
 Ts = TypeVarTuple("Ts")
@@ -111,7 +102,6 @@ _Parts = tuple[
     Callable[[tuple[Callable[[Any], object], Any]], object],
     Callable[[int, bool], bool],
     Callable[["Mailbox"], object],
-    Callable[[tuple[tuple[Any, ...], ...], object], None],
 ]
 
 #: ``"idle"``, ``"runnable"`` (on the run queue) or ``"running"`` (being drained).
@@ -213,14 +203,18 @@ class Mailbox:
                 self._schedule(self)
 
     def post_parts(self) -> _Parts:
-        """``(put, claim, schedule, post_all)``: a subscriber's route is
-        ``(put, claim, schedule, mailbox, deliver)`` and :func:`post_all` posts
-        ``deliver(message)`` to a tuple of such routes, one Python call for all
-        of them (the bus core's publish,
-        :meth:`actorbus.bus.feeds.PublishFeed.publish`)."""
+        """``(put, claim, schedule)``: ``post_one(fn, arg)`` is exactly ::
+
+            put((fn, arg))
+            if claim(0, False):
+                schedule(mailbox)
+
+        ``put`` takes a one-argument task as an ``(fn, arg)`` pair, whatever the
+        storage is.  For the bus core's publish loop only (see the module
+        notes)."""
         parts = self._parts
         if parts is None:
-            parts = self._parts = (self._queue.extend, self._claim, self._schedule, post_all)
+            parts = self._parts = (self._queue.extend, self._claim, self._schedule)
         return parts
 
     @property

@@ -25,11 +25,10 @@ callback at once on the calling thread; their callbacks only enqueue.
 State lives in the :class:`~actorbus.bus.router.Router`, which does all the
 counting under its lock and posts status changes.  The publish path takes no
 lock: the router keeps, per key and per publisher category, immutable tuples of
-*routes* that it swaps atomically (copy on write).  The subscribers owned by
-actors are reached with one call per publish to their mailboxes' fan-out
-(``Mailbox.post_parts``: the mailbox module posts to each of them, with no
-Python call per delivery); other subscribers (inboxes, remote proxies) by
-calling their route.
+*routes* that it swaps atomically (copy on write).  A subscriber owned by an
+actor is reached by running its mailbox's post inline in the publish loop
+(``Mailbox.post_parts``: no Python call per delivery); other subscribers
+(inboxes, remote proxies) by calling their route.
 
 Request/reply (:class:`RequestFeed`, :class:`ReplyFeed` and the request objects)
 lives in :mod:`actorbus.bus.requests`, the life all four feeds share in
@@ -137,14 +136,15 @@ class PublishFeed(Feed, Generic[N]):
             or message.subject != self._subject
         ):
             self._publish_refused(message)
-        # One atomic read of this category's routes (see the router): the
-        # subscribers posting to a mailbox get one fan-out call (the mailbox
-        # module's post, ``post_parts``), the others (inboxes, remote proxies)
-        # are called.
-        entry = self._entry
-        local, other = entry.routes[self._cat]
-        if local:
-            entry.fan_out(local, message)
+        # One atomic read of this category's routes (see the router): subscribers
+        # posting to a mailbox get its post inlined (``Mailbox.post_parts``: the
+        # one place outside the mailbox that queues a task), the others
+        # (inboxes, remote proxies) are called.
+        local, other = self._entry.routes[self._cat]
+        for put, claim, schedule, mailbox, deliver in local:
+            put((deliver, message))
+            if claim(0, False):
+                schedule(mailbox)
         if other:
             for route in other:
                 route(message)
@@ -192,7 +192,6 @@ class SubscribeFeed(Feed, Generic[N]):
         "_backlog",
         "_cb_message",
         "_cb_status",
-        "_fan_out",
         "_given_message",
         "_given_status",
         "_inline",
@@ -216,8 +215,8 @@ class SubscribeFeed(Feed, Generic[N]):
         self._cb_message: Callback | None = None
         # How a publisher reaches this feed.  When the poster is a mailbox's
         # ``post``, ``_inline`` is ``(put, claim, schedule, mailbox, deliver)``
-        # and ``_fan_out`` the mailbox module's function that posts to a tuple
-        # of those (see ``Mailbox.post_parts``); otherwise ``_route(message)`` is
+        # and the publish loop runs the post inline (``Mailbox.post_parts``);
+        # otherwise ``_route(message)`` is
         # called: ``route`` when given (a remote proxy's transport), else the
         # delivery itself for a direct poster, or a partial that posts it.
         # Exactly one of ``_inline`` and ``_route`` is set.
@@ -231,11 +230,10 @@ class SubscribeFeed(Feed, Generic[N]):
         #: (an :class:`~actorbus.bus.inbox.Inbox`): anything with a ``depth``, which
         #: a link's input back-pressure watches as it watches mailboxes
         self._backlog: Any = None
-        self._fan_out: Callable[[tuple[Any, ...], Any], None] | None = None
         if route is not None:
             self._route = route
         elif parts is not None:
-            put, claim, schedule, self._fan_out = parts()
+            put, claim, schedule = parts()
             self._inline = (put, claim, schedule, mailbox, deliver)
         elif post is _direct:
             self._route = deliver

@@ -300,12 +300,7 @@ class RemoteParty:
                 "is DOWN); dropped and counted (unexpected)",
             )
             return
-        entry = pub._entry
-        local, other = entry.routes[CAT_REMOTE]
-        if local:
-            entry.fan_out(local, message)
-        for route in other:
-            route(message)
+        pub.publish(message)  # the proxy publisher: the bus's one publish loop
 
     def notify_run(self, messages: list[Message], key: MessageKey) -> None:
         """Notifications from the peer, all on ``key`` and in arrival order: the same

@@ -24,9 +24,9 @@ Publishing takes no lock: ``entry.routes[c]`` is an immutable pair of tuples
 ``(local, other)`` for the subscribers matching category c, replaced (copy on
 write, under the lock) whenever a subscriber comes or goes, so a publisher
 reads it with one atomic load.  ``local`` holds, per subscriber whose poster is
-an actor's mailbox, ``(put, claim, schedule, mailbox, deliver)``; a publisher
-hands the whole tuple to ``entry.fan_out`` (the mailbox module's post to many,
-``Mailbox.post_parts``), one Python call per publish rather than per delivery.  ``other`` holds the delivery callables of the rest (inboxes, remote
+an actor's mailbox, ``(put, claim, schedule, mailbox, deliver)``: the publish
+loop runs the mailbox's post with them inline (``Mailbox.post_parts``), which
+saves a Python call per delivery.  ``other`` holds the delivery callables of the rest (inboxes, remote
 proxies).  Subscribers keep their placement order in both.
 
 Remote peers
@@ -70,7 +70,6 @@ _NO_ROUTES: _Routes = ((), ())
 
 class _Entry:
     __slots__ = (
-        "fan_out",
         "key",
         "pubs",
         "remote_pub",
@@ -91,9 +90,6 @@ class _Entry:
         self.repliers: tuple[ReplyFeed[Any], ...] = ()
         self.requestors: list[RequestFeed[Any]] = []
         self.routes: list[_Routes] = [_NO_ROUTES] * 4
-        #: posts a message to every ``(put, claim, schedule, mailbox, deliver)`` of
-        #: a ``local`` route tuple: set by the first subscriber owned by an actor
-        self.fan_out: Callable[[tuple[Any, ...], Any], None] = _no_fan_out
         self.up_pubs = [0, 0, 0, 0]
         self.subs_n = [0, 0, 0, 0]
         self.up_reps = [0, 0, 0, 0]
@@ -103,11 +99,6 @@ class _Entry:
 
     def empty(self) -> bool:
         return not (self.pubs or self.subs or self.repliers or self.requestors)
-
-
-def _no_fan_out(local: tuple[Any, ...], message: Any) -> None:
-    """No subscriber owned by an actor was ever placed on the key (never called:
-    publishers call ``fan_out`` only for a non-empty ``local``)."""
 
 
 def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
@@ -214,8 +205,6 @@ class Router:
     def _add_route(entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
         inline, route, cat = feed._inline, feed._route, feed._cat
-        if feed._fan_out is not None:
-            entry.fan_out = feed._fan_out
         for c in range(4):
             if MATCH[c][cat]:
                 local, other = routes[c]

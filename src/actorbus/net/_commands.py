@@ -297,7 +297,11 @@ class Commands(ProtocolBase):
         if size > self._max_frame:
             raise self._too_large("request", None, size)
         self._tx_seq = seq
-        return self._sent_now(packed, size)
+        counters = self.counters  # counted as data_to_send() counts
+        counters.frames_out += 1
+        counters.bytes_out += size + PREFIX
+        counters.messages_out += 1
+        return self._prefix(size) + packed
 
     def reply_now(
         self,
@@ -339,11 +343,7 @@ class Commands(ProtocolBase):
         if size > self._max_frame:
             raise self._too_large("reply", None, size)
         self._tx_seq = seq
-        return self._sent_now(packed, size)
-
-    def _sent_now(self, packed: bytes, size: int) -> bytes:
-        """One data frame handed over at once: counted as ``data_to_send()`` counts."""
-        counters = self.counters
+        counters = self.counters  # counted as data_to_send() counts
         counters.frames_out += 1
         counters.bytes_out += size + PREFIX
         counters.messages_out += 1
