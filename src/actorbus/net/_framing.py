@@ -13,6 +13,7 @@ one tuple per frame with a reused ``msgpack.Packer`` and prefixes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from struct import Struct
 from typing import Final, Literal
@@ -35,7 +36,9 @@ __all__ = [
     "closed_unpacker",
     "length_packer",
     "length_reader",
+    "length_reader_from",
     "new_packer",
+    "new_unpackb",
     "new_unpacker",
 ]
 
@@ -88,6 +91,13 @@ def length_reader(byte_order: Literal["big", "little"]) -> Callable[[bytes], tup
     return Struct(_order(byte_order)).unpack
 
 
+def length_reader_from(
+    byte_order: Literal["big", "little"],
+) -> Callable[[bytes | bytearray | memoryview, int], tuple[int]]:
+    """``unpack_from(data, offset)``: the body length the prefix at ``offset`` announces."""
+    return Struct(_order(byte_order)).unpack_from
+
+
 def new_packer(pack_default: Callable[[object], object] | None) -> Callable[[object], bytes]:
     """``pack(frame)``: one frame body (bin type for bytes; no datetime conversion)."""
     pack: Callable[[object], bytes] = msgpack.Packer(
@@ -111,6 +121,18 @@ def new_unpacker(
         max_buffer_size=buffer_limit,
         **options,
     )
+
+
+def new_unpackb(
+    ext_hook: Callable[[int, bytes], object] | None,
+) -> Callable[[bytes | bytearray | memoryview], object]:
+    """``unpackb(body)``: one whole frame body, with the streaming unpacker's
+    options; a body that is not exactly one value raises (bytes after it:
+    ``ExtraData``, a ValueError)."""
+    options: dict[str, object] = {"use_list": False, "raw": False, "strict_map_key": True}
+    if ext_hook is not None:
+        options["ext_hook"] = ext_hook
+    return functools.partial(msgpack.unpackb, **options)
 
 
 def closed_unpacker() -> msgpack.Unpacker:

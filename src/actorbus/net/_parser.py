@@ -53,11 +53,17 @@ class Parser(FrameChecks):
         self._last_rx = self._idle_since = now
         self._hb_sent_at = None
         self.counters.bytes_in += size
+        if not self._buffered and self._frame_len < 0:
+            # Nothing held from an earlier read (the usual case): the frames are
+            # read straight from ``data``; the start of one that has not fully
+            # arrived goes to the unpacker.
+            self._parse(data)
+            return
         room = self._buffer_limit - self._buffered
         if size <= room:
             self._unpacker.feed(data)
             self._buffered += size
-            self._parse()
+            self._parse(None)
             return
         # More than the buffer may hold: feed it in pieces, parsing in between,
         # so at most one max-size frame plus its prefix is ever buffered.
@@ -68,21 +74,17 @@ class Parser(FrameChecks):
             self._unpacker.feed(piece)
             self._buffered += len(piece)
             pos += len(piece)
-            self._parse()
+            self._parse(None)
 
-    def _parse(self) -> None:
-        """Turn every complete buffered frame into events (the hot loop)."""
-        unpacker = self._unpacker
-        read_bytes = unpacker.read_bytes
-        unpack = unpacker.unpack
-        tell = unpacker.tell
-        in_keys = self._in_keys
+    def _parse(self, data: bytes | bytearray | memoryview | None) -> None:
+        """Turn every complete frame into events (the hot loop): of ``data``, a
+        read that starts on a frame boundary, or (``data`` None) of the bytes the
+        unpacker holds.  A frame is its length prefix and exactly one msgpack
+        value of that length, read either way."""
         events = self._events
+        in_keys = self._in_keys
         rx_open = self._rx_open
         rx_seq = self._rx_seq
-        buffered = self._buffered
-        need = self._frame_len
-        pos = tell()  # stream offset where the unread bytes start
         frames = 0
         slow = 0  # frames handled by _dispatch (which counts their messages)
         extra = 0  # messages beyond the first in NOTIFY_RUN frames of the fast path
@@ -94,32 +96,59 @@ class Parser(FrameChecks):
         # (deliver_data_to) while nothing is queued before them.
         sink_request, sink_reply, sink_ack = self._sinks
         rejection: Reject | None = None
+        if data is None:
+            unpacker = self._unpacker
+            tell = unpacker.tell
+            buffered = self._buffered
+            need = self._frame_len
+            at = tell()  # stream offset where the unread bytes start
+        else:
+            stop = len(data)
+            at = 0  # offset in data of the next frame
+            need = -1
         try:
             while True:
-                if need < 0:
-                    if buffered < 4:
+                if data is not None:
+                    if stop - at < 4:
                         break
-                    need = self._read_len(read_bytes(4))[0]
-                    buffered -= 4
-                    pos += 4
+                    need = self._read_len_from(data, at)[0]
                     if not 0 < need <= self._max_frame:
                         raise bad_length(need, self._max_frame)
-                if buffered < need:
-                    break
-                # A body that is not exactly one msgpack value either fails to
-                # decode or decodes past the frame end into bytes already
-                # buffered; which one depends on how the bytes were split, so
-                # both are the same error.
-                try:
-                    frame = unpack()
-                except DECODE_ERRORS as exc:
-                    raise Reject(bad_body(need), BAD_BODY) from exc
-                end = tell()
-                if end - pos != need:
-                    raise Reject(bad_body(need), BAD_BODY)
-                pos = end
-                buffered -= need
-                need = -1
+                    end = at + 4 + need
+                    if end > stop:
+                        break
+                    # not exactly one msgpack value: a decoding error, or
+                    # ExtraData (a ValueError) for bytes left after it
+                    try:
+                        frame = self._unpackb(data[at + 4 : end])
+                    except DECODE_ERRORS as exc:
+                        raise Reject(bad_body(need), BAD_BODY) from exc
+                    at = end
+                else:
+                    if need < 0:
+                        if buffered < 4:
+                            break
+                        need = self._read_len(unpacker.read_bytes(4))[0]
+                        buffered -= 4
+                        at += 4
+                        if not 0 < need <= self._max_frame:
+                            raise bad_length(need, self._max_frame)
+                    if buffered < need:
+                        break
+                    # A body that is not exactly one msgpack value either fails to
+                    # decode or decodes past the frame end into bytes already
+                    # buffered; which one depends on how the bytes were split, so
+                    # both are the same error.
+                    try:
+                        frame = unpacker.unpack()
+                    except DECODE_ERRORS as exc:
+                        raise Reject(bad_body(need), BAD_BODY) from exc
+                    end = tell()
+                    if end - at != need:
+                        raise Reject(bad_body(need), BAD_BODY)
+                    at = end
+                    buffered -= need
+                    need = -1
                 frames += 1
                 # Fast paths: in-order NOTIFY, REQUEST, REQUEST_ACK and REPLY frames
                 # on known keys with every field well-formed (the same checks the
@@ -232,8 +261,19 @@ class Parser(FrameChecks):
             rejection = exc
         finally:
             # Also reached when is_known_type() raises: keep the parser consistent.
-            self._buffered = buffered
-            self._frame_len = need
+            if data is None:
+                self._buffered = buffered
+                self._frame_len = need
+            elif at < stop and rejection is None and not self._rx_done:
+                # a frame whose end has not arrived: the unpacker holds its start
+                # (less than one maximum frame), as if it had read it itself
+                if stop - at >= 4:  # its prefix is here: ``need`` is its length
+                    self._unpacker.feed(data[at + 4 :])
+                    self._buffered = stop - at - 4
+                    self._frame_len = need
+                else:
+                    self._unpacker.feed(data[at:])
+                    self._buffered = stop - at
             if rx_seq > self._rx_seq:  # noqa: PLR1730 (no builtin call per read)
                 self._rx_seq = rx_seq
             counters = self.counters

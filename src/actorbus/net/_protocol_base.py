@@ -156,6 +156,8 @@ class ProtocolBase:
     _buffered: int
     _frame_len: int
     _read_len: Callable[[bytes], tuple[int]]
+    _read_len_from: Callable[[bytes | bytearray | memoryview, int], tuple[int]]
+    _unpackb: Callable[[bytes | bytearray | memoryview], object]
     #: (request, reply, request_ack) data sinks, or Nones (``deliver_data_to``)
     _sinks: tuple[Callable[..., bool] | None, ...]
 

@@ -166,7 +166,9 @@ from ._framing import (
     PREFIX,
     length_packer,
     length_reader,
+    length_reader_from,
     new_packer,
+    new_unpackb,
     new_unpacker,
 )
 from ._handshake import MOVES, SHOWN, Move, ProtocolState, Side, Step
@@ -325,6 +327,8 @@ class LinkProtocol(Parser, Commands):
         self._buffered = 0  # bytes fed to the unpacker and not consumed yet
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
+        self._read_len_from = length_reader_from(self.settings.byte_order)
+        self._unpackb = new_unpackb(ext_hook)
         self._handlers = self._frame_handlers()
         self._sinks = (None, None, None)  # see deliver_data_to
 
