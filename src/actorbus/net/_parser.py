@@ -53,10 +53,16 @@ class Parser(FrameChecks):
         self._last_rx = self._idle_since = now
         self._hb_sent_at = None
         self.counters.bytes_in += size
-        if not self._buffered and self._frame_len < 0:
-            # Nothing held from an earlier read (the usual case): the frames are
-            # read straight from ``data``; the start of one that has not fully
-            # arrived goes to the unpacker.
+        if (
+            size > 4
+            and not self._buffered
+            and self._frame_len < 0
+            and self._read_len_from(data, 0)[0] == size - 4
+        ):
+            # Exactly one whole frame, nothing held from an earlier read (the
+            # usual read of a request or a reply): read straight from ``data``
+            # with one unpackb.  Reads of several frames go through the streaming
+            # unpacker, which is cheaper per frame once fed.
             self._parse(data)
             return
         room = self._buffer_limit - self._buffered
@@ -96,9 +102,13 @@ class Parser(FrameChecks):
         # (deliver_data_to) while nothing is queued before them.
         sink_request, sink_reply, sink_ack = self._sinks
         rejection: Reject | None = None
+        max_frame = self._max_frame
         if data is None:
             unpacker = self._unpacker
+            read_bytes = unpacker.read_bytes
+            unpack = unpacker.unpack
             tell = unpacker.tell
+            read_len = self._read_len
             buffered = self._buffered
             need = self._frame_len
             at = tell()  # stream offset where the unread bytes start
@@ -112,8 +122,8 @@ class Parser(FrameChecks):
                     if stop - at < 4:
                         break
                     need = self._read_len_from(data, at)[0]
-                    if not 0 < need <= self._max_frame:
-                        raise bad_length(need, self._max_frame)
+                    if not 0 < need <= max_frame:
+                        raise bad_length(need, max_frame)
                     end = at + 4 + need
                     if end > stop:
                         break
@@ -128,11 +138,11 @@ class Parser(FrameChecks):
                     if need < 0:
                         if buffered < 4:
                             break
-                        need = self._read_len(unpacker.read_bytes(4))[0]
+                        need = read_len(read_bytes(4))[0]
                         buffered -= 4
                         at += 4
-                        if not 0 < need <= self._max_frame:
-                            raise bad_length(need, self._max_frame)
+                        if not 0 < need <= max_frame:
+                            raise bad_length(need, max_frame)
                     if buffered < need:
                         break
                     # A body that is not exactly one msgpack value either fails to
@@ -140,7 +150,7 @@ class Parser(FrameChecks):
                     # buffered; which one depends on how the bytes were split, so
                     # both are the same error.
                     try:
-                        frame = unpacker.unpack()
+                        frame = unpack()
                     except DECODE_ERRORS as exc:
                         raise Reject(bad_body(need), BAD_BODY) from exc
                     end = tell()
