@@ -278,15 +278,17 @@ class Commands(ProtocolBase):
     def request_now(self, key: WireKey, request_id: int, body: object) -> bytes | None:
         """``request(key, request_id, body)`` then ``data_to_send()``: the frame's
         bytes, counted as handed over; None, having done nothing, when frames are
-        queued, ``key`` is not defined on this link yet, or a check fails (then
-        ``request()`` says why).  Raises what ``request()`` raises for the body."""
+        queued, sending is not allowed or ``key`` is not defined on this link yet.
+        For a shell passing the bus's own values: ``request_id`` must be an int
+        from 0 to 2**64-1 (not checked here; ``request()`` checks it).  Raises
+        what ``request()`` raises for the body."""
         if self._out or not self._can_send:
             return None
         try:
             kid = self._out_keys.get(key)
         except TypeError:
             return None
-        if kid is None or type(request_id) is not int or not 0 <= request_id <= MAX_COUNT:
+        if kid is None:
             return None
         seq = self._tx_seq + 1
         try:
@@ -311,7 +313,9 @@ class Commands(ProtocolBase):
         body: object,
         repliers: int | None = None,
     ) -> bytes | None:
-        """``reply(...)`` then ``data_to_send()``, as :meth:`request_now`."""
+        """``reply(...)`` then ``data_to_send()``, as :meth:`request_now`:
+        ``request_id`` and ``repliers`` (None or an int) from 0 to 2**64-1 are the
+        caller's to guarantee; a ``status`` that is not a ReplyStatus gives None."""
         if self._out or not self._can_send:
             return None
         try:
@@ -319,16 +323,7 @@ class Commands(ProtocolBase):
         except TypeError:
             return None
         wire_status = REPLY_STATUS_CODES.get(status) if status.__class__ is ReplyStatus else None
-        if (
-            kid is None
-            or wire_status is None
-            or type(request_id) is not int
-            or not 0 <= request_id <= MAX_COUNT
-            or (
-                repliers is not None
-                and (type(repliers) is not int or not 0 <= repliers <= MAX_COUNT)
-            )
-        ):
+        if kid is None or wire_status is None:
             return None
         seq = self._tx_seq + 1
         try:
