@@ -18,7 +18,7 @@ from ..bus.message import ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 from ..errors import UsageError
-from ._framing import ENCODE_ERRORS, PREFIX
+from ._framing import ENCODE_ERRORS
 from ._protocol_base import MAX_COUNT, ProtocolBase, show
 from ._wire import (
     ALL_ROLES,
@@ -189,18 +189,10 @@ class Commands(ProtocolBase):
         new_key = kid is None
         if kid is None:
             kid = self._key_id(key, "request")
-        seq = self._tx_seq + 1
-        try:
-            packed = self._pack((_REQUEST, seq, kid, request_id, body))
-        except ENCODE_ERRORS as exc:
-            raise self._unencodable("request", None, exc) from exc
-        size = len(packed)
-        if size > self._max_frame:
-            raise self._too_large("request", None, size)
+        frame = self._request_frame(kid, request_id, body)
         if new_key:
             self._define(key, kid, "request")
-        self._out.append(self._prefix(size) + packed)
-        self._tx_seq = seq
+        self._out.append(frame)
         self._data_queued += 1
 
     def request_ack(self, request_id: int, repliers: int) -> None:
@@ -255,22 +247,10 @@ class Commands(ProtocolBase):
         new_key = kid is None
         if kid is None:
             kid = self._key_id(key, "reply")
-        seq = self._tx_seq + 1
-        try:
-            packed = self._pack(
-                (_REPLY, seq, kid, request_id, wire_status, body)
-                if repliers is None
-                else (_REPLY, seq, kid, request_id, wire_status, body, repliers)
-            )
-        except ENCODE_ERRORS as exc:
-            raise self._unencodable("reply", None, exc) from exc
-        size = len(packed)
-        if size > self._max_frame:
-            raise self._too_large("reply", None, size)
+        frame = self._reply_frame(kid, request_id, wire_status, body, repliers)
         if new_key:
             self._define(key, kid, "reply")
-        self._out.append(self._prefix(size) + packed)
-        self._tx_seq = seq
+        self._out.append(frame)
         self._data_queued += 1
 
     # ------------------------------------------------- a frame at once (shortcuts)
@@ -290,20 +270,12 @@ class Commands(ProtocolBase):
             return None
         if kid is None:
             return None
-        seq = self._tx_seq + 1
-        try:
-            packed = self._pack((_REQUEST, seq, kid, request_id, body))
-        except ENCODE_ERRORS as exc:
-            raise self._unencodable("request", None, exc) from exc
-        size = len(packed)
-        if size > self._max_frame:
-            raise self._too_large("request", None, size)
-        self._tx_seq = seq
+        frame = self._request_frame(kid, request_id, body)
         counters = self.counters  # counted as data_to_send() counts
         counters.frames_out += 1
-        counters.bytes_out += size + PREFIX
+        counters.bytes_out += len(frame)
         counters.messages_out += 1
-        return self._prefix(size) + packed
+        return frame
 
     def reply_now(
         self,
@@ -325,6 +297,31 @@ class Commands(ProtocolBase):
         wire_status = REPLY_STATUS_CODES.get(status) if status.__class__ is ReplyStatus else None
         if kid is None or wire_status is None:
             return None
+        frame = self._reply_frame(kid, request_id, wire_status, body, repliers)
+        counters = self.counters  # counted as data_to_send() counts
+        counters.frames_out += 1
+        counters.bytes_out += len(frame)
+        counters.messages_out += 1
+        return frame
+
+    def _request_frame(self, kid: int, request_id: int, body: object) -> bytes:
+        """The next REQUEST frame, prefixed; raises (numbering nothing) when the
+        body cannot be encoded or the frame is above ``max_frame_size``."""
+        seq = self._tx_seq + 1
+        try:
+            packed = self._pack((_REQUEST, seq, kid, request_id, body))
+        except ENCODE_ERRORS as exc:
+            raise self._unencodable("request", None, exc) from exc
+        size = len(packed)
+        if size > self._max_frame:
+            raise self._too_large("request", None, size)
+        self._tx_seq = seq
+        return self._prefix(size) + packed
+
+    def _reply_frame(
+        self, kid: int, request_id: int, wire_status: int, body: object, repliers: int | None
+    ) -> bytes:
+        """The next REPLY frame, prefixed (as :meth:`_request_frame`)."""
         seq = self._tx_seq + 1
         try:
             packed = self._pack(
@@ -338,10 +335,6 @@ class Commands(ProtocolBase):
         if size > self._max_frame:
             raise self._too_large("reply", None, size)
         self._tx_seq = seq
-        counters = self.counters  # counted as data_to_send() counts
-        counters.frames_out += 1
-        counters.bytes_out += size + PREFIX
-        counters.messages_out += 1
         return self._prefix(size) + packed
 
     def cancel(self, request_id: int) -> None:

@@ -156,7 +156,7 @@ class Outbound(ConnectionBase):
         self._push((OP_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        if self.wfd >= 0 and self._write_request_now(request_id, message):
+        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message):
             return
         self._push((OP_REQUEST, request_id, message), True)
 
@@ -164,7 +164,7 @@ class Outbound(ConnectionBase):
         self._push((OP_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        if self.wfd >= 0 and self._write_reply_now(request_id, reply):
+        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply):
             return
         self._push((OP_REPLY, request_id, reply), True)
 
@@ -173,12 +173,14 @@ class Outbound(ConnectionBase):
 
     # ------------------------------------------- direct writes (a sending thread)
 
-    def _write_request_now(self, request_id: int, message: Message) -> bool:
-        """(any thread) Write a request to the socket now when the link is idle:
-        the usual case, nothing pending, in one frame straight from the protocol
-        (``request_now``) — on the loop's thread through the transport, on any
-        other with ``os.write``; anything else is ``_write_now``'s (not on the
-        loop's thread).  False: the caller queues it."""
+    def _write_at_once(self, op: int, request_id: int, message: Message) -> bool:
+        """(any thread) Write a request (``op`` OP_REQUEST) or a reply (OP_REPLY)
+        to the socket now when the link is idle: the usual case — nothing
+        pending, or for a reply only its request's acknowledgement, which it
+        carries — in one frame straight from the protocol (``request_now`` /
+        ``reply_now``): on the loop's thread through the transport, on any other
+        with ``os.write``.  Anything else is ``_write_now``'s (not on the loop's
+        thread).  False: the caller queues it."""
         wlock = self.wlock
         if not wlock.acquire(blocking=False):
             return False
@@ -195,73 +197,39 @@ class Outbound(ConnectionBase):
             ):
                 return False
             on_loop = get_ident() == self._loop_ident
-            if self.pending:
-                return not on_loop and self._write_now((OP_REQUEST, request_id, message))
-            cls = message.__class__
-            enc = cls.__wire_encode__
-            try:
-                data = proto.request_now(  # type: ignore[union-attr]
-                    (cls.__type_name__, message.subject),
-                    request_id,
-                    message if enc is None else enc(message),
-                )
-            except (CodecError, UsageError):
-                data = None  # _write_now says why, and handles it
-            if data is None:
-                return not on_loop and self._write_now((OP_REQUEST, request_id, message))
-            if on_loop:
-                transport.write(data)  # type: ignore[union-attr]
-            else:
-                self._write_direct(data)
-                self.direct_writes += 1
-            return True
-        finally:
-            wlock.release()
-
-    def _write_reply_now(self, request_id: int, reply: Reply) -> bool:
-        """(any thread) ``_write_request_now`` for a reply; the usual one finds its
-        request's acknowledgement pending and carries it."""
-        wlock = self.wlock
-        if not wlock.acquire(blocking=False):
-            return False
-        try:
-            proto, transport = self.proto, self.transport
-            if (
-                self.wfd < 0
-                or not self.open
-                or self.paused
-                or self.tail
-                or transport.is_closing()  # type: ignore[union-attr]
-                or transport.get_write_buffer_size()  # type: ignore[union-attr]
-            ):
-                return False
-            on_loop = get_ident() == self._loop_ident
             pending = self.pending
             repliers = None
             if pending:
                 ack = pending[0]
                 if (
-                    len(pending) != 1
+                    op != OP_REPLY
+                    or len(pending) != 1
                     or ack.__class__ is not tuple
                     or ack[0] != OP_REQUEST_ACK
                     or ack[1] != request_id
                 ):
-                    return not on_loop and self._write_now((OP_REPLY, request_id, reply))
+                    return not on_loop and self._write_now((op, request_id, message))
                 repliers = ack[2]
-            cls = reply.__class__
+            cls = message.__class__
             enc = cls.__wire_encode__
+            body = message if enc is None else enc(message)
+            key = (cls.__type_name__, message.subject)
             try:
-                data = proto.reply_now(  # type: ignore[union-attr]
-                    request_id,
-                    (cls.__type_name__, reply.subject),
-                    reply.status,
-                    reply if enc is None else enc(reply),
-                    repliers,
+                data = (
+                    proto.request_now(key, request_id, body)  # type: ignore[union-attr]
+                    if op == OP_REQUEST
+                    else proto.reply_now(  # type: ignore[union-attr]
+                        request_id,
+                        key,
+                        message.status,  # type: ignore[attr-defined]  # (a Reply)
+                        body,
+                        repliers,
+                    )
                 )
             except (CodecError, UsageError):
                 data = None  # _write_now says why, and handles it
             if data is None:
-                return not on_loop and self._write_now((OP_REPLY, request_id, reply))
+                return not on_loop and self._write_now((op, request_id, message))
             if repliers is not None:
                 pending.popleft()  # its acknowledgement went with it
                 self.acks_since = None
