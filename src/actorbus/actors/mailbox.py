@@ -32,8 +32,8 @@ atomic as above), then tries for the token once.
 hands out the three steps of a post, ``(put, claim, schedule)``, for the one
 loop outside this module that queues tasks: the bus core's publish
 (:meth:`actorbus.bus.feeds.PublishFeed.publish`), which runs them inline for
-each subscriber rather than pay a Python call per publish (on a local
-delivery that call is a tenth of the work: docs/performance.md).  A change to
+each subscriber rather than pay a Python call per publish (a noticeable share
+of a local delivery: docs/performance.md, "Figures measured once").  A change to
 the protocol below is a change to these methods and to ``post_parts``'s
 contract, here.
 
