@@ -243,63 +243,45 @@ class Outbound(ConnectionBase):
             wlock.release()
 
     def _write_now(self, item: tuple[Any, ...]) -> bool:
-        """(a thread other than the loop's) Encode ``item`` — after the few items
-        pending before it — and write it to the socket on this thread, when the
-        link is idle; False (the caller queues it) when it is not, or the loop
-        holds the connection."""
-        if self.wfd < 0:  # (the callers made sure this is not the loop's thread)
+        """(a thread other than the loop's, holding the write lock, the link idle:
+        ``_write_at_once`` checked) Encode ``item`` — after the few items pending
+        before it — through the protocol's commands, and write it all on this
+        thread; False (the caller queues it) when sending is not allowed or too
+        much waits before it."""
+        proto = self.proto
+        pending = self.pending
+        if proto is None or not proto.can_send or len(pending) > _DIRECT_MAX_PENDING:
             return False
-        wlock = self.wlock
-        if not wlock.acquire(blocking=False):
-            return False
-        try:
-            proto, transport = self.proto, self.transport
-            if (
-                self.wfd < 0
-                or not self.open
-                or self.paused
-                or self.tail
-                or proto is None
-                or transport is None
-                or not proto.can_send
-                or len(self.pending) > _DIRECT_MAX_PENDING
-                or transport.is_closing()
-                or transport.get_write_buffer_size()
-            ):
-                return False
-            pending = self.pending
-            if not pending:
-                first = item  # the usual case, a request: nothing waits before it
-            elif (
-                len(pending) == 1
-                and item[0] == OP_REPLY
-                and (ack := pending[0]).__class__ is tuple
-                and ack[0] == OP_REQUEST_ACK
-                and ack[1] == item[1]
-            ):
-                # the usual reply: its own acknowledgement waits, and goes with it
-                pending.popleft()
-                self.acks_since = None
-                first = (OP_REPLY_ACKED, item[1], item[2], ack[2])
-            else:
-                first = None
-            if first is not None:  # _drain's work for one item, without its loop
-                try:
-                    self._command(proto, first)
-                except (CodecError, UsageError) as exc:
-                    self._unsendable(first, exc)  # queues a stand-in reply, if one
-            else:
-                pending.append(item)
-                self._drain(proto)  # what waited before it, then the item
-            if pending:  # a stand-in for a reply that could not be encoded
-                self._drain(proto)
-            data = proto.data_to_send()
-            if data:
-                self._write_direct(data)
-            self.direct_writes += 1
-            return True
-        finally:
-            wlock.release()
+        if not pending:
+            first = item  # nothing waits before it
+        elif (
+            len(pending) == 1
+            and item[0] == OP_REPLY
+            and (ack := pending[0]).__class__ is tuple
+            and ack[0] == OP_REQUEST_ACK
+            and ack[1] == item[1]
+        ):
+            # a reply whose own acknowledgement waits: it goes with it
+            pending.popleft()
+            self.acks_since = None
+            first = (OP_REPLY_ACKED, item[1], item[2], ack[2])
+        else:
+            first = None
+        if first is not None:  # _drain's work for one item, without its loop
+            try:
+                self._command(proto, first)
+            except (CodecError, UsageError) as exc:
+                self._unsendable(first, exc)  # queues a stand-in reply, if one
+        else:
+            pending.append(item)
+            self._drain(proto)  # what waited before it, then the item
+        if pending:  # a stand-in for a reply that could not be encoded
+            self._drain(proto)
+        data = proto.data_to_send()
+        if data:
+            self._write_direct(data)
+        self.direct_writes += 1
+        return True
 
     def _write_direct(self, data: bytes) -> None:
         """(holding wlock, not on the loop) Write ``data`` to the socket; what the
