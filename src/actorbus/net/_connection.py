@@ -55,9 +55,9 @@ class _Connection(Inbound):
 
     * any thread: the ``send_*`` methods (the router's ``PartyTransport``) and
       :meth:`stats`;
-    * a requestor's or replier's thread other than the loop's: ``_write_now``
-      (from ``send_request`` / ``send_reply``), only while it holds the write
-      lock, which it only tries to take;
+    * a requestor's or replier's thread: ``_write_at_once`` (from
+      ``send_request`` / ``send_reply``), only while it holds the write lock,
+      which it only tries to take (on the loop's own thread it is uncontended);
     * the link's loop thread, holding the write lock: every other method — the
       asyncio callbacks (``connection_made``, ``buffer_updated``,
       ``eof_received``, ``connection_lost``, ``pause_writing``,

@@ -11,7 +11,7 @@ builds.  They share the attributes below.
 **The write lock** (``wlock``, re-entrant) is held by the loop thread in every
 callback that touches the protocol object or writes to the socket (the
 :func:`locked` methods), and by a thread writing a request or reply itself
-(``_write_now``), which only *tries* it: no thread ever waits on it while
+(``_write_at_once``), which only *tries* it: no thread ever waits on it while
 holding the router's lock.
 """
 

@@ -46,9 +46,9 @@ took, their acknowledgements wait (``ACK_DELAY``, up to a tick more) for the
 first reply, whose frame carries them: the peer saves a frame and a wake-up
 per request.  A push of anything else flushes them at once.
 
-Threads: ``send_*`` run on any thread; ``_write_now`` / ``_write_direct`` on a
-sending thread other than the loop's, holding the write lock; everything else
-here on the loop thread, holding it.
+Threads: ``send_*`` and ``_write_at_once`` run on any thread (the latter holding
+the write lock); ``_write_now`` / ``_write_direct`` on a sending thread other
+than the loop's, holding it; everything else here on the loop thread, holding it.
 """
 
 from __future__ import annotations
