@@ -10,7 +10,7 @@ import socket
 from nodes.messages import Blob, Counter, Fetch
 from nodes.support import buses, started, wait_for
 
-from actorbus import FeedState
+from actorbus import FeedState, Reply, ReplyStatus, Request
 from actorbus.testing import Recorder
 
 UP = FeedState.UP
@@ -76,3 +76,39 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         assert not a_conn.tail and not b_conn.tail
         assert a_conn.direct_partial >= 1  # the loop finished what the socket left
         assert accepted.counters.dropped == 0 and link.counters.dropped == 0
+
+
+class Said(Reply, type_name="linktest.Said"):
+    text: str
+
+
+class Say(Request, type_name="linktest.Say", replies=(Said,)):
+    text: str
+
+
+def test_a_reply_that_cannot_be_encoded_is_an_error_reply_and_the_link_stays_up() -> None:
+    """A reply msgpack cannot pack (a str with a lone surrogate) fails in the
+    direct write's encoding: it is dropped and counted, the requestor gets an
+    ERROR reply in its place, and the link goes on carrying the next one."""
+    with buses("A", "B") as (a, b):
+        service = b.listen(0)
+        link = a.connect("127.0.0.1", service.port)
+        link.wait_logged_on(5)
+        rep, req = Recorder("rep"), Recorder("req")
+        started(b, rep)
+        started(a, req)
+        # the replier answers "bad" with text msgpack cannot pack
+        rep.auto_reply = lambda inc: Said(
+            "/s", text="\ud800" if inc.request.text == "bad" else inc.request.text
+        )
+        rep.replier(Say, "/s")
+        f = req.requestor(Say, "/s")
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        f.request(Say("/s", text="bad"))
+        f.request(Say("/s", text="fine"))
+        replies = [e for e in req.log.wait_count("reply", 2) if e[0] == "reply"]
+        first, second = replies[0][2], replies[1][2]
+        assert first.status is ReplyStatus.ERROR and "could not be sent" in first.reason
+        assert second.status is ReplyStatus.OK_FINAL and second.text == "fine"
+        wait_for(lambda: service.counters.links.dropped == 1, "the bad reply is counted")
+        assert link.is_logged_on

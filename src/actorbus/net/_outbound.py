@@ -212,9 +212,9 @@ class Outbound(ConnectionBase):
                 repliers = ack[2]
             cls = message.__class__
             enc = cls.__wire_encode__
-            body = message if enc is None else enc(message)
             key = (cls.__type_name__, message.subject)
             try:
+                body = message if enc is None else enc(message)
                 data = (
                     proto.request_now(key, request_id, body)  # type: ignore[union-attr]
                     if op == OP_REQUEST
