@@ -33,6 +33,7 @@ __all__ = [
     "RequestError",
     "RequestTimeoutError",
     "SmSyntaxError",
+    "SubjectPatternError",
     "UsageError",
     "ValidationError",
 ]
@@ -84,6 +85,13 @@ class RequestError(UsageError):
 class RequestTimeoutError(RequestError, TimeoutError):
     """A request's timeout passed before its repliers finished
     (:meth:`~actorbus.Actor.ask`).  Also a :class:`TimeoutError`."""
+
+
+class SubjectPatternError(UsageError):
+    """A subject wildcard pattern breaks a rule of its dialect (or is not a str).
+
+    The text names the pattern, the broken rule and the fix.
+    """
 
 
 class FsmError(UsageError):
