@@ -21,7 +21,9 @@ from .bus.feeds import (
 )
 from .bus.inbox import Inbox
 from .bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
+from .bus.queues import QueueGroup
 from .bus.scope import FeedState, Scope
+from .bus.subjects import Wildcard
 from .bus.system import (
     SYSTEM_SUBJECT,
     ConnectionAccepted,
@@ -44,6 +46,7 @@ from .errors import (
     RegistrationError,
     RequestError,
     RequestTimeoutError,
+    SubjectPatternError,
     UsageError,
     ValidationError,
 )
@@ -79,6 +82,7 @@ __all__ = [
     "PeerError",
     "ProtocolError",
     "PublishFeed",
+    "QueueGroup",
     "RegistrationError",
     "Reply",
     "ReplyFeed",
@@ -92,10 +96,12 @@ __all__ = [
     "ServiceStarted",
     "SocketAddress",
     "StopSignals",
+    "SubjectPatternError",
     "SubscribeFeed",
     "TimerHandle",
     "UsageError",
     "ValidationError",
+    "Wildcard",
     "current_actor",
     "enable_logging",
     "wait_for_stop",

@@ -36,9 +36,11 @@ from .actors import ActorRuntime
 from .bus.feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.inbox import Inbox
 from .bus.message import MessageKey, Notification, Reply, Request
-from .bus.owner import checked_key, find_runtime_with
+from .bus.owner import checked_key, find_runtime_with, subscription_key
+from .bus.queues import QueueGroup
 from .bus.router import Router
 from .bus.scope import FeedState, Scope
+from .bus.subjects import Wildcard, new_private_subject
 from .bus.system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
 from .config.schema import BusConfig, node_id_problem
 from .errors import UsageError
@@ -238,15 +240,25 @@ class Bus:
     def inbox(
         self,
         message_class: type[N],
-        subject: str,
+        subject: str | Wildcard,
         *,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[N], bool] | None = None,
+        queue: str | QueueGroup | None = None,
     ) -> Inbox[N]:
-        """Subscribe synchronously: ``inbox.receive(timeout)`` returns messages."""
-        key = checked_key(message_class, subject, Notification)
-        feed: SubscribeFeed[N] = SubscribeFeed(self.router, None, key, scope, condition=condition)
+        """Subscribe synchronously: ``inbox.receive(timeout)`` returns messages.
+        ``subject`` may be a :class:`Wildcard`; ``queue`` joins a queue group."""
+        key, wildcard = subscription_key(message_class, subject)
+        feed: SubscribeFeed[N] = SubscribeFeed(
+            self.router, None, key, scope, condition=condition, wildcard=wildcard, queue=queue
+        )
         return Inbox(feed)
+
+    def private_topic(self) -> str:
+        """A new private subject: a generated name starting with ``.``, which no
+        wildcard matches and discovery never lists.  Hand it to the receivers
+        you mean (in a request, say) and publish on it."""
+        return new_private_subject()
 
     def publisher(
         self,

@@ -234,3 +234,15 @@ class _QueueTransport:
 
     def send_cancel(self, request_id: int) -> None:
         self._q.put(("cancel", (request_id,)))
+
+    def send_subscribe_pattern(self, message_class: Any, wildcard: Any) -> None:
+        self._q.put(("subscribe_pattern", (message_class, wildcard)))
+
+    def send_unsubscribe_pattern(self, message_class: Any, wildcard: Any) -> None:
+        self._q.put(("unsubscribe_pattern", (message_class, wildcard)))
+
+    def send_group(self, key: Any, group: str, members: int) -> None:
+        self._q.put(("group", (key, group, members)))
+
+    def send_group_notify(self, group: str, message: Any) -> None:
+        self._q.put(("group_notify", (group, message)))

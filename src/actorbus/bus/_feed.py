@@ -135,7 +135,12 @@ class Feed(abc.ABC):
         self._phase = _Phase.OPEN
         self._reported = False
         self._condition = condition
-        self._entry = router._entry(key)
+        # a wildcard subscription (``_wild``, set by SubscribeFeed first) has no
+        # key of its own: its entry is a loose one the router never looks up
+        if getattr(self, "_wild", None) is None:
+            self._entry = router._entry(key)
+        else:
+            self._entry = router._loose_entry(key)
 
     # ---------------------------------------------------------------- properties
     @property

@@ -43,8 +43,10 @@ from typing import Any, Generic
 from ..errors import FeedStateError, UsageError
 from ._feed import _PLACED, Callback, Feed, N, _direct, _Phase, _refuse_async
 from .message import Message, MessageKey
+from .queues import QueueGroup, check_group_name
 from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
 from .scope import FeedState
+from .subjects import Wildcard
 
 __all__ = [
     "Feed",
@@ -194,8 +196,15 @@ class SubscribeFeed(Feed, Generic[N]):
         "_cb_status",
         "_given_message",
         "_given_status",
+        "_group",
+        "_group_config",
+        "_group_target",
         "_inline",
+        "_joined",
         "_route",
+        "_ups",
+        "_weight",
+        "_wild",
     )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
@@ -203,11 +212,46 @@ class SubscribeFeed(Feed, Generic[N]):
         "_fire_status": "_cb_status",
         "_deliver": "_cb_message",
         "_deliver_if": "_cb_message",
+        "_deliver_member": "_cb_message",
     }
 
     def __init__(
-        self, *args: Any, route: Callable[[Any], object] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        route: Callable[[Any], object] | None = None,
+        wildcard: Wildcard | None = None,
+        queue: str | QueueGroup | None = None,
+        weight: int = 1,
+        **kwargs: Any,
     ) -> None:
+        # A wildcard subscription matches many keys: the router joins it to the
+        # entry of each matching key (``_joined``: entry -> UP there; ``_ups``
+        # counts the UP ones).  A queue member (``_group``, its name) is reached
+        # through its group's rotation, never by a route of its own
+        # (:mod:`actorbus.bus.queues`); ``_weight`` is how many turns it takes
+        # (a remote node's proxy: its member count).
+        self._wild = wildcard
+        self._joined: dict[Any, bool] = {}
+        self._ups = 0
+        self._group: str | None = None
+        self._group_config: QueueGroup | None = None
+        self._group_target: Any = None
+        self._weight = weight
+        if queue is not None:
+            config = QueueGroup.of(queue) if not isinstance(queue, str) else None
+            check_group_name(queue if isinstance(queue, str) else queue.name)
+            self._group = queue if isinstance(queue, str) else queue.name
+            self._group_config = config
+            if wildcard is not None:
+                raise UsageError(
+                    f"queue group {self._group!r}: a queue subscription takes one subject, "
+                    f"not a wildcard ({wildcard}); subscribe the members to an exact subject"
+                )
+            if kwargs.get("condition") is not None:
+                raise UsageError(
+                    f"queue group {self._group!r}: a queue member cannot have a condition (a "
+                    f"notification it refused would reach nobody); filter in the callback"
+                )
         super().__init__(*args, **kwargs)
         self._given_status: Callback | None = None
         self._given_message: Callback | None = None
@@ -282,6 +326,24 @@ class SubscribeFeed(Feed, Generic[N]):
         if self._phase is _PLACED and self._condition(message):  # type: ignore[misc]
             return self._cb_message(message, self)  # type: ignore[misc]
         return None
+
+    # A queue member's delivery task: a member that left since the message was
+    # handed to it passes it on to the group (nothing is lost silently).
+    def _deliver_member(self, message: Any) -> object:
+        if self._phase is _PLACED:
+            return self._cb_message(message, self)  # type: ignore[misc]
+        self._router._reoffer(self, message)
+        return None
+
+    @property
+    def wildcard(self) -> Wildcard | None:
+        """The pattern this feed subscribes to, or None for an exact subject."""
+        return self._wild
+
+    @property
+    def queue(self) -> str | None:
+        """The queue group this feed is a member of, or None."""
+        return self._group
 
     def _fire_status(self, up: bool) -> object:
         if self._phase is _Phase.PLACED and self._cb_status is not None:

@@ -46,7 +46,9 @@ from .feeds import (
     _refuse_async,
 )
 from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request
+from .queues import QueueGroup
 from .scope import FeedState, Scope
+from .subjects import Wildcard
 
 __all__ = ["FeedOwner", "find_runtime_with"]
 
@@ -80,8 +82,22 @@ def checked_key(cls: Any, subject: Any, family: type[Message]) -> MessageKey:
             f"{family.__name__.lower()}s"
         )
     if not isinstance(subject, str):
-        raise UsageError(f"subject must be a str, found {type(subject).__name__} {subject!r}")
+        hint = (
+            "; only a subscription takes a wildcard (a publisher, requestor or replier "
+            "names one subject)"
+            if isinstance(subject, Wildcard)
+            else ""
+        )
+        raise UsageError(f"subject must be a str, found {type(subject).__name__} {subject!r}{hint}")
     return MessageKey(cls, subject)
+
+
+def subscription_key(cls: Any, subject: Any) -> tuple[MessageKey, Wildcard | None]:
+    """The key of a subscription to ``subject`` (a str or a :class:`Wildcard`),
+    and the wildcard if it is one."""
+    if isinstance(subject, Wildcard):
+        return checked_key(cls, subject.text, Notification), subject
+    return checked_key(cls, subject, Notification), None
 
 
 class FeedOwner:
@@ -143,14 +159,27 @@ class FeedOwner:
     def open_subscribe_feed(
         self,
         message_class: type[N],
-        subject: str,
+        subject: str | Wildcard,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[N], bool] | None = None,
+        *,
+        queue: str | QueueGroup | None = None,
     ) -> SubscribeFeed[N]:
-        """Open (not yet subscribe) a subscribe feed."""
-        key = checked_key(message_class, subject, Notification)
+        """Open (not yet subscribe) a subscribe feed.  ``subject`` may be a
+        :class:`~actorbus.Wildcard`; ``queue`` makes the feed a member of that
+        queue group (each notification goes to one member)."""
+        key, wildcard = subscription_key(message_class, subject)
         router, post = self._ab_feed_context()
-        return SubscribeFeed(router, self, key, scope, post=post, condition=condition)
+        return SubscribeFeed(
+            router,
+            self,
+            key,
+            scope,
+            post=post,
+            condition=condition,
+            wildcard=wildcard,
+            queue=queue,
+        )
 
     def open_request_feed(
         self, message_class: type[Q], subject: str, scope: Scope = Scope.LOCAL_AND_REMOTE
@@ -194,15 +223,17 @@ class FeedOwner:
     def subscribe(
         self,
         message_class: type[N],
-        subject: str,
+        subject: str | Wildcard,
         *,
         on_message: Callable[[N, SubscribeFeed[N]], object] | None = None,
         on_status: Callable[[FeedState, SubscribeFeed[N]], object] | None = None,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[N], bool] | None = None,
+        queue: str | QueueGroup | None = None,
     ) -> SubscribeFeed[N]:
-        """Open and subscribe a subscribe feed."""
-        feed = self.open_subscribe_feed(message_class, subject, scope, condition)
+        """Open and subscribe a subscribe feed (``subject`` may be a
+        :class:`~actorbus.Wildcard`; ``queue``: join that queue group)."""
+        feed = self.open_subscribe_feed(message_class, subject, scope, condition, queue=queue)
         if on_message is not None:
             feed.message_callback(on_message)
         if on_status is not None:

@@ -39,6 +39,7 @@ an in-memory transport of a few dozen lines built on this seam alone.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -55,12 +56,14 @@ from .feeds import (
 )
 from .message import Message, MessageKey, Reply
 from .scope import CAT_REMOTE, FeedState, Scope
+from .subjects import Wildcard
 
 if TYPE_CHECKING:
     from .router import Router
 
 __all__ = [
     "PartyTransport",
+    "PatternWatch",
     "RemoteParty",
     "Role",
     "delivery_batching",
@@ -122,6 +125,12 @@ class PartyTransport(Protocol):
     def send_request_ack(self, request_id: int, taken: int) -> None: ...
     def send_reply(self, request_id: int, reply: Reply) -> None: ...
     def send_cancel(self, request_id: int) -> None: ...
+    def send_subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None: ...
+    def send_unsubscribe_pattern(
+        self, message_class: type[Message], wildcard: Wildcard
+    ) -> None: ...
+    def send_group(self, key: MessageKey, group: str, members: int) -> None: ...
+    def send_group_notify(self, group: str, message: Message) -> None: ...
 
 
 class RemoteParty:
@@ -138,6 +147,15 @@ class RemoteParty:
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
         self._reps: dict[MessageKey, ReplyFeed[Any]] = {}
         self._subs: dict[MessageKey, SubscribeFeed[Any]] = {}
+        #: why each proxy subscriber exists: the peer's SUBSCRIBE (a key in
+        #: ``_exact``) and each of its patterns that matches the key; the proxy
+        #: goes when the last reason does (so a key a pattern and a SUBSCRIBE both
+        #: name is sent once)
+        self._sub_refs: dict[MessageKey, int] = {}
+        self._exact: set[MessageKey] = set()
+        self._patterns: dict[tuple[type[Message], Wildcard], PatternWatch] = {}
+        #: the peer's queue-group members: a proxy member per (key, group)
+        self._members: dict[tuple[MessageKey, str], SubscribeFeed[Any]] = {}
         #: keyed by MessageKey; looked up with an equal plain (class, subject) tuple
         self._reqs: dict[tuple[type[Message], str], RequestFeed[Any]] = {}
         #: requests we forwarded to the peer: our handle id -> the proxy's incoming
@@ -260,30 +278,122 @@ class RemoteParty:
 
     def subscribe(self, key: MessageKey) -> None:
         """The peer has subscribers matching our publishers of ``key``."""
-        router = self.router
-        with router._lock:
-            if not self._attached or key in self._subs:
+        with self.router._lock:
+            if not self._attached or key in self._exact:
                 return
-            # the proxy's route is the transport itself: a publisher here sends
-            # straight to the peer, no callback in between
-            sub: SubscribeFeed[Any] = SubscribeFeed(
-                router,
-                None,
-                key,
-                Scope.LOCAL_AND_REMOTE,
-                remote=self,
-                post=_direct,
-                route=self.transport.send_notify,
-            )
-            sub.message_callback(_ignore_message)
-            sub.subscribe()
-            self._subs[key] = sub
+            self._exact.add(key)
+            self._ref_sub(key)
 
     def unsubscribe(self, key: MessageKey) -> None:
         with self.router._lock:
-            sub = self._subs.pop(key, None)
+            if key not in self._exact:
+                return
+            self._exact.discard(key)
+            sub = self._unref_sub(key)
         if sub is not None:
             sub.close()
+
+    def _ref_sub(self, key: MessageKey) -> None:
+        """(under the lock) One more reason for a proxy subscriber of ``key``."""
+        n = self._sub_refs.get(key, 0)
+        self._sub_refs[key] = n + 1
+        if n:
+            return
+        # the proxy's route is the transport itself: a publisher here sends
+        # straight to the peer, no callback in between
+        sub: SubscribeFeed[Any] = SubscribeFeed(
+            self.router,
+            None,
+            key,
+            Scope.LOCAL_AND_REMOTE,
+            remote=self,
+            post=_direct,
+            route=self.transport.send_notify,
+        )
+        sub.message_callback(_ignore_message)
+        sub.subscribe()
+        self._subs[key] = sub
+
+    def _unref_sub(self, key: MessageKey) -> SubscribeFeed[Any] | None:
+        """(under the lock) One reason fewer; the proxy to close when none is left."""
+        n = self._sub_refs.get(key, 0) - 1
+        if n > 0:
+            self._sub_refs[key] = n
+            return None
+        self._sub_refs.pop(key, None)
+        return self._subs.pop(key, None)
+
+    def subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
+        """The peer has wildcard subscribers: every key of ``message_class`` the
+        pattern matches, now or later, is sent to the peer (once, however many
+        of its patterns and subscriptions name it)."""
+        with self.router._lock:
+            if not self._attached or (message_class, wildcard) in self._patterns:
+                return
+            watch = PatternWatch(self)
+            self._patterns[message_class, wildcard] = watch
+            self.router._watch(message_class, wildcard, watch)
+
+    def unsubscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
+        closing = []
+        with self.router._lock:
+            watch = self._patterns.pop((message_class, wildcard), None)
+            if watch is None:
+                return
+            self.router._unwatch(message_class, wildcard, watch)
+            for key in watch.keys:
+                sub = self._unref_sub(key)
+                if sub is not None:
+                    closing.append(sub)
+        for sub in closing:
+            sub.close()
+
+    def group(self, key: MessageKey, group: str, members: int) -> None:
+        """The peer has ``members`` members of queue group ``group`` on ``key``
+        (0: none left).  Each stands for one turn in the group's rotation here."""
+        router = self.router
+        old = None
+        with router._lock:
+            if not self._attached:
+                return
+            old = self._members.pop((key, group), None)
+            if members > 0:
+                member: SubscribeFeed[Any] = SubscribeFeed(
+                    router,
+                    None,
+                    key,
+                    Scope.LOCAL_AND_REMOTE,
+                    remote=self,
+                    post=_direct,
+                    route=functools.partial(self.transport.send_group_notify, group),
+                    queue=group,
+                    weight=members,
+                )
+                member.message_callback(_ignore_message)
+                member.subscribe()
+                self._members[key, group] = member
+            if old is not None:
+                old.close()
+
+    def group_notify(self, group: str, message: Message, key: MessageKey | None = None) -> None:
+        """A notification the peer's publisher chose this node's ``group`` for:
+        one local member of the group gets it."""
+        if key is None:
+            key = MessageKey.of(message)
+        pub = self._pubs.get(key)
+        if pub is None or not pub._declared:
+            self._unexpected(
+                key,
+                "sent a queue-group notification on {key} without advertising it (or while "
+                "its feed is DOWN); dropped and counted (unexpected)",
+            )
+            return
+        if not self.router._group_notify(key, group, message):
+            self._unexpected(
+                key,
+                f"sent a notification on {{key}} for queue group {group!r}, which has no "
+                f"member here; dropped and counted (unexpected)",
+            )
 
     def notify(self, message: Message, key: MessageKey | None = None) -> None:
         """A notification from the peer: deliver to our subscribers that match it.
@@ -424,6 +534,12 @@ class RemoteParty:
             pubs, self._pubs = list(self._pubs.values()), {}
             reps, self._reps = list(self._reps.values()), {}
             subs, self._subs = list(self._subs.values()), {}
+            subs.extend(self._members.values())
+            self._members = {}
+            self._sub_refs, self._exact = {}, set()
+            for (cls, wild), watch in self._patterns.items():
+                router._unwatch(cls, wild, watch)
+            self._patterns = {}
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
         router._detach(self)
@@ -440,6 +556,24 @@ class RemoteParty:
             self._out.pop(incoming.id, None)
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)
+
+
+class PatternWatch:
+    """A peer's wildcard pattern on this node: the router calls :meth:`matched`
+    for each key the pattern matches (those there when the peer subscribed and
+    each new one), and the party keeps a proxy subscriber for it."""
+
+    __slots__ = ("keys", "party")
+
+    def __init__(self, party: RemoteParty) -> None:
+        self.party = party
+        self.keys: set[MessageKey] = set()
+
+    def matched(self, key: MessageKey) -> None:
+        """(under the router lock)"""
+        if key not in self.keys and self.party._attached:
+            self.keys.add(key)
+            self.party._ref_sub(key)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

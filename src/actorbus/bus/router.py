@@ -43,6 +43,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._log import logger
 from ..errors import RequestError, UsageError
 from ._timeouts import RequestTimeouts
 from .feeds import (
@@ -55,8 +56,10 @@ from .feeds import (
     SubscribeFeed,
 )
 from .message import Message, MessageKey
-from .party import PartyTransport, RemoteParty, Role
-from .scope import MATCH, MATCHING
+from .party import PartyTransport, PatternWatch, RemoteParty, Role
+from .queues import _Group, _LocalTarget
+from .scope import CAT_REMOTE, MATCH, MATCHING
+from .subjects import Wildcard, WildcardIndex
 
 __all__ = ["PartyTransport", "RemoteParty", "Role", "Router"]
 
@@ -70,6 +73,7 @@ _NO_ROUTES: _Routes = ((), ())
 
 class _Entry:
     __slots__ = (
+        "groups",
         "key",
         "pubs",
         "remote_pub",
@@ -81,6 +85,7 @@ class _Entry:
         "subs_n",
         "up_pubs",
         "up_reps",
+        "xsubs_n",
     )
 
     def __init__(self, key: MessageKey) -> None:
@@ -92,13 +97,22 @@ class _Entry:
         self.routes: list[_Routes] = [_NO_ROUTES] * 4
         self.up_pubs = [0, 0, 0, 0]
         self.subs_n = [0, 0, 0, 0]
+        #: plain subscribers only (no wildcard, no queue member): what a proxy
+        #: publisher tells its peer with SUBSCRIBE (wildcards and groups cross as
+        #: patterns and group counts instead)
+        self.xsubs_n = [0, 0, 0, 0]
         self.up_reps = [0, 0, 0, 0]
+        #: queue groups on this key, by name (:mod:`actorbus.bus.queues`)
+        self.groups: dict[str, _Group] = {}
         #: (advertised, up) last told to remote parties, per role
         self.remote_pub = (False, False)
         self.remote_rep = (False, False)
 
     def empty(self) -> bool:
-        return not (self.pubs or self.subs or self.repliers or self.requestors)
+        """No feed needs the entry (wildcard subscriptions only join it)."""
+        if self.pubs or self.repliers or self.requestors or self.groups:
+            return False
+        return all(s._wild is not None for s in self.subs)
 
 
 def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
@@ -121,6 +135,12 @@ class Router:
         #: a subject only ``reserved_owner`` may advertise on (system notifications)
         self.reserved_subject: str | None = None
         self.reserved_owner: object = None
+        #: wildcard subscriptions and remote parties' patterns, per message class
+        #: (values: a wildcard SubscribeFeed, or a party's :class:`PatternWatch`)
+        self._wild: dict[type[Message], WildcardIndex[Any]] = {}
+        #: remote-capable local wildcard subscriptions per (class, pattern): what
+        #: remote parties are told with send_subscribe_pattern
+        self._patterns: dict[tuple[type[Message], Wildcard], int] = {}
 
     # ------------------------------------------------------------------ entries
     def _entry(self, key: MessageKey) -> _Entry:
@@ -129,16 +149,40 @@ class Router:
             with self._lock:
                 entry = self._entries.get(key)
                 if entry is None:
-                    entry = _Entry(key)
-                    self._entries[key] = entry
+                    entry = self._register(_Entry(key))
         return entry
+
+    def _register(self, entry: _Entry) -> _Entry:
+        """Put ``entry`` in the table and join the wildcards that match its key
+        (under the lock).  Matching costs a trie walk, paid once per new key:
+        the publish path never looks at wildcards."""
+        key = entry.key
+        self._entries[key] = entry
+        index = self._wild.get(key.message_class)
+        if index:
+            for value in index.match(key.subject):
+                if isinstance(value, SubscribeFeed):
+                    self._join(entry, value)
+                else:
+                    value.matched(key)
+        return entry
+
+    @staticmethod
+    def _loose_entry(key: MessageKey) -> _Entry:
+        """An entry no key leads to (a wildcard subscription's own)."""
+        return _Entry(key)
 
     def _forget(self, feed: Feed) -> None:
         """Drop an entry that no feed uses any more (keeps memory flat)."""
         with self._lock:
             entry = self._entries.get(feed._key)
             if entry is not None and entry is feed._entry and entry.empty():
-                del self._entries[feed._key]
+                self._drop_entry(entry)
+
+    def _drop_entry(self, entry: _Entry) -> None:
+        del self._entries[entry.key]
+        for s in list(entry.subs):  # wildcards only (the entry is empty)
+            self._unjoin(entry, s)
 
     @property
     def key_count(self) -> int:
@@ -181,23 +225,217 @@ class Router:
 
     # --------------------------------------------------------------- subscribers
     def _place_subscriber(self, feed: SubscribeFeed[Any]) -> None:
+        if feed._wild is not None:
+            self._place_wildcard(feed)
+            return
+        if feed._group is not None:
+            self._place_member(feed)
+            return
         with self._lock:
             entry = self._live_entry(feed)
             entry.subs.append(feed)
             entry.subs_n[feed._cat] += 1
+            entry.xsubs_n[feed._cat] += 1
             self._add_route(entry, feed)
             feed._reported = False
             self._report(feed, _any(entry.up_pubs, MATCHING[feed._cat]))
             self._refresh_publishers(entry)
 
     def _retract_subscriber(self, feed: SubscribeFeed[Any]) -> None:
+        if feed._wild is not None:
+            self._retract_wildcard(feed)
+            return
+        if feed._group is not None:
+            self._retract_member(feed)
+            return
         with self._lock:
             entry = feed._entry
             entry.subs.remove(feed)
             entry.subs_n[feed._cat] -= 1
+            entry.xsubs_n[feed._cat] -= 1
             feed._reported = False
             self._drop_route(entry, feed)
             self._refresh_publishers(entry)
+
+    # ---------------------------------------------------------------- wildcards
+    # A wildcard subscription joins the entry of every key it matches, as a
+    # subscriber of that key (routes, counts, publisher state): so publishing is
+    # the same single lookup with or without wildcards.  Its own state is UP
+    # while at least one joined entry has a matching publisher UP.
+    def _place_wildcard(self, feed: SubscribeFeed[Any]) -> None:
+        wild = feed._wild
+        assert wild is not None
+        cls = feed._key.message_class
+        with self._lock:
+            index = self._wild.get(cls)
+            if index is None:
+                index = self._wild[cls] = WildcardIndex()
+            index.add(wild, feed)
+            feed._joined = {}
+            feed._ups = 0
+            feed._reported = False
+            for entry in [e for k, e in self._entries.items() if k.message_class is cls]:
+                if wild.matches(entry.key.subject):
+                    self._join(entry, feed)
+            if feed._cat in (1, 2):
+                self._count_pattern(cls, wild, 1)
+
+    def _retract_wildcard(self, feed: SubscribeFeed[Any]) -> None:
+        wild = feed._wild
+        assert wild is not None
+        cls = feed._key.message_class
+        with self._lock:
+            index = self._wild[cls]
+            index.remove(wild, feed)
+            if not index:
+                del self._wild[cls]
+            joined: list[_Entry] = list(feed._joined)
+            for entry in joined:
+                self._unjoin(entry, feed, report=False)
+                self._refresh_publishers(entry)
+                if entry.empty() and self._entries.get(entry.key) is entry:
+                    self._drop_entry(entry)
+            feed._reported = False
+            if feed._cat in (1, 2):
+                self._count_pattern(cls, wild, -1)
+
+    def _join(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
+        cat = feed._cat
+        entry.subs.append(feed)
+        entry.subs_n[cat] += 1
+        self._add_route(entry, feed)
+        up = _any(entry.up_pubs, MATCHING[cat])
+        feed._joined[entry] = up
+        if up:
+            feed._ups += 1
+            self._report(feed, True)
+        self._refresh_publishers(entry)
+
+    def _unjoin(self, entry: _Entry, feed: SubscribeFeed[Any], *, report: bool = True) -> None:
+        entry.subs.remove(feed)
+        entry.subs_n[feed._cat] -= 1
+        self._drop_route(entry, feed)
+        if feed._joined.pop(entry, False):
+            feed._ups -= 1
+            if report:
+                self._report(feed, feed._ups > 0)
+
+    def _count_pattern(self, cls: type[Message], wild: Wildcard, delta: int) -> None:
+        key = (cls, wild)
+        n = self._patterns.get(key, 0) + delta
+        if n:
+            self._patterns[key] = n
+        else:
+            del self._patterns[key]
+        if n == 1 and delta == 1:
+            for party in self._parties:
+                party.transport.send_subscribe_pattern(cls, wild)
+        elif n == 0:
+            for party in self._parties:
+                party.transport.send_unsubscribe_pattern(cls, wild)
+
+    def _watch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
+        """(a party, under the lock) Call ``watch.matched(key)`` for every key of
+        ``cls`` that ``wild`` matches, now and as new ones appear."""
+        index = self._wild.get(cls)
+        if index is None:
+            index = self._wild[cls] = WildcardIndex()
+        index.add(wild, watch)
+        for key in [k for k in self._entries if k.message_class is cls]:
+            if wild.matches(key.subject):
+                watch.matched(key)
+
+    def _unwatch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
+        index = self._wild.get(cls)
+        if index is not None:
+            index.remove(wild, watch)
+            if not index:
+                del self._wild[cls]
+
+    # ------------------------------------------------------------- queue groups
+    def _place_member(self, feed: SubscribeFeed[Any]) -> None:
+        name = feed._group
+        assert name is not None
+        with self._lock:
+            entry = self._live_entry(feed)
+            group = entry.groups.get(name)
+            if group is None:
+                group = entry.groups[name] = _Group(entry.key, name)
+            if feed._group_config is not None:
+                group.configure(feed._group_config)
+            if feed._remote is None:
+                feed._group_target = _LocalTarget(feed)
+            entry.subs.append(feed)
+            entry.subs_n[feed._cat] += 1
+            group.members.append(feed)
+            self._regroup(entry, group)
+            feed._reported = False
+            self._report(feed, _any(entry.up_pubs, MATCHING[feed._cat]))
+            self._refresh_publishers(entry)
+            group.flush_kept()
+
+    def _retract_member(self, feed: SubscribeFeed[Any]) -> None:
+        name = feed._group
+        assert name is not None
+        with self._lock:
+            entry = feed._entry
+            group = entry.groups[name]
+            entry.subs.remove(feed)
+            entry.subs_n[feed._cat] -= 1
+            group.members.remove(feed)
+            feed._reported = False
+            self._regroup(entry, group)
+            if not group.members and group.keep == 0:
+                del entry.groups[name]
+            self._refresh_publishers(entry)
+
+    def _regroup(self, entry: _Entry, group: _Group) -> None:
+        """Rebuild the group's rotations and put them in (or take them out of)
+        the entry's routes; tell remote parties the new member count."""
+        group.rebuild()
+        routes = list(entry.routes)
+        for c in range(3):  # remote-origin messages reach groups by GROUP_NOTIFY only
+            deliver = group.rotations[c].deliver
+            local, other = routes[c]
+            there = deliver in other
+            if group.reaches(c) and not there:
+                routes[c] = (local, (*other, deliver))
+            elif there and not group.reaches(c):
+                routes[c] = (local, tuple(r for r in other if r != deliver))
+        entry.routes = routes
+        n = group.remote_members()
+        if n != group.told:
+            group.told = n
+            for party in self._parties:
+                party.transport.send_group(entry.key, group.name, n)
+
+    def _reoffer(self, feed: SubscribeFeed[Any], message: Message) -> None:
+        """A member's delivery task found it gone: its group hands the message on."""
+        entry = feed._entry
+        group = entry.groups.get(feed._group) if feed._group is not None else None
+        if group is None:
+            entry = self._entries.get(feed._key)  # type: ignore[assignment]
+            group = entry.groups.get(feed._group) if entry is not None else None  # type: ignore[arg-type]
+        if group is None:
+            logger.warning(
+                "queue group {!r} on {} is gone; a notification its leaving member had not "
+                "taken was dropped",
+                feed._group,
+                feed._key,
+            )
+            return
+        group.reoffer(message)
+
+    def _group_notify(self, key: MessageKey, name: str, message: Message) -> bool:
+        """(a party) A notification another node chose this node's group for:
+        one local member gets it.  False when no such group is here."""
+        entry = self._entries.get(key)
+        group = entry.groups.get(name) if entry is not None else None
+        if group is None:
+            return False
+        group.delivered_remote += 1
+        group.rotations[CAT_REMOTE].deliver(message)
+        return True
 
     # Route tables are replaced, never changed in place (publishers read them
     # without the lock).  Appending keeps placement order, as a rebuild would.
@@ -278,7 +516,8 @@ class Router:
         entry = self._entries.get(feed._key)
         if entry is None or entry is not feed._entry:
             # the entry was forgotten while the feed was retracted: re-attach
-            entry = self._entries.setdefault(feed._key, feed._entry)
+            if entry is None:
+                entry = self._register(feed._entry)
             feed._entry = entry
         return entry
 
@@ -291,11 +530,19 @@ class Router:
     def _refresh_subscribers(self, entry: _Entry) -> None:
         counts = entry.up_pubs
         for s in entry.subs:
-            self._report(s, _any(counts, MATCHING[s._cat]))
+            up = _any(counts, MATCHING[s._cat])
+            if s._wild is None:
+                self._report(s, up)
+            elif s._joined.get(entry) is not up:
+                s._joined[entry] = up
+                s._ups += 1 if up else -1
+                self._report(s, s._ups > 0)
 
     def _refresh_publishers(self, entry: _Entry) -> None:
-        counts = entry.subs_n
         for p in entry.pubs:
+            # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
+            # plain subscribers only (see _Entry.xsubs_n)
+            counts = entry.subs_n if p._cat != CAT_REMOTE else entry.xsubs_n
             self._report(p, _any(counts, MATCHING[p._cat]))
 
     def _refresh_requestors(self, entry: _Entry) -> None:
@@ -381,6 +628,11 @@ class Router:
                 adv, up = entry.remote_rep
                 if adv:
                     transport.send_advertise(entry.key, Role.REPLIER, up)
+                for group in entry.groups.values():
+                    if group.told:
+                        transport.send_group(entry.key, group.name, group.told)
+            for cls, wild in self._patterns:
+                transport.send_subscribe_pattern(cls, wild)
         return party
 
     def _sync_remote_pub(self, entry: _Entry) -> None:
