@@ -12,6 +12,8 @@ from actorbus.net import PROTOCOL_VERSION
 from actorbus.net._wire import (
     ALL_ROLES,
     DATA_FRAME_TYPES,
+    DIALECT_CODES,
+    DIALECTS,
     FEED_STATE_CODES,
     FEED_STATES,
     FIRST_SEQUENCED,
@@ -24,6 +26,7 @@ from actorbus.net._wire import (
     ROLES,
     SCOPE_CODES,
     SCOPES,
+    WILDCARDS,
     FrameType,
 )
 
@@ -50,6 +53,10 @@ FRAME_TYPES = {
     "REPLY": 24,
     "CANCEL": 25,
     "NOTIFY_RUN": 26,
+    "SUBSCRIBE_PATTERN": 27,
+    "UNSUBSCRIBE_PATTERN": 28,
+    "GROUP": 29,
+    "GROUP_NOTIFY": 30,
 }
 ROLE = {Role.PUBLISHER: 1, Role.SUBSCRIBER: 2, Role.REQUESTOR: 3, Role.REPLIER: 4}
 SCOPE = {Scope.LOCAL_ONLY: 0, Scope.LOCAL_AND_REMOTE: 1, Scope.REMOTE_ONLY: 2}
@@ -58,7 +65,7 @@ REPLY_STATUS = {ReplyStatus.OK_FINAL: 0, ReplyStatus.OK_CONTINUING: 1, ReplyStat
 
 
 def test_the_protocol_version() -> None:
-    assert PROTOCOL_VERSION == 4
+    assert PROTOCOL_VERSION == 5
     assert f"**Protocol version: {PROTOCOL_VERSION}**" in PROTOCOL_MD.read_text()
 
 
@@ -72,6 +79,7 @@ def test_frame_types() -> None:
         "REPLY",
         "CANCEL",
         "NOTIFY_RUN",
+        "GROUP_NOTIFY",
     }
 
 
@@ -111,3 +119,11 @@ def test_reply_statuses() -> None:
     assert set(REPLY_STATUS_CODES) == set(ReplyStatus)
     assert {code: status for status, code in REPLY_STATUS.items()} == REPLY_STATUSES
     assert "`OK_FINAL=0`, `OK_CONTINUING=1`, `ERROR=2`" in PROTOCOL_MD.read_text()
+
+
+def test_pattern_dialects() -> None:
+    assert DIALECT_CODES == {"levels": 0, "prefix": 1}
+    assert {code: name for name, code in DIALECT_CODES.items()} == DIALECTS
+    for code, build in WILDCARDS.items():
+        assert build("/a/*" if DIALECTS[code] == "levels" else "a*").dialect == DIALECTS[code]
+    assert "`levels=0`, `prefix=1`" in PROTOCOL_MD.read_text()

@@ -6,7 +6,10 @@ refused for its arguments queues nothing.  Roles, scopes, feed states and reply
 statuses are the bus's enums (their wire codes as plain ints are taken too).
 ``notify``, ``notify_many``, ``request``, ``request_ack`` and ``reply`` are on
 every message's path: each makes its checks once, inline, and calls out only
-to explain a refusal.
+to explain a refusal.  ``subscribe_pattern`` / ``unsubscribe_pattern`` check a
+pattern with the bus's own :class:`~actorbus.bus.subjects.Wildcard` constructor,
+as the peer will; ``group_notify`` is a data command counted exactly as
+``notify``.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from typing import Final
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
-from ..errors import UsageError
+from ..errors import SubjectPatternError, UsageError
 from ._framing import ENCODE_ERRORS
-from ._protocol_base import MAX_COUNT, ProtocolBase, show
+from ._protocol_base import MAX_COUNT, ProtocolBase, group_problem, show
 from ._wire import (
     ALL_ROLES,
+    DIALECT_CODES,
     FEED_STATE_CODES,
     INTEREST_ROLES,
     OFFER_ROLES,
@@ -29,6 +33,7 @@ from ._wire import (
     REPLY_STATUS_CODES,
     ROLE_CODES,
     SCOPE_CODES,
+    WILDCARDS,
     FrameType,
     WireKey,
 )
@@ -49,6 +54,10 @@ _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
 _REPLY: Final = int(FrameType.REPLY)
 _CANCEL: Final = int(FrameType.CANCEL)
 _NOTIFY_RUN: Final = int(FrameType.NOTIFY_RUN)
+_SUBSCRIBE_PATTERN: Final = int(FrameType.SUBSCRIBE_PATTERN)
+_UNSUBSCRIBE_PATTERN: Final = int(FrameType.UNSUBSCRIBE_PATTERN)
+_GROUP: Final = int(FrameType.GROUP)
+_GROUP_NOTIFY: Final = int(FrameType.GROUP_NOTIFY)
 
 
 class Commands(ProtocolBase):
@@ -97,6 +106,39 @@ class Commands(ProtocolBase):
             raise UsageError(f"feed_status({key!r}) with up={up!r}: expected a bool")
         kid = self._key_id(key, what)
         self._queue_sequenced(_FEED_STATUS, (kid, role_code, up), what, data=False, key=key)
+
+    def subscribe_pattern(self, type_name: str, dialect: str, text: str) -> None:
+        """Tell the peer this node has a subscriber of ``type_name`` notifications
+        on every subject the pattern ``text`` of ``dialect`` (a
+        ``Wildcard.dialect``, "levels" or "prefix", or its wire code) matches."""
+        self._send_pattern_frame(_SUBSCRIBE_PATTERN, type_name, dialect, text, "subscribe_pattern")
+
+    def unsubscribe_pattern(self, type_name: str, dialect: str, text: str) -> None:
+        """Tell the peer this node's last subscriber of ``type_name`` on the
+        pattern left."""
+        self._send_pattern_frame(
+            _UNSUBSCRIBE_PATTERN, type_name, dialect, text, "unsubscribe_pattern"
+        )
+
+    def group(self, key: WireKey, group: str, members: int) -> None:
+        """Tell the peer this node has ``members`` subscribers in queue group
+        ``group`` on ``key`` (0: none left)."""
+        what = "group"
+        self._check_sending(what)
+        self._check_group(group, what)
+        self._check_uint(members, "members", what)
+        kid = self._key_id(key, what)
+        self._queue_sequenced(_GROUP, (kid, group, members), what, data=False, key=key)
+
+    def group_notify(self, key: WireKey, group: str, body: object) -> None:
+        """Queue a notification for exactly one member of the peer's queue group
+        ``group``; a data message counted as ``notify()``'s is, raising what it
+        raises."""
+        what = "group_notify"
+        self._check_sending(what)
+        self._check_group(group, what)
+        kid = self._key_id(key, what)
+        self._queue_sequenced(_GROUP_NOTIFY, (kid, group, body), what, data=True, key=key)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.
@@ -378,6 +420,12 @@ class Commands(ProtocolBase):
         )
 
     @staticmethod
+    def _check_group(group: str, what: str) -> None:
+        problem = group_problem(group) if type(group) is str else "expected a str"
+        if problem is not None:
+            raise UsageError(f"{what}() with group={show(group)}: {problem}")
+
+    @staticmethod
     def _check_uint(value: int, name: str, what: str) -> None:
         if type(value) is not int or not 0 <= value < 1 << 64:
             raise UsageError(f"{what}() with {name}={value!r}: expected an int from 0 to 2**64-1")
@@ -408,3 +456,21 @@ class Commands(ProtocolBase):
         role_code = self._check_role(role, allowed, what)
         kid = self._key_id(key, what)
         self._queue_sequenced(frame_type, (kid, role_code), what, data=False, key=key)
+
+    def _send_pattern_frame(
+        self, frame_type: int, type_name: str, dialect: str, text: str, what: str
+    ) -> None:
+        self._check_sending(what)
+        if type(type_name) is not str or not type_name:
+            raise UsageError(f"{what}() with type_name={show(type_name)}: expected a non-empty str")
+        given: object = dialect
+        code = DIALECT_CODES.get(given) if type(given) is str else given
+        build = WILDCARDS.get(code) if type(code) is int else None
+        if build is None:
+            names = " or ".join(repr(name) for name in DIALECT_CODES)
+            raise UsageError(f"{what}() with dialect={dialect!r}: expected {names}")
+        try:
+            build(text)
+        except SubjectPatternError as exc:
+            raise SubjectPatternError(f"{what}(): {exc}") from exc
+        self._queue_sequenced(frame_type, (type_name, code, text), what, data=False)

@@ -40,13 +40,17 @@ __all__ = [
     "OP_ADVERTISE",
     "OP_CANCEL",
     "OP_FEED_STATUS",
+    "OP_GROUP",
+    "OP_GROUP_NOTIFY",
     "OP_REPLY",
     "OP_REPLY_ACKED",
     "OP_REQUEST",
     "OP_REQUEST_ACK",
     "OP_RETRACT",
     "OP_SUBSCRIBE",
+    "OP_SUBSCRIBE_PATTERN",
     "OP_UNSUBSCRIBE",
+    "OP_UNSUBSCRIBE_PATTERN",
     "ORDERLY",
     "TELL",
     "ConnectionBase",
@@ -73,8 +77,14 @@ OP_CANCEL: Final = 9
 #: a reply with the acknowledgement that was pending just before it (made by
 #: _drain and _write_now only, never pending): one REPLY frame carries both
 OP_REPLY_ACKED: Final = 10
-#: opcodes of data messages (those the queue limit and the dropped counter count).
-DATA_OPS: Final = frozenset({OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL})
+# wildcard interest and queue groups (a GROUP_NOTIFY item is a data message)
+OP_SUBSCRIBE_PATTERN: Final = 11
+OP_UNSUBSCRIBE_PATTERN: Final = 12
+OP_GROUP: Final = 13
+OP_GROUP_NOTIFY: Final = 14
+#: opcodes of data messages (those the queue limit and the dropped counter count;
+#: a notification, queued as the message itself, is one too).
+DATA_OPS: Final = frozenset({OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL, OP_GROUP_NOTIFY})
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

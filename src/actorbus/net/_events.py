@@ -4,7 +4,9 @@ Each event is what the *peer* did (or what happened to the link), in the order
 the bytes arrived.  Events are slotted dataclasses; treat them as read-only.
 Keys are the ``(type_name, subject)`` tuples of the peer's KEY_DEF frames — the
 same tuple object every time for one key, so a shell may cache per key.  Roles,
-scopes, feed states and reply statuses are the bus's own enums.
+scopes, feed states and reply statuses are the bus's own enums; a subject
+pattern is the bus's own :class:`~actorbus.bus.subjects.Wildcard`, checked by
+its constructor before the event is queued.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
+from ..bus.subjects import Wildcard
 from ._wire import WireKey, WireValue
 
 __all__ = [
@@ -22,6 +25,8 @@ __all__ = [
     "ConnectionClosed",
     "Event",
     "FeedStatusReceived",
+    "GroupChanged",
+    "GroupNotificationReceived",
     "HeartbeatTimeout",
     "LogoffReceived",
     "LogonAccepted",
@@ -30,6 +35,8 @@ __all__ = [
     "LogonRequested",
     "LogonTimeout",
     "NotificationReceived",
+    "PatternSubscribed",
+    "PatternUnsubscribed",
     "ReceiptReceived",
     "ReplyReceived",
     "RequestAcknowledged",
@@ -175,6 +182,36 @@ class FeedStatusReceived(Event):
     up: bool
 
 
+@dataclass(slots=True)
+class PatternSubscribed(Event):
+    """The peer has a subscriber of ``type_name`` notifications on every subject
+    ``wildcard`` matches.
+
+    ``type_name`` is a type known here (``is_known_type``): a pattern on an
+    unknown type is counted in ``counters.unknown_type`` and dropped."""
+
+    type_name: str
+    wildcard: Wildcard
+
+
+@dataclass(slots=True)
+class PatternUnsubscribed(Event):
+    """The peer's last subscriber of ``type_name`` on ``wildcard`` went away."""
+
+    type_name: str
+    wildcard: Wildcard
+
+
+@dataclass(slots=True)
+class GroupChanged(Event):
+    """The peer has ``members`` subscribers in queue group ``group`` on ``key``
+    (0: none left)."""
+
+    key: WireKey
+    group: str
+    members: int
+
+
 # ----------------------------------------------------------------------- data
 
 
@@ -183,6 +220,16 @@ class NotificationReceived(Event):
     """A notification; ``body`` is the codec's wire value (arrays arrive as tuples)."""
 
     key: WireKey
+    body: WireValue
+
+
+@dataclass(slots=True)
+class GroupNotificationReceived(Event):
+    """A notification for exactly one member of queue group ``group`` here; a
+    data message counted as a NOTIFY is (``body`` as in NotificationReceived)."""
+
+    key: WireKey
+    group: str
     body: WireValue
 
 

@@ -14,16 +14,22 @@ from collections.abc import Callable
 from typing import Final
 
 from ..bus.party import Role
+from ..bus.subjects import Wildcard
 from ..config.schema import node_id_problem
+from ..errors import SubjectPatternError
 from ._events import (
     Advertised,
     CancelReceived,
     FeedStatusReceived,
+    GroupChanged,
+    GroupNotificationReceived,
     LogoffReceived,
     LogonAccepted,
     LogonComplete,
     LogonRejected,
     LogonRequested,
+    PatternSubscribed,
+    PatternUnsubscribed,
     ReceiptReceived,
     ReplyReceived,
     RequestAcknowledged,
@@ -40,18 +46,21 @@ from ._protocol_base import (
     MAX_KEY_ID,
     ProtocolBase,
     Run,
+    group_problem,
     kind_of,
     run_id_problem,
     show,
 )
 from ._wire import (
     ALL_ROLES,
+    DIALECTS,
     FEED_STATES,
     INTEREST_ROLES,
     OFFER_ROLES,
     PROTOCOL_VERSION,
     REMOTE_SCOPES,
     REPLY_STATUSES,
+    WILDCARDS,
     FrameType,
     WireKey,
     WireValue,
@@ -63,6 +72,9 @@ _LOGON_COMPLETE: Final = int(FrameType.LOGON_COMPLETE)
 _LOGOFF: Final = int(FrameType.LOGOFF)
 _HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
 _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
+
+#: A refused pattern's rule is cut to this many characters in the error.
+_RULE_SHOWN: Final = 200
 
 _Frame = tuple[object, ...]
 
@@ -95,6 +107,10 @@ class FrameChecks(ProtocolBase):
             int(FrameType.REPLY): self._on_reply,
             int(FrameType.CANCEL): self._on_cancel,
             int(FrameType.NOTIFY_RUN): self._on_notify_run,
+            int(FrameType.SUBSCRIBE_PATTERN): self._on_subscribe_pattern,
+            int(FrameType.UNSUBSCRIBE_PATTERN): self._on_unsubscribe_pattern,
+            int(FrameType.GROUP): self._on_group,
+            int(FrameType.GROUP_NOTIFY): self._on_group_notify,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -173,6 +189,32 @@ class FrameChecks(ProtocolBase):
             names = ", ".join(f"{r.name}={code}" for code, r in allowed.items())
             raise self._malformed(frame, f"role is {show(value)}, expected one of {names}")
         return role
+
+    def _group(self, frame: _Frame, index: int) -> str:
+        group = self._text(frame, index, "group")
+        problem = group_problem(group)
+        if problem is not None:
+            raise self._malformed(frame, f"group {show(group)}: {problem}")
+        return group
+
+    def _wildcard(self, frame: _Frame, index: int) -> Wildcard:
+        """The dialect code at ``index`` and the pattern after it, as the bus's
+        Wildcard (whose constructor checks the pattern's rules)."""
+        value = frame[index]
+        build = WILDCARDS.get(value) if type(value) is int else None
+        if build is None:
+            names = ", ".join(f"{name}={code}" for code, name in DIALECTS.items())
+            raise self._malformed(frame, f"dialect is {show(value)}, expected one of {names}")
+        text = self._text(frame, index + 1, "pattern")
+        try:
+            return build(text)
+        except SubjectPatternError as exc:
+            dialect = DIALECTS[value]  # type: ignore[index]  # (an int: build was found)
+            # "<dialect> pattern <text>: <rule>", with the peer's text cut short
+            rule = str(exc).removeprefix(f"{dialect} pattern {text!r}: ")
+            if len(rule) > _RULE_SHOWN:
+                rule = f"{rule[: _RULE_SHOWN - 3]}..."
+            raise self._malformed(frame, f"{dialect} pattern {show(text)}: {rule}") from exc
 
     def _key(self, frame: _Frame, index: int) -> WireKey | None:
         """The key a frame names; None when its type is unknown here."""
@@ -372,6 +414,40 @@ class FrameChecks(ProtocolBase):
             else:
                 self._events.append(event(key, role))
 
+    def _on_subscribe_pattern(self, frame: _Frame) -> None:
+        self._pattern_frame(frame, PatternSubscribed)
+
+    def _on_unsubscribe_pattern(self, frame: _Frame) -> None:
+        self._pattern_frame(frame, PatternUnsubscribed)
+
+    def _pattern_frame(
+        self, frame: _Frame, event: type[PatternSubscribed | PatternUnsubscribed]
+    ) -> None:
+        """[type, seq, type_name, dialect, text]: the type is named, not keyed; one
+        unknown here is dropped and counted, as a frame on a key of an unknown
+        type is."""
+        self._length(frame, 5)
+        type_name = self._text(frame, 2, "type name")
+        if not type_name:
+            raise self._malformed(frame, "type name is empty")
+        wildcard = self._wildcard(frame, 3)
+        if self._in_sequence(frame):
+            if self._is_known_type(type_name):
+                self._events.append(event(type_name, wildcard))
+            else:
+                self.counters.unknown_type += 1
+
+    def _on_group(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        key = self._key(frame, 2)
+        group = self._group(frame, 3)
+        members = self._uint(frame, 4, "members")
+        if self._in_sequence(frame):
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._events.append(GroupChanged(key, group, members))
+
     def _on_feed_status(self, frame: _Frame) -> None:
         self._length(frame, 5)
         key = self._key(frame, 2)
@@ -422,6 +498,18 @@ class FrameChecks(ProtocolBase):
             else:
                 for body in bodies:
                     self._queue_notification(key, body)
+
+    def _on_group_notify(self, frame: _Frame) -> None:
+        """A data message exactly as NOTIFY is (sequence, counters, unknown types)."""
+        self._length(frame, 5)
+        key = self._key(frame, 2)
+        group = self._group(frame, 3)
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            if key is None:
+                self.counters.unknown_type += 1
+            else:
+                self._events.append(GroupNotificationReceived(key, group, frame[4]))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)

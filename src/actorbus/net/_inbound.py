@@ -46,6 +46,12 @@ from ..bus.party import Role
 from ..bus.scope import FeedState
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
+from ._events import (
+    GroupChanged,
+    GroupNotificationReceived,
+    PatternSubscribed,
+    PatternUnsubscribed,
+)
 from ._outbound import ACK_DELAY, TICK, Outbound
 from .protocol import (
     Advertised,
@@ -80,7 +86,14 @@ BACKLOG_RECHECK: Final = 0.005
 
 _FAMILY: Final[dict[Role, type[Message]]] = {Role.PUBLISHER: Notification, Role.REPLIER: Request}
 _DATA_EVENTS: Final = frozenset(
-    {NotificationReceived, RequestReceived, ReplyReceived, RequestAcknowledged, CancelReceived}
+    {
+        NotificationReceived,
+        GroupNotificationReceived,
+        RequestReceived,
+        ReplyReceived,
+        RequestAcknowledged,
+        CancelReceived,
+    }
 )
 _UNRESOLVED: Final[Any] = object()
 
@@ -327,6 +340,19 @@ class Inbound(Outbound):
                 key = self._key_of(event.key, Notification)
                 if key is not None and party is not None:
                     party.unsubscribe(key)
+        elif type(event) is GroupNotificationReceived:
+            return self._group_notification(event)
+        elif type(event) is GroupChanged:
+            key = self._key_of(event.key, Notification)
+            if key is not None and party is not None:
+                party.group(key, event.group, event.members)
+        elif type(event) is PatternSubscribed or type(event) is PatternUnsubscribed:
+            cls = self._class_of(event.type_name, Notification)
+            if cls is not None and party is not None:
+                if type(event) is PatternSubscribed:
+                    party.subscribe_pattern(cls, event.wildcard)
+                else:
+                    party.unsubscribe_pattern(cls, event.wildcard)
         elif type(event) is SequenceGap:
             self._log.warning(
                 "link {}: frames {}..{} from node {} never arrived",
@@ -372,6 +398,21 @@ class Inbound(Outbound):
             # decoded once, so the class's decoder is compiled: cache it with the key
             self.notified[wire_key] = (key.message_class.__wire_decode__, key)
             party.notify(message, key)
+            self.touched.add(key)
+        return True
+
+    def _group_notification(self, event: GroupNotificationReceived) -> bool:
+        """A notification for one member of a queue group here: resolved and
+        decoded as a notification is; False once ended."""
+        party = self.party
+        key = self._key_of(event.key, Notification)
+        if key is not None and party is not None:
+            try:
+                message = _from_wire(key.message_class, event.body)
+            except CodecError as exc:
+                self._corrupt_body(key, exc)
+                return False
+            party.group_notify(event.group, message, key)
             self.touched.add(key)
         return True
 
@@ -430,6 +471,21 @@ class Inbound(Outbound):
                 )
             return None
         return key
+
+    def _class_of(self, type_name: str, family: type[Message]) -> type[Message] | None:
+        """The message class a pattern frame names, as ``_key_of`` resolves a key's
+        (the protocol already dropped the type names unknown here)."""
+        cls = lookup_type(type_name)
+        if cls is None or not issubclass(cls, family):
+            self.unknown += 1
+            if cls is not None and issubclass(cls, Message):
+                self._unknown_type(
+                    type_name,
+                    f"used as {family.__name__} messages, but here the type is a "
+                    f"{_family_name(cls)}",
+                )
+            return None
+        return cls
 
     def _corrupt_body(self, key: MessageKey, exc: Exception, dropped: int = 0) -> None:
         """Close the link for a body that does not decode; ``dropped`` messages read

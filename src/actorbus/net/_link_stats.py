@@ -15,8 +15,8 @@ class LinkStats:
     connection in progress are read without stopping it, so two fields may be
     a few messages apart."""
 
-    #: Data messages (notify, request, request ack, reply, cancel) handed to /
-    #: parsed from the socket.
+    #: Data messages (notify, group notify, request, request ack, reply, cancel)
+    #: handed to / parsed from the socket.
     messages_out: int = 0
     messages_in: int = 0
     #: Bytes written to / read from the socket.

@@ -36,8 +36,8 @@ I/O thread on each node.
 
 **Flow control and the queue limit.**  When the socket cannot keep up the
 transport calls ``pause_writing``; the connection then keeps encoding into the
-protocol without writing.  The data messages waiting there (notify, request,
-request ack, reply, cancel — never link-level frames) are the *output queue*;
+protocol without writing.  The data messages waiting there (notify, group notify,
+request, request ack, reply, cancel — never link-level frames) are the *output queue*;
 past ``message_queue_size`` the connection is aborted, the waiting messages
 are dropped and counted, and a client link reconnects if configured.
 
@@ -61,6 +61,7 @@ from typing import Any, Final
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
+from ..bus.subjects import Wildcard
 from ..errors import CodecError, UsageError
 from ._connection_base import (
     ABORT,
@@ -68,13 +69,17 @@ from ._connection_base import (
     OP_ADVERTISE,
     OP_CANCEL,
     OP_FEED_STATUS,
+    OP_GROUP,
+    OP_GROUP_NOTIFY,
     OP_REPLY,
     OP_REPLY_ACKED,
     OP_REQUEST,
     OP_REQUEST_ACK,
     OP_RETRACT,
     OP_SUBSCRIBE,
+    OP_SUBSCRIBE_PATTERN,
     OP_UNSUBSCRIBE,
+    OP_UNSUBSCRIBE_PATTERN,
     ConnectionBase,
     locked,
 )
@@ -170,6 +175,19 @@ class Outbound(ConnectionBase):
 
     def send_cancel(self, request_id: int) -> None:
         self._push((OP_CANCEL, request_id), True)
+
+    def send_subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
+        self._push((OP_SUBSCRIBE_PATTERN, message_class, wildcard), False)
+
+    def send_unsubscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
+        self._push((OP_UNSUBSCRIBE_PATTERN, message_class, wildcard), False)
+
+    def send_group(self, key: MessageKey, group: str, members: int) -> None:
+        self._push((OP_GROUP, key, group, members), False)
+
+    def send_group_notify(self, group: str, message: Message) -> None:
+        # a data message: counted by the queue limit and, if it cannot go, dropped
+        self._push((OP_GROUP_NOTIFY, group, message), True)
 
     # ------------------------------------------- direct writes (a sending thread)
 
@@ -479,8 +497,22 @@ class Outbound(ConnectionBase):
             proto.feed_status(_wire_key(item[1]), item[2], bool(item[3]))
         elif op == OP_SUBSCRIBE:
             proto.subscribe(_wire_key(item[1]), Role.SUBSCRIBER)
-        else:
+        elif op == OP_UNSUBSCRIBE:
             proto.unsubscribe(_wire_key(item[1]), Role.SUBSCRIBER)
+        elif op == OP_GROUP_NOTIFY:
+            message = item[2]
+            cls = message.__class__
+            enc = cls.__wire_encode__
+            body = message if enc is None else enc(message)
+            proto.group_notify((cls.__type_name__, message.subject), item[1], body)
+        elif op == OP_GROUP:
+            proto.group(_wire_key(item[1]), item[2], item[3])
+        elif op == OP_SUBSCRIBE_PATTERN:
+            wildcard = item[2]
+            proto.subscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)
+        else:
+            wildcard = item[2]
+            proto.unsubscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)
 
     def _unsendable(self, item: Any, exc: Exception) -> None:
         if item.__class__ is tuple and item[0] == OP_REPLY_ACKED:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_COUNT",
+    "MAX_GROUP",
     "MAX_KEY_ID",
     "MAX_REASON",
     "MAX_RUN_ID",
@@ -37,6 +38,7 @@ __all__ = [
     "ProtocolBase",
     "QueueItem",
     "Run",
+    "group_problem",
     "kind_of",
     "run_id_problem",
     "show",
@@ -51,6 +53,8 @@ MAX_COUNT: Final = (1 << 64) - 1
 MAX_REASON: Final = 512
 #: Largest key id.
 MAX_KEY_ID: Final = 0xFFFF_FFFF
+#: Longest queue group name, in characters (GROUP, GROUP_NOTIFY).
+MAX_GROUP: Final = 256
 
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
@@ -99,6 +103,15 @@ def run_id_problem(run_id: str) -> str | None:
         return "it is not valid Unicode text"
     if size > MAX_RUN_ID:
         return f"it has {size} UTF-8 bytes, expected at most {MAX_RUN_ID}"
+    return None
+
+
+def group_problem(group: str) -> str | None:
+    """Why the str ``group`` is not a queue group name, or None."""
+    if not group:
+        return "it is empty"
+    if len(group) > MAX_GROUP:
+        return f"it has {len(group)} characters, expected at most {MAX_GROUP}"
     return None
 
 

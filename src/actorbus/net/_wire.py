@@ -10,15 +10,23 @@ Frame types fall into three groups, which the protocol treats differently:
 * **handshake / link frames** (``LOGON`` .. ``RECEIPT``) carry no sequence number;
 * **sequenced frames** (``ADVERTISE`` and above) carry ``seq`` as their second
   element, numbered 1, 2, 3, ... per direction per link;
-* of the sequenced frames, the **data frames** (``NOTIFY`` .. ``NOTIFY_RUN``) are
-  the ones a shell's output-queue limit counts; everything else is a system
-  frame.  A ``NOTIFY_RUN`` frame carries *n* notifications on one key and counts
-  as *n* data messages: they take the sequence numbers ``seq`` .. ``seq+n-1``, as
-  *n* NOTIFY frames would.
+* of the sequenced frames, the **data frames** (``NOTIFY`` .. ``NOTIFY_RUN``, and
+  ``GROUP_NOTIFY``) are the ones a shell's output-queue limit counts; everything
+  else is a system frame.  A ``NOTIFY_RUN`` frame carries *n* notifications on
+  one key and counts as *n* data messages: they take the sequence numbers
+  ``seq`` .. ``seq+n-1``, as *n* NOTIFY frames would.
+
+Version 5 carries wildcard interest and queue groups: ``SUBSCRIBE_PATTERN`` /
+``UNSUBSCRIBE_PATTERN`` name a message type and a
+:class:`~actorbus.bus.subjects.Wildcard` (its dialect by the code of
+``DIALECT_CODES``, then its text), ``GROUP`` says how many members of a queue
+group this node has on a key, and ``GROUP_NOTIFY`` is a notification for one
+member of a group (a data frame, counted exactly as a NOTIFY).
 
 The protocol speaks the bus's own enums (:class:`~actorbus.bus.party.Role`,
 :class:`~actorbus.bus.scope.Scope`, :class:`~actorbus.bus.scope.FeedState`,
-:class:`~actorbus.bus.message.ReplyStatus`): its commands take their members and
+:class:`~actorbus.bus.message.ReplyStatus`) and patterns
+(:class:`~actorbus.bus.subjects.Wildcard`): its commands take their members and
 its events carry them.  Only here do they meet their wire codes, in the tables
 below (member -> code, and code -> member for checking what the peer sent).  The
 tables are for the protocol's modules only; ``actorbus.net`` does not export them.
@@ -26,16 +34,20 @@ tables are for the protocol's modules only; ``actorbus.net`` does not export the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, Final, TypeAlias
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
+from ..bus.subjects import Wildcard
 
 __all__ = [
     "ALL_ROLES",
     "DATA_FRAME_TYPES",
+    "DIALECTS",
+    "DIALECT_CODES",
     "FEED_STATES",
     "FEED_STATE_CODES",
     "FIRST_SEQUENCED",
@@ -49,13 +61,14 @@ __all__ = [
     "ROLE_CODES",
     "SCOPES",
     "SCOPE_CODES",
+    "WILDCARDS",
     "FrameType",
     "WireKey",
     "WireValue",
 ]
 
 #: Version spoken by this implementation; sent in LOGON and checked by the server.
-PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
 
 #: A message key as it crosses the link: ``(type_name, subject)``.
 WireKey: TypeAlias = tuple[str, str]
@@ -87,6 +100,10 @@ class FrameType(IntEnum):
     REPLY = 24  # [24, seq, key_id, request_id, status, body]
     CANCEL = 25  # [25, seq, request_id]
     NOTIFY_RUN = 26  # [26, seq, key_id, [body, ...]]  n >= 1 notifications, seq .. seq+n-1
+    SUBSCRIBE_PATTERN = 27  # [27, seq, type_name, dialect, text]
+    UNSUBSCRIBE_PATTERN = 28  # [28, seq, type_name, dialect, text]
+    GROUP = 29  # [29, seq, key_id, group, members]  members 0: none left
+    GROUP_NOTIFY = 30  # [30, seq, key_id, group, body]  for one member of the group
 
 
 #: Frame types at or above this carry a sequence number as element 1.
@@ -101,6 +118,7 @@ DATA_FRAME_TYPES: Final = frozenset(
         FrameType.REPLY,
         FrameType.CANCEL,
         FrameType.NOTIFY_RUN,
+        FrameType.GROUP_NOTIFY,
     }
 )
 
@@ -151,4 +169,14 @@ REPLY_STATUS_CODES: Final[dict[ReplyStatus, int]] = {
 #: code -> reply status.
 REPLY_STATUSES: Final[dict[int, ReplyStatus]] = {
     code: status for status, code in REPLY_STATUS_CODES.items()
+}
+
+#: ``dialect`` of SUBSCRIBE_PATTERN and UNSUBSCRIBE_PATTERN: a ``Wildcard.dialect``.
+DIALECT_CODES: Final[dict[str, int]] = {"levels": 0, "prefix": 1}
+#: code -> dialect.
+DIALECTS: Final[dict[int, str]] = {code: dialect for dialect, code in DIALECT_CODES.items()}
+#: code -> the Wildcard constructor of that dialect (it checks a pattern's rules).
+WILDCARDS: Final[dict[int, Callable[[str], Wildcard]]] = {
+    DIALECT_CODES["levels"]: Wildcard.levels,
+    DIALECT_CODES["prefix"]: Wildcard.prefix,
 }

@@ -116,6 +116,19 @@ exceed ``max_frame_size``); a single body goes as NOTIFY.  A run frame whose
 first numbers the peer already had drops those as duplicates, and one that
 jumps is a gap, as for *n* NOTIFY frames.
 
+Wildcards and queue groups (version 5): ``subscribe_pattern(type_name,
+dialect, text)`` / ``unsubscribe_pattern(...)`` carry a subscriber's subject
+pattern, checked on both ends by the bus's own ``Wildcard`` constructor (a
+pattern it refuses is a UsageError here, a protocol error from the peer).  The
+frame names its type rather than a key; a type unknown here is counted in
+``counters.unknown_type`` and dropped, as frames on such a key are.
+``group(key, group, members)`` tells how many members of a queue group this
+node has on a key (0: none left); ``group_notify(key, group, body)`` is a
+notification for one member of the peer's group: a data message, numbered and
+counted exactly as ``notify()``'s (but never part of a run).  Their events are
+:class:`~actorbus.net._events.PatternSubscribed`, ``PatternUnsubscribed``,
+``GroupChanged`` and ``GroupNotificationReceived``.
+
 Receipts: a node that wants to learn what a broken connection lost sends, once
 per link after acceptance and before its LOGON_COMPLETE, ``receipt(n)``: the
 data frames it received from the peer's run (the ``run_id`` of its LOGON /
