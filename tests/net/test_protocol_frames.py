@@ -385,18 +385,19 @@ def test_counters_and_data_queued() -> None:
     client.reply(3, KEY, ReplyStatus.OK_FINAL, ())
     client.cancel(1)
     client.notify_many(KEY, [(2,), (3,), (4,)])  # one NOTIFY_RUN frame, 3 messages
-    assert client.data_queued == 8
+    client.group_notify(KEY, "g", (5,))
+    assert client.data_queued == 9
     data = client.data_to_send()
     assert client.data_queued == 0
     assert client.data_to_send() == b""  # everything went out in one batch
-    assert client.counters.frames_out - before == 11
-    assert client.counters.messages_out == 8
+    assert client.counters.frames_out - before == 12
+    assert client.counters.messages_out == 9
     assert {f[0] for f in frames_of(data)} >= {int(t) for t in DATA_FRAME_TYPES}
     pipe.server.receive_data(data, 0.0)
-    assert len(list(pipe.server.events())) == 11
+    assert len(list(pipe.server.events())) == 12
     assert pipe.server.counters.frames_in - pipe.client.counters.frames_out == 0
     assert pipe.server.counters.bytes_in == pipe.client.counters.bytes_out
-    assert pipe.server.counters.messages_in == 8
+    assert pipe.server.counters.messages_in == 9
 
 
 def test_heartbeat_frames_are_answered_and_counted() -> None:

@@ -202,7 +202,8 @@ class Router:
             entry = self._live_entry(feed)
             entry.pubs.append(feed)
             feed._reported = False
-            self._report(feed, _any(entry.subs_n, MATCHING[feed._cat]))
+            counts = entry.subs_n if feed._cat != CAT_REMOTE else entry.xsubs_n
+            self._report(feed, _any(counts, MATCHING[feed._cat]))
             self._sync_remote_pub(entry)
 
     def _retract_publisher(self, feed: PublishFeed[Any]) -> None:
