@@ -595,3 +595,22 @@ def test_publisher_takes_no_wildcard(bus: Bus) -> None:
     with pytest.raises(UsageError, match="only a subscription takes a wildcard"):
         rec.publisher(Px, wild)
     assert bus.router.key_count == before
+
+
+# ------------------------------------------------- found failing (not committed)
+
+
+def test_remote_publishers_come_and_go_under_a_wildcard_and_keys_stay_flat(
+    pair: tuple[Bus, Bus, InProcessLink],
+) -> None:
+    a, b, link = pair
+    w = a.inbox(Px, Wildcard.levels("/fx/*/bid"))
+    link.flush()
+    base_a, base_b = a.router.key_count, b.router.key_count
+    for i in range(200):
+        p = b.publisher(Px, f"/fx/k{i}/bid")
+        assert w.wait_up(5)
+        p.close()
+        wait_state(w.feed, DOWN, link)
+    assert a.router.key_count == base_a
+    assert b.router.key_count == base_b

@@ -75,8 +75,11 @@ def describe_task(actor: str, dispatcher: str, fn: object, arg: Any) -> FailedTa
     if fn is _apply:
         fn, arg = arg[0], (arg[1] if len(arg) == 2 else arg[1:])
     owner = getattr(fn, "__self__", None)
+    member = getattr(owner, "member_feed", None)  # a queue member's delivery task
+    if isinstance(member, Feed):
+        owner = member
     if isinstance(owner, Feed):
-        callback = owner.callback_for(fn)
+        callback = owner.callback_for(fn) if member is None else getattr(owner, "_cb_message", None)
         return FailedTask(
             actor,
             dispatcher,

@@ -198,7 +198,6 @@ class SubscribeFeed(Feed, Generic[N]):
         "_given_status",
         "_group",
         "_group_config",
-        "_group_target",
         "_inline",
         "_joined",
         "_route",
@@ -212,7 +211,6 @@ class SubscribeFeed(Feed, Generic[N]):
         "_fire_status": "_cb_status",
         "_deliver": "_cb_message",
         "_deliver_if": "_cb_message",
-        "_deliver_member": "_cb_message",
     }
 
     def __init__(
@@ -235,7 +233,6 @@ class SubscribeFeed(Feed, Generic[N]):
         self._ups = 0
         self._group: str | None = None
         self._group_config: QueueGroup | None = None
-        self._group_target: Any = None
         self._weight = weight
         if queue is not None:
             config = QueueGroup.of(queue) if not isinstance(queue, str) else None
@@ -325,14 +322,6 @@ class SubscribeFeed(Feed, Generic[N]):
     def _deliver_if(self, message: Any) -> object:
         if self._phase is _PLACED and self._condition(message):  # type: ignore[misc]
             return self._cb_message(message, self)  # type: ignore[misc]
-        return None
-
-    # A queue member's delivery task: a member that left since the message was
-    # handed to it passes it on to the group (nothing is lost silently).
-    def _deliver_member(self, message: Any) -> object:
-        if self._phase is _PLACED:
-            return self._cb_message(message, self)  # type: ignore[misc]
-        self._router._reoffer(self, message)
         return None
 
     @property

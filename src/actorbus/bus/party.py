@@ -323,6 +323,19 @@ class RemoteParty:
         self._sub_refs.pop(key, None)
         return self._subs.pop(key, None)
 
+    def _pattern_only(self, key: MessageKey) -> bool:
+        """True when our proxy subscriber of ``key`` exists for the peer's
+        patterns alone (no SUBSCRIBE of the peer names the key)."""
+        return key not in self._exact
+
+    def _release(self, key: MessageKey) -> None:
+        """(under the lock) The router drops ``key``'s entry, which only our
+        patterns' proxy kept: forget it; a pattern makes it again with the key."""
+        for watch in self._patterns.values():
+            watch.keys.discard(key)
+        self._sub_refs.pop(key, None)
+        self._subs.pop(key, None)
+
     def subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
         """The peer has wildcard subscribers: every key of ``message_class`` the
         pattern matches, now or later, is sent to the peer (once, however many

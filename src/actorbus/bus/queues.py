@@ -34,10 +34,12 @@ the fewest tasks waiting in its mailbox (remote nodes keep their turns: their
 load is not visible here).
 
 **Empty group.**  When a group has no member a notification is dropped and
-counted (:attr:`_Group.dropped`), unless the group was made with ``keep=N``:
-then up to N notifications wait in the group and go to the first member that
-joins; past N each further one is dropped and counted.  A group with
-``keep > 0`` lives as long as its key is in use, members or not.
+counted (:attr:`_Group.dropped`, and the router's :class:`QueueTotals`), unless
+the group was made with ``keep=N``: then up to N notifications wait in the
+group and go to the first member that joins; past N each further one is
+dropped and counted.  A group lives as long as its key is in use (some feed
+uses it), members or not; when the key goes, what the group kept is dropped
+and counted.
 
 A member whose link drops gets nothing more: its proxy leaves the rotation
 when the link's party detaches.  What the link had in flight to it is the
@@ -54,9 +56,10 @@ from typing import Any
 
 from .._log import logger
 from ..errors import UsageError
+from ._feed import _PLACED
 from .scope import MATCH
 
-__all__ = ["BALANCES", "QueueGroup"]
+__all__ = ["BALANCES", "QueueGroup", "QueueTotals"]
 
 #: The balancing policies a group may use.
 BALANCES = ("round_robin", "least_loaded")
@@ -123,14 +126,16 @@ def check_group_name(name: object) -> None:
 class _Rotation:
     """The members one publisher category reaches, taking turns (see the module doc)."""
 
-    __slots__ = ("group", "locals", "targets", "turn")
+    __slots__ = ("group", "locals", "only_local", "targets", "turn")
 
-    def __init__(self, group: _Group) -> None:
+    def __init__(self, group: _Group, only_local: bool) -> None:
         self.group = group
         #: one delivery callable per turn (a remote node once per member it has)
         self.targets: tuple[Callable[[Any], object], ...] = ()
-        #: least_loaded only: (mailbox-or-None, target) of the local members
-        self.locals: tuple[tuple[Any, Callable[[Any], object]], ...] = ()
+        #: least_loaded only: the local members' targets
+        self.locals: tuple[_LocalTarget, ...] = ()
+        #: the rotation of remote-origin messages, which never cross a link again
+        self.only_local = only_local
         self.turn = -1
 
     def deliver(self, message: Any) -> None:
@@ -146,28 +151,50 @@ class _Rotation:
             turn = 0
         self.turn = turn
         target = targets[turn]
-        if self.locals and getattr(target, "_ab_local", False):
-            target = min(self.locals, key=_depth)[1]
+        if self.locals and type(target) is _LocalTarget:
+            target = _least_loaded(target, self.locals)
         target(message)
 
 
-def _depth(entry: tuple[Any, Callable[[Any], object]]) -> int:
-    box = entry[0]
-    return box.depth if box is not None else 0
+def _least_loaded(turn: _LocalTarget, targets: tuple[_LocalTarget, ...]) -> _LocalTarget:
+    """The local member with the fewest tasks waiting; the one whose turn it is
+    on a tie (so members that keep up still take turns)."""
+    best, fewest = turn, turn.depth()
+    for target in targets:
+        depth = target.depth()
+        if depth < fewest:
+            best, fewest = target, depth
+    return best
 
 
 class _LocalTarget:
-    """Delivers to a local member through its owner's poster (a mailbox)."""
+    """Delivers to a local member through its owner's poster (a mailbox), for
+    one rotation: a member that left hands the message back to that rotation
+    (so a re-offer keeps the scope rules of the message's first hand-off)."""
 
-    __slots__ = ("_ab_local", "feed", "post")
+    __slots__ = ("box", "member_feed", "post", "rotation")
 
-    def __init__(self, feed: Any) -> None:
-        self.feed = feed
+    def __init__(self, feed: Any, rotation: _Rotation) -> None:
+        #: the member (failure reports name its callback, not this object)
+        self.member_feed = feed
+        self.rotation = rotation
         self.post = feed._post
-        self._ab_local = True
+        self.box = getattr(self.post, "__self__", None)
 
     def __call__(self, message: Any) -> None:
-        self.post(self.feed._deliver_member, message)
+        self.post(self.run, message)
+
+    def depth(self) -> int:
+        box = self.box
+        return box.depth if box is not None else 0
+
+    def run(self, message: Any) -> object:
+        """The delivery task, on the member's dispatcher."""
+        feed = self.member_feed
+        if feed._phase is _PLACED:
+            return feed._cb_message(message, feed)
+        self.rotation.group.reoffer(self.rotation, message)
+        return None
 
 
 class _Group:
@@ -184,16 +211,23 @@ class _Group:
         "reoffered",
         "rotations",
         "told",
+        "totals",
     )
 
-    def __init__(self, key: Any, name: str) -> None:
+    def __init__(self, key: Any, name: str, totals: QueueTotals) -> None:
         self.key = key
         self.name = name
+        self.totals = totals
         #: set by the first local member that brings options (proxies bring none)
         self.config: QueueGroup | None = None
         self.members: list[Any] = []
         #: per publisher category 0..3; 3 (remote origin) never holds a proxy
-        self.rotations = (_Rotation(self), _Rotation(self), _Rotation(self), _Rotation(self))
+        self.rotations = (
+            _Rotation(self, False),
+            _Rotation(self, False),
+            _Rotation(self, False),
+            _Rotation(self, True),
+        )
         self.kept: collections.deque[tuple[_Rotation, Any]] = collections.deque()
         #: notifications nobody could take (no member, nothing kept) — counted
         self.dropped = 0
@@ -223,24 +257,26 @@ class _Group:
         least = self.config is not None and self.config.balance == "least_loaded"
         for c, rotation in enumerate(self.rotations):
             targets: list[Callable[[Any], object]] = []
-            locals_: list[tuple[Any, Callable[[Any], object]]] = []
+            locals_: list[_LocalTarget] = []
             for m in self.members:
                 if not MATCH[c][m._cat]:
                     continue
                 if m._remote is not None:
-                    if c == 3:
+                    if rotation.only_local:
                         continue  # never forward a remote-origin message again
                     targets.extend([m._route] * m._weight)
                 else:
-                    target = m._group_target
+                    target = _LocalTarget(m, rotation)
                     targets.append(target)
-                    locals_.append((getattr(m._post, "__self__", None), target))
+                    locals_.append(target)
             rotation.targets = tuple(targets)
             rotation.locals = tuple(locals_) if least and len(locals_) > 1 else ()
 
     def reaches(self, c: int) -> bool:
-        """True when category ``c`` publishers should route to this group."""
-        return bool(self.rotations[c].targets) or self.keep > 0
+        """True when category ``c`` publishers should route to this group: a
+        member they may reach, or no member at all (then the group keeps or
+        drops, and counts)."""
+        return bool(self.rotations[c].targets) or not self.members
 
     def remote_members(self) -> int:
         """Local members a remote node may reach (remote-capable scopes)."""
@@ -251,6 +287,7 @@ class _Group:
             self.kept.append((rotation, message))
             return
         self.dropped += 1
+        self.totals.dropped += 1
         if self.dropped == 1 or self.dropped % 10_000 == 0:
             logger.warning(
                 "queue group {!r} on {} has no member{}: {} notification(s) dropped so far; "
@@ -270,7 +307,39 @@ class _Group:
             self.kept.popleft()
             rotation.deliver(message)
 
-    def reoffer(self, message: Any) -> None:
-        """A member left before taking ``message``: the next member gets it."""
+    def reoffer(self, rotation: _Rotation, message: Any) -> None:
+        """A member left before taking ``message``: the next member of the
+        rotation it came through gets it (or the group keeps or drops it)."""
         self.reoffered += 1
-        self.rotations[1].deliver(message)
+        self.totals.reoffered += 1
+        rotation.deliver(message)
+
+    def discard(self) -> None:
+        """The key is no longer in use: what the group kept is dropped, counted."""
+        if self.kept:
+            n = len(self.kept)
+            self.kept.clear()
+            self.dropped += n
+            self.totals.dropped += n
+            logger.warning(
+                "queue group {!r} on {}: its key is no longer in use; {} kept "
+                "notification(s) dropped",
+                self.name,
+                self.key,
+                n,
+            )
+
+
+class QueueTotals:
+    """Counters of every queue group of a router, groups gone included."""
+
+    __slots__ = ("dropped", "reoffered")
+
+    def __init__(self) -> None:
+        #: notifications no member could take (no member, nothing kept)
+        self.dropped = 0
+        #: notifications a leaving member handed back to its group
+        self.reoffered = 0
+
+    def __repr__(self) -> str:
+        return f"<QueueTotals dropped={self.dropped} reoffered={self.reoffered}>"

@@ -43,7 +43,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._log import logger
 from ..errors import RequestError, UsageError
 from ._timeouts import RequestTimeouts
 from .feeds import (
@@ -57,7 +56,7 @@ from .feeds import (
 )
 from .message import Message, MessageKey
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
-from .queues import _Group, _LocalTarget
+from .queues import QueueTotals, _Group
 from .scope import CAT_REMOTE, MATCH, MATCHING
 from .subjects import Wildcard, WildcardIndex
 
@@ -109,10 +108,21 @@ class _Entry:
         self.remote_rep = (False, False)
 
     def empty(self) -> bool:
-        """No feed needs the entry (wildcard subscriptions only join it)."""
-        if self.pubs or self.repliers or self.requestors or self.groups:
+        """No feed needs the entry: what is left only follows patterns (a
+        wildcard subscription, a peer's proxy made for its patterns alone) and
+        comes back by itself if the key is used again.  Queue members are
+        subscribers; a group with none does not keep its key."""
+        if self.pubs or self.repliers or self.requestors:
             return False
-        return all(s._wild is not None for s in self.subs)
+        return all(_loose(s) for s in self.subs)
+
+
+def _loose(sub: SubscribeFeed[Any]) -> bool:
+    """True for a subscriber that only follows patterns (see _Entry.empty)."""
+    if sub._wild is not None:
+        return True
+    party = sub._remote
+    return isinstance(party, RemoteParty) and sub._group is None and party._pattern_only(sub._key)
 
 
 def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
@@ -141,6 +151,8 @@ class Router:
         #: remote-capable local wildcard subscriptions per (class, pattern): what
         #: remote parties are told with send_subscribe_pattern
         self._patterns: dict[tuple[type[Message], Wildcard], int] = {}
+        #: every queue group's drop and re-offer counts
+        self.queue_totals = QueueTotals()
 
     # ------------------------------------------------------------------ entries
     def _entry(self, key: MessageKey) -> _Entry:
@@ -181,8 +193,16 @@ class Router:
 
     def _drop_entry(self, entry: _Entry) -> None:
         del self._entries[entry.key]
-        for s in list(entry.subs):  # wildcards only (the entry is empty)
-            self._unjoin(entry, s)
+        for group in entry.groups.values():
+            group.discard()
+        for s in list(entry.subs):  # loose ones only (the entry is empty)
+            if s._wild is not None:
+                self._unjoin(entry, s)
+            else:  # a peer's proxy for its patterns: made again with the key
+                party = s._remote
+                assert isinstance(party, RemoteParty)
+                party._release(entry.key)
+                s.close()
 
     @property
     def key_count(self) -> int:
@@ -361,11 +381,9 @@ class Router:
             entry = self._live_entry(feed)
             group = entry.groups.get(name)
             if group is None:
-                group = entry.groups[name] = _Group(entry.key, name)
+                group = entry.groups[name] = _Group(entry.key, name, self.queue_totals)
             if feed._group_config is not None:
                 group.configure(feed._group_config)
-            if feed._remote is None:
-                feed._group_target = _LocalTarget(feed)
             entry.subs.append(feed)
             entry.subs_n[feed._cat] += 1
             group.members.append(feed)
@@ -386,8 +404,6 @@ class Router:
             group.members.remove(feed)
             feed._reported = False
             self._regroup(entry, group)
-            if not group.members and group.keep == 0:
-                del entry.groups[name]
             self._refresh_publishers(entry)
 
     def _regroup(self, entry: _Entry, group: _Group) -> None:
@@ -409,23 +425,6 @@ class Router:
             group.told = n
             for party in self._parties:
                 party.transport.send_group(entry.key, group.name, n)
-
-    def _reoffer(self, feed: SubscribeFeed[Any], message: Message) -> None:
-        """A member's delivery task found it gone: its group hands the message on."""
-        entry = feed._entry
-        group = entry.groups.get(feed._group) if feed._group is not None else None
-        if group is None:
-            entry = self._entries.get(feed._key)  # type: ignore[assignment]
-            group = entry.groups.get(feed._group) if entry is not None else None  # type: ignore[arg-type]
-        if group is None:
-            logger.warning(
-                "queue group {!r} on {} is gone; a notification its leaving member had not "
-                "taken was dropped",
-                feed._group,
-                feed._key,
-            )
-            return
-        group.reoffer(message)
 
     def _group_notify(self, key: MessageKey, name: str, message: Message) -> bool:
         """(a party) A notification another node chose this node's group for:
