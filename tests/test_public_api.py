@@ -56,6 +56,7 @@ EXPECTED = {
     "StopSignals",
     "SubscribeFeed",
     "TimerHandle",
+    "Topic",
     "UsageError",
     "ValidationError",
     "current_actor",

@@ -11,6 +11,7 @@ from ._signals import StopSignals, wait_for_stop
 from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
 from .bus._types import SocketAddress
 from .bus.codec import Codec
+from .bus.discovery import Topic
 from .bus.feeds import (
     IncomingRequest,
     PublishFeed,
@@ -99,6 +100,7 @@ __all__ = [
     "SubjectPatternError",
     "SubscribeFeed",
     "TimerHandle",
+    "Topic",
     "UsageError",
     "ValidationError",
     "Wildcard",

@@ -7,6 +7,10 @@
 * ``actorbus demo calculator [...]`` — the moving-average calculator demo.
 * ``actorbus diagram MACHINE -o OUT`` — render a state machine (a ``.sm`` file or
   ``module:Class``) as Mermaid, DOT, SVG or PNG (by the output's extension).
+* ``actorbus topics HOST:PORT [--timeout S]`` — link to the running node that
+  listens there and print the topics and queue groups in use on it and on the
+  nodes linked to it (``Bus.topics()``), one table; a node that cannot be
+  reached is one line on stderr and exit status 2.
 
 Bad arguments or bad files print one clear line to stderr and exit with status 2
 (no traceback).
@@ -20,16 +24,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import enable_logging
 from ._log import logger
 from ._signals import StopSignals
 from .errors import Error
+
+if TYPE_CHECKING:
+    from .bus.discovery import Topic
 
 __all__ = ["main"]
 
@@ -48,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
             "installed packages."
         ),
     )
-    parser.add_argument("--log-level", default="WARNING", help="loguru level (default WARNING)")
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        help="loguru level (default WARNING; ERROR for topics, whose failure is one line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the actors a properties file names")
@@ -109,6 +121,19 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     del spark  # its options are the Spark demo's own: main() hands them over unparsed
+
+    topics = sub.add_parser(
+        "topics", help="list the topics and queue groups in use on a running node's bus"
+    )
+    topics.add_argument(
+        "address", help="HOST:PORT of a node's service ([IPv6]:PORT for an IPv6 host)"
+    )
+    topics.add_argument(
+        "--timeout",
+        type=float,
+        default=2.0,
+        help="seconds to wait for the link, then for the nodes' answers (default 2)",
+    )
 
     diag = sub.add_parser("diagram", help="render a state machine")
     diag.add_argument("machine", help="a .sm file, or module:Class of a StateMachine")
@@ -253,6 +278,88 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _split_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``[IPv6]:PORT``) -> (host, port), or _Fail saying why not."""
+    expected = "expected HOST:PORT of a node's service, e.g. 127.0.0.1:7701 or [::1]:7701"
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+    else:
+        host, sep, port = text.rpartition(":")
+        if ":" in host:
+            sep = ""  # a bare IPv6 address: the port is ambiguous
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise _Fail(f"{text!r} is not an address: {expected}")
+    return host, int(port)
+
+
+_TOPIC_COLUMNS = ("NODE", "ROLE", "TYPE", "SUBJECT", "SCOPE", "QUEUE", "COUNT", "UP")
+
+
+def _topics_table(topics: Sequence[Topic]) -> list[str]:
+    """One header line and one line per topic, each column as wide as its widest cell."""
+    rows = [_TOPIC_COLUMNS] + [
+        (
+            t.node,
+            t.role,
+            t.message_type,
+            t.subject if t.wildcard is None else f"{t.subject} ({t.wildcard})",
+            t.scope,
+            t.queue if t.queue is not None else "-",
+            str(t.count),
+            str(t.up),
+        )
+        for t in topics
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_TOPIC_COLUMNS))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _cmd_topics(args: argparse.Namespace) -> int:
+    host, port = _split_address(args.address)
+    timeout = args.timeout
+    if not timeout > 0:  # (NaN too)
+        raise _Fail(f"--timeout {timeout}: expected seconds > 0")
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    # A failed dial is reported by the link too (at WARNING, to loguru when it
+    # takes that level, else to the standard logger): the one line below says it.
+    fallback = logging.getLogger("actorbus")
+    was_disabled, fallback.disabled = fallback.disabled, True
+    try:
+        topics = _topics_of(host, port, address, timeout)
+    finally:
+        fallback.disabled = was_disabled
+    for line in _topics_table(topics):
+        print(line)
+    return 0
+
+
+def _topics_of(host: str, port: int, address: str, timeout: float) -> list[Topic]:
+    from .errors import LinkClosedError
+    from .node import Bus
+
+    with Bus() as bus:  # a generated node id: host-pid-random
+        link = bus.connect(host, port, connect_timeout=timeout)
+        try:
+            link.wait_logged_on(timeout)
+        except LinkClosedError:
+            # the link's reason names the address and the fix (refused, unreachable, ...)
+            reason = link.last_reason or "the link closed before logging on"
+            raise _Fail(
+                f"topics: no node at {address}: {reason}"
+                if address not in reason
+                else f"topics: {reason}"
+            ) from None
+        except TimeoutError:
+            raise _Fail(
+                f"topics: no node at {address} logged on within {timeout:g} s; start the node "
+                f"there, check HOST:PORT (its service's port), or raise --timeout"
+            ) from None
+        return bus.topics(timeout)
+
+
 def _import_from_working_directory() -> None:
     """Put the working directory first on ``sys.path`` unless it is there already.
 
@@ -275,12 +382,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return spark_main(argv[2:], prog="actorbus demo spark")
     parser = _parser()
     args = parser.parse_args(argv)
-    enable_logging(args.log_level)
+    enable_logging(args.log_level or ("ERROR" if args.command == "topics" else "WARNING"))
     try:
         if args.command == "diagram":
             return _cmd_diagram(args)
         if args.command == "demo":
             return _cmd_demo(args)
+        if args.command == "topics":
+            return _cmd_topics(args)
         return _cmd_run(args)
     except _Fail as exc:
         print(f"actorbus: {exc}", file=sys.stderr)

@@ -16,6 +16,12 @@ Code that is not an actor uses :meth:`inbox` (synchronous receive),
 :meth:`publisher` (publish from a script), :meth:`request_all` (blocking
 request that collects every reply), and :meth:`arequest` / :meth:`areplies`
 (the asyncio forms).
+
+:meth:`topics` lists the topics and queue groups in use on this node and every
+node linked to it (:mod:`actorbus.bus.discovery`): each bus advertises a
+replier for :class:`~actorbus.bus.discovery.DiscoverTopics` on the reserved
+system subject, next to its system publishers, and answers its peers with its
+own feeds.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
 from . import _gc
 from .actors import ActorRuntime
-from .bus.feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
+from .bus import discovery
+from .bus.discovery import DiscoverTopics, Topic
+from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.inbox import Inbox
 from .bus.message import MessageKey, Notification, Reply, Request
 from .bus.owner import checked_key, find_runtime_with, subscription_key
@@ -43,7 +51,7 @@ from .bus.scope import FeedState, Scope
 from .bus.subjects import Wildcard, new_private_subject
 from .bus.system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
 from .config.schema import BusConfig, node_id_problem
-from .errors import UsageError
+from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
     from .net.link import Link
@@ -128,12 +136,29 @@ class Bus:
         self._system: dict[type, PublishFeed[Any]] = {}
         for cls in SYSTEM_MESSAGES:
             feed: PublishFeed[Any] = PublishFeed(
-                self.router, _SYSTEM_OWNER, MessageKey(cls, SYSTEM_SUBJECT), Scope.LOCAL_ONLY
+                self.router,
+                _SYSTEM_OWNER,
+                MessageKey(cls, SYSTEM_SUBJECT),
+                Scope.LOCAL_ONLY,
+                discoverable=False,
             )
             feed.status_callback(_ignore)
             feed.advertise()
             feed.update_feed_state(FeedState.UP)
             self._system[cls] = feed
+        # discovery: this node's answer to its peers' DiscoverTopics (topics()
+        # reads this node's own rows directly); hidden, so discovery never lists
+        # itself.  REMOTE_ONLY: a request reaches the peers' repliers only.
+        self._discovery: ReplyFeed[DiscoverTopics] = ReplyFeed(
+            self.router,
+            _SYSTEM_OWNER,
+            MessageKey(DiscoverTopics, SYSTEM_SUBJECT),
+            Scope.REMOTE_ONLY,
+            discoverable=False,
+        )
+        self._discovery.request_callback(self._answer_discovery)
+        self._discovery.advertise()
+        self._discovery.update_feed_state(FeedState.UP)
         self.net: Any = None
         with Bus._open_lock:
             Bus._open.add(self)
@@ -245,12 +270,21 @@ class Bus:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[N], bool] | None = None,
         queue: str | QueueGroup | None = None,
+        discoverable: bool = True,
     ) -> Inbox[N]:
         """Subscribe synchronously: ``inbox.receive(timeout)`` returns messages.
-        ``subject`` may be a :class:`Wildcard`; ``queue`` joins a queue group."""
+        ``subject`` may be a :class:`Wildcard`; ``queue`` joins a queue group;
+        ``discoverable=False`` keeps it out of discovery (:meth:`topics`)."""
         key, wildcard = subscription_key(message_class, subject)
         feed: SubscribeFeed[N] = SubscribeFeed(
-            self.router, None, key, scope, condition=condition, wildcard=wildcard, queue=queue
+            self.router,
+            None,
+            key,
+            scope,
+            condition=condition,
+            wildcard=wildcard,
+            queue=queue,
+            discoverable=discoverable,
         )
         return Inbox(feed)
 
@@ -268,12 +302,14 @@ class Bus:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
         up: bool = True,
+        discoverable: bool = True,
     ) -> PublishFeed[N]:
         """An advertised publish feed for code that is not an actor (declared UP
-        unless ``up=False``).  ``on_status`` runs on whichever thread changed the
+        unless ``up=False``; ``discoverable=False`` keeps it out of discovery,
+        :meth:`topics`).  ``on_status`` runs on whichever thread changed the
         state, so it must be thread-safe."""
         key = checked_key(message_class, subject, Notification)
-        feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope)
+        feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope, discoverable=discoverable)
         feed.status_callback(on_status if on_status is not None else _ignore)
         feed.advertise()
         if up:
@@ -336,13 +372,57 @@ class Bus:
     ) -> RequestFeed[Any]:
         if not isinstance(message, Request):
             raise UsageError(f"expected a Request message, found {message!r}")
+        # short-lived: discovery does not list it
         feed: RequestFeed[Any] = RequestFeed(
-            self.router, None, MessageKey.of(message), scope, post=_direct
+            self.router, None, MessageKey.of(message), scope, post=_direct, discoverable=False
         )
         feed.reply_callback(lambda remaining, reply, handle: deliver(remaining, reply))
         feed.status_callback(_ignore)
         feed.subscribe()
         return feed
+
+    # ------------------------------------------------------------- discovery
+    def topics(self, timeout: float = 2.0, *, scope: Scope | None = None) -> list[Topic]:
+        """The topics and queue groups in use on this node and on every node
+        linked to it: one :class:`~actorbus.bus.discovery.Topic` row per node,
+        message type, subject (or wildcard pattern), role, scope and queue group,
+        with how many feeds it stands for and how many are UP; sorted.  With
+        ``scope``, only the feeds of that scope.
+
+        This node's rows are read at once; the linked nodes' come from one
+        request to every linked node's discovery replier (each answers for its
+        own feeds only), so it blocks until every linked node answered or
+        ``timeout`` seconds passed: a node that does not answer in time is
+        simply missing from the list, as is a node running a version without
+        discovery.  Nodes linked to a linked node but not to this one are not
+        asked (links do not forward).  Never listed: feeds opened with
+        ``discoverable=False``, private subjects (``.``-prefixed), system feeds,
+        and the short-lived requestors of :meth:`request_all` and its kin.
+
+        Raises :class:`~actorbus.errors.UsageError` for a timeout that is not a
+        number of seconds > 0, a scope that is not a Scope, or a closed bus."""
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise UsageError(
+                f"topics(timeout={timeout!r}): expected seconds > 0 (how long to wait for "
+                f"the linked nodes' answers)"
+            )
+        if scope is not None and not isinstance(scope, Scope):
+            raise UsageError(
+                f"topics(scope={scope!r}): expected a Scope (Scope.LOCAL_ONLY, ...) or None "
+                f"for every scope"
+            )
+        if self._closed:
+            raise UsageError(f"topics() on {self!r}: the bus is closed; make a new Bus")
+        local = discovery.local_topics(self.router, self.node_id, scope=scope)
+        request = DiscoverTopics(SYSTEM_SUBJECT, scope=scope.name if scope is not None else None)
+        try:
+            replies = self.request_all(request, timeout, scope=Scope.REMOTE_ONLY)
+        except RequestError:  # no linked node has a discovery replier up
+            replies = []
+        return discovery.merge(replies, local)
+
+    def _answer_discovery(self, incoming: IncomingRequest[DiscoverTopics]) -> None:
+        discovery.answer(incoming, self.router, self.node_id)
 
     # ------------------------------------------------------------------ net
     # (owned by the net/ links work: Bus.listen, Bus.connect, Bus.links, _start_net)

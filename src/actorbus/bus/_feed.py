@@ -1,11 +1,12 @@
 """The life every feed shares (open, placed, closed) and the rules for its callbacks.
 
 :class:`Feed` is the base of the four feeds (:mod:`actorbus.bus.feeds`,
-:mod:`actorbus.bus.requests`): its owner, key and scope, the open → placed →
-closed life, and how callbacks are resolved when a feed is placed — the callable
-given, else the owner's role method — including the refusal of ``async def``
-callbacks where nothing awaits them.  The router and the feeds share these
-private names on purpose: they are one component split by size.
+:mod:`actorbus.bus.requests`): its owner, key and scope, whether discovery
+lists it (``discoverable``), the open → placed → closed life, and how callbacks
+are resolved when a feed is placed — the callable given, else the owner's role
+method — including the refusal of ``async def`` callbacks where nothing awaits
+them.  The router, the feeds and discovery share these private names on
+purpose: they are one component split by size.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class Feed(abc.ABC):
         "__weakref__",
         "_cat",
         "_condition",
+        "_discoverable",
         "_entry",
         "_key",
         "_owner",
@@ -122,11 +124,29 @@ class Feed(abc.ABC):
         post: Callable[..., None] | None = None,
         remote: object | None = None,
         condition: Callable[[Any], bool] | None = None,
+        discoverable: bool = True,
     ) -> None:
         if not isinstance(scope, Scope):
             raise UsageError(f"scope must be a Scope, found {scope!r}; use Scope.LOCAL_ONLY etc.")
+        if type(discoverable) is not bool:
+            raise UsageError(
+                f"discoverable must be True or False, found {discoverable!r}; pass "
+                f"discoverable=False to keep the feed out of discovery (Bus.topics)"
+            )
+        # A peer's request feeds on the reserved subject (its discovery replier,
+        # bus/discovery.py) are its node's own: that node's router refused any
+        # other owner there.  A peer's publishers keep no owner, so the reserved
+        # check still refuses them.
+        if (
+            remote is not None
+            and key.subject == router.reserved_subject
+            and issubclass(key.message_class, Request)
+        ):
+            owner = router.reserved_owner
         self._router = router
         self._owner = owner
+        #: False keeps the feed out of discovery (:mod:`actorbus.bus.discovery`)
+        self._discoverable = discoverable
         self._key = key
         self._scope = scope
         self._remote = remote
@@ -155,6 +175,12 @@ class Feed(abc.ABC):
     @property
     def owner(self) -> object:
         return self._owner
+
+    @property
+    def discoverable(self) -> bool:
+        """False when the feed was opened with ``discoverable=False``: discovery
+        (:meth:`Bus.topics <actorbus.Bus.topics>`) never lists it."""
+        return self._discoverable
 
     @property
     def is_open(self) -> bool:

@@ -24,6 +24,12 @@ resumes there (as the actor: ``current_actor()`` is right at every step).
 
 Opening a feed registers the actor with its bus if it is not registered yet
 (without running ``startup``).
+
+Every form takes ``discoverable`` (default True): with False, discovery
+(``Bus.topics()``, ``actorbus topics``) never lists the feed.  A feed on a
+private subject (``.``-prefixed) is never listed, whatever the option.  The
+short-lived requestor behind :meth:`FeedOwner.ask` / :meth:`FeedOwner.ask_all`
+is not listed either.
 """
 
 from __future__ import annotations
@@ -149,12 +155,18 @@ class FeedOwner:
 
     # -------------------------------------------------------------- long form
     def open_publish_feed(
-        self, message_class: type[N], subject: str, scope: Scope = Scope.LOCAL_AND_REMOTE
+        self,
+        message_class: type[N],
+        subject: str,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        *,
+        discoverable: bool = True,
     ) -> PublishFeed[N]:
-        """Open (not yet advertise) a publish feed for ``message_class:subject``."""
+        """Open (not yet advertise) a publish feed for ``message_class:subject``
+        (``discoverable=False``: discovery never lists it)."""
         key = checked_key(message_class, subject, Notification)
         router, post = self._ab_feed_context()
-        return PublishFeed(router, self, key, scope, post=post)
+        return PublishFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def open_subscribe_feed(
         self,
@@ -164,10 +176,12 @@ class FeedOwner:
         condition: Callable[[N], bool] | None = None,
         *,
         queue: str | QueueGroup | None = None,
+        discoverable: bool = True,
     ) -> SubscribeFeed[N]:
         """Open (not yet subscribe) a subscribe feed.  ``subject`` may be a
         :class:`~actorbus.Wildcard`; ``queue`` makes the feed a member of that
-        queue group (each notification goes to one member)."""
+        queue group (each notification goes to one member);
+        ``discoverable=False``: discovery never lists it."""
         key, wildcard = subscription_key(message_class, subject)
         router, post = self._ab_feed_context()
         return SubscribeFeed(
@@ -179,15 +193,22 @@ class FeedOwner:
             condition=condition,
             wildcard=wildcard,
             queue=queue,
+            discoverable=discoverable,
         )
 
     def open_request_feed(
-        self, message_class: type[Q], subject: str, scope: Scope = Scope.LOCAL_AND_REMOTE
+        self,
+        message_class: type[Q],
+        subject: str,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        *,
+        discoverable: bool = True,
     ) -> RequestFeed[Q]:
-        """Open (not yet subscribe) a request feed."""
+        """Open (not yet subscribe) a request feed (``discoverable=False``:
+        discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
-        return RequestFeed(router, self, key, scope, post=post)
+        return RequestFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def open_reply_feed(
         self,
@@ -195,11 +216,16 @@ class FeedOwner:
         subject: str,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[Q], bool] | None = None,
+        *,
+        discoverable: bool = True,
     ) -> ReplyFeed[Q]:
-        """Open (not yet advertise) a reply feed."""
+        """Open (not yet advertise) a reply feed (``discoverable=False``:
+        discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
-        return ReplyFeed(router, self, key, scope, post=post, condition=condition)
+        return ReplyFeed(
+            router, self, key, scope, post=post, condition=condition, discoverable=discoverable
+        )
 
     # -------------------------------------------------------------- short form
     def publisher(
@@ -210,9 +236,11 @@ class FeedOwner:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
         up: bool = False,
+        discoverable: bool = True,
     ) -> PublishFeed[N]:
-        """Open and advertise a publish feed; with ``up=True`` also declare it UP."""
-        feed = self.open_publish_feed(message_class, subject, scope)
+        """Open and advertise a publish feed; with ``up=True`` also declare it UP
+        (``discoverable=False``: discovery never lists it)."""
+        feed = self.open_publish_feed(message_class, subject, scope, discoverable=discoverable)
         if on_status is not None:
             feed.status_callback(on_status)
         feed.advertise()
@@ -230,10 +258,14 @@ class FeedOwner:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[N], bool] | None = None,
         queue: str | QueueGroup | None = None,
+        discoverable: bool = True,
     ) -> SubscribeFeed[N]:
         """Open and subscribe a subscribe feed (``subject`` may be a
-        :class:`~actorbus.Wildcard`; ``queue``: join that queue group)."""
-        feed = self.open_subscribe_feed(message_class, subject, scope, condition, queue=queue)
+        :class:`~actorbus.Wildcard`; ``queue``: join that queue group;
+        ``discoverable=False``: discovery never lists it)."""
+        feed = self.open_subscribe_feed(
+            message_class, subject, scope, condition, queue=queue, discoverable=discoverable
+        )
         if on_message is not None:
             feed.message_callback(on_message)
         if on_status is not None:
@@ -249,9 +281,11 @@ class FeedOwner:
         on_reply: Callable[[int, Reply, RequestHandle[Q]], object] | None = None,
         on_status: Callable[[FeedState, RequestFeed[Q]], object] | None = None,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
+        discoverable: bool = True,
     ) -> RequestFeed[Q]:
-        """Open and subscribe a request feed."""
-        feed = self.open_request_feed(message_class, subject, scope)
+        """Open and subscribe a request feed (``discoverable=False``: discovery
+        never lists it)."""
+        feed = self.open_request_feed(message_class, subject, scope, discoverable=discoverable)
         if on_reply is not None:
             feed.reply_callback(on_reply)
         if on_status is not None:
@@ -269,9 +303,13 @@ class FeedOwner:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[Q], bool] | None = None,
         up: bool = True,
+        discoverable: bool = True,
     ) -> ReplyFeed[Q]:
-        """Open and advertise a reply feed, declared UP unless ``up=False``."""
-        feed = self.open_reply_feed(message_class, subject, scope, condition)
+        """Open and advertise a reply feed, declared UP unless ``up=False``
+        (``discoverable=False``: discovery never lists it)."""
+        feed = self.open_reply_feed(
+            message_class, subject, scope, condition, discoverable=discoverable
+        )
         if on_request is not None:
             feed.request_callback(on_request)
         if on_cancel is not None:
@@ -290,6 +328,7 @@ class FeedOwner:
         *,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[Q], bool] | None = None,
+        discoverable: bool = True,
     ) -> ReplyFeed[Q]:
         r"""Advertise (UP) a replier whose ``handler(request)`` *returns* the reply.
 
@@ -305,10 +344,14 @@ class FeedOwner:
           as a failure of the actor.  Returning None is a mistake: the requestor
           gets an ERROR reply and the actor's failure contract reports it.
 
+        ``discoverable=False``: discovery never lists the replier.
+
         Returns the reply feed (close it, or let ``shutdown`` close it, to stop)."""
         if not callable(handler):
             raise UsageError(f"serve() takes a callable handler(request), found {handler!r}")
-        feed = self.open_reply_feed(message_class, subject, scope, condition)
+        feed = self.open_reply_feed(
+            message_class, subject, scope, condition, discoverable=discoverable
+        )
         _refuse_async(feed, handler, "request", streams=True)
         if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
             feed.request_callback(_AsyncServer(handler))
@@ -392,7 +435,7 @@ class FeedOwner:
 
         router, _ = self._ab_feed_context()
         feed: RequestFeed[Any] = RequestFeed(
-            router, self, MessageKey.of(request), scope, post=_direct
+            router, self, MessageKey.of(request), scope, post=_direct, discoverable=False
         )
         feed.reply_callback(deliver)
         feed.status_callback(_ignore)

@@ -6,6 +6,8 @@ subscribe to them like any other feed::
     self.subscribe(LinkLoggedOff, SYSTEM_SUBJECT, on_message=self.link_lost)
 
 Applications may not advertise publishers or repliers on the reserved subject.
+The node's discovery replier (:mod:`actorbus.bus.discovery`) is advertised
+there too, by the node itself.
 """
 
 from __future__ import annotations
