@@ -133,16 +133,6 @@ class Feed(abc.ABC):
                 f"discoverable must be True or False, found {discoverable!r}; pass "
                 f"discoverable=False to keep the feed out of discovery (Bus.topics)"
             )
-        # A peer's request feeds on the reserved subject (its discovery replier,
-        # bus/discovery.py) are its node's own: that node's router refused any
-        # other owner there.  A peer's publishers keep no owner, so the reserved
-        # check still refuses them.
-        if (
-            remote is not None
-            and key.subject == router.reserved_subject
-            and issubclass(key.message_class, Request)
-        ):
-            owner = router.reserved_owner
         self._router = router
         self._owner = owner
         #: False keeps the feed out of discovery (:mod:`actorbus.bus.discovery`)

@@ -210,7 +210,12 @@ class Router:
 
     # ---------------------------------------------------------------- publishers
     def _check_reserved(self, feed: Feed) -> None:
+        # A peer's replier there is its node's own (its discovery replier): that
+        # node's router refused any other owner.  A peer's publishers are refused:
+        # system notifications never cross a link.
         if feed._key.subject == self.reserved_subject and feed._owner is not self.reserved_owner:
+            if feed._remote is not None and isinstance(feed, ReplyFeed):
+                return
             raise UsageError(
                 f"cannot advertise on {feed._key}: the subject {self.reserved_subject!r} is "
                 f"reserved for system notifications; subscribe to it, or use another subject"
@@ -595,7 +600,9 @@ class Router:
         incomings = []  # a loop, not a comprehension (see _choose)
         for r in chosen:
             incomings.append(IncomingRequest(handle, r, message))
-        handle._active = incomings
+        # a copy: a replier that answers final before this loop is done (on
+        # this thread, or a fast remote one) leaves handle._active at once
+        handle._active = incomings[:]
         handle._remaining = len(incomings)
         self._requests[handle.id] = handle
         if party is not None:
