@@ -1,5 +1,6 @@
 """Support for the reliability tests: messages, a counting publisher, a checking
-subscriber, log capture, subprocess nodes and the figures printed at the end.
+subscriber (exact or wildcard), queue-group members and their tally, log
+capture, subprocess nodes and the figures printed at the end.
 
 Everything here closes what it opens.  The subprocess node script
 (``reliability_node.py``) imports this module too.
@@ -35,6 +36,7 @@ from actorbus import (
     Request,
     RequestHandle,
     SubscribeFeed,
+    Wildcard,
 )
 from actorbus.net import LinkProtocol, ProtocolSettings, Side
 from actorbus.net.protocol import Event, LogonAccepted, LogonComplete
@@ -253,12 +255,15 @@ class SeqStats:
 class SeqSubscriber(Actor):
     """Subscribes to ``Seq`` on ``subject``; checks order; logs feed states with times.
 
+    ``subject`` may be a :class:`~actorbus.Wildcard` matching one publisher's
+    subject (the numbers are checked as one stream).
+
     ``log`` holds ``("state", monotonic time, FeedState)`` and ``("fence", time)``;
     ``on_event(entry)`` is called with each entry as it is logged."""
 
     def __init__(
         self,
-        subject: str,
+        subject: str | Wildcard,
         name: str = "seq-subscriber",
         on_event: Callable[[tuple[Any, ...]], None] | None = None,
     ) -> None:
@@ -302,6 +307,155 @@ def start_actors(bus: Bus, *actors: Actor) -> None:
     for actor in actors:
         bus.register(actor)
     bus.startup(list(actors)).wait(10)
+
+
+class WildSeqSubscriber(Actor):
+    """Subscribes to ``Seq`` on a :class:`~actorbus.Wildcard`; checks each
+    matching subject's numbers as a stream of its own (``stats[subject]``).
+
+    ``log`` holds ``("state", monotonic time, FeedState)`` and ``("msg", subject,
+    n)``; ``on_event(entry)`` is called with each entry as it is logged."""
+
+    def __init__(
+        self,
+        pattern: Wildcard,
+        name: str = "wild-subscriber",
+        on_event: Callable[[tuple[Any, ...]], None] | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self.pattern = pattern
+        self.on_event = on_event
+        self.stats: dict[str, SeqStats] = {}
+        self.log = EventLog()
+        self.feed: SubscribeFeed[Seq] | None = None
+
+    def startup(self) -> None:
+        self.subscribe_now()
+
+    def subscribe_now(self) -> None:
+        """Subscribe (again): a new feed on the pattern (run it on the actor)."""
+        self.feed = self.subscribe(
+            Seq, self.pattern, on_message=self._message, on_status=self._state
+        )
+
+    def unsubscribe_now(self) -> None:
+        """Close the feed (run it on the actor)."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+
+    def _message(self, message: Seq, feed: SubscribeFeed[Seq]) -> None:
+        self.stats.setdefault(message.subject, SeqStats()).take(message.n)
+        self._log(("msg", message.subject, message.n))
+
+    def _state(self, state: FeedState, feed: SubscribeFeed[Seq]) -> None:
+        self._log(("state", time.monotonic(), state))
+
+    def _log(self, entry: tuple[Any, ...]) -> None:
+        self.log.append(entry)
+        if self.on_event is not None:
+            self.on_event(entry)
+
+    def states(self) -> list[FeedState]:
+        return [e[2] for e in self.log.of("state")]
+
+    def wait_states(self, states: Sequence[FeedState], timeout: float = 10.0) -> None:
+        """Wait until the feed states reported so far are exactly ``states``
+        (AssertionError, naming what was seen, if they become anything else)."""
+        want = list(states)
+
+        def reached(items: list[Any]) -> bool:
+            seen = [e[2] for e in items if e[0] == "state"]
+            if seen[: len(want)] != want[: len(seen)]:
+                raise AssertionError(f"feed states {seen}, expected {want}")
+            return seen == want
+
+        self.log.wait_for(reached, timeout)
+
+    def wait_message(self, subject: str, n: int, timeout: float = 10.0) -> None:
+        """Wait until ``Seq(n)`` on ``subject`` has arrived."""
+        self.log.wait_for(lambda items: self.stats.get(subject, SeqStats()).last >= n, timeout)
+
+
+class Tally:
+    """The numbers queue-group members received, by member, wherever the
+    members are; thread-safe, with a wait on the total.  ``dupes`` counts
+    numbers received a second time (by any member)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.by_member: dict[str, list[int]] = {}
+        self.seen: set[int] = set()
+        self.dupes = 0
+        self.fences: dict[str, int] = {}
+
+    def add(self, member: str, numbers: Sequence[int]) -> None:
+        with self._cond:
+            got = self.by_member.setdefault(member, [])
+            for n in numbers:
+                if n == 0:
+                    self.fences[member] = self.fences.get(member, 0) + 1
+                    continue
+                if n in self.seen:
+                    self.dupes += 1
+                self.seen.add(n)
+                got.append(n)
+            self._cond.notify_all()
+
+    @property
+    def total(self) -> int:
+        with self._cond:
+            return sum(len(v) for v in self.by_member.values())
+
+    def count(self, member: str) -> int:
+        with self._cond:
+            return len(self.by_member.get(member, ()))
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {k: len(v) for k, v in sorted(self.by_member.items())}
+
+    def fenced(self, member: str | None = None) -> int:
+        """Fences (``n == 0``) received by ``member``, or by all."""
+        with self._cond:
+            if member is not None:
+                return self.fences.get(member, 0)
+            return sum(self.fences.values())
+
+    def numbers(self, *members: str) -> list[int]:
+        with self._cond:
+            return [n for m in members for n in self.by_member.get(m, ())]
+
+    def wait(self, predicate: Callable[[Tally], bool], what: str, timeout: float) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: predicate(self), timeout):
+                raise AssertionError(f"{what} not within {timeout:g} s; counts {self.counts()}")
+
+
+class SeqMember(Actor):
+    """A member of queue group ``group`` on ``Seq:subject``: hands each number it
+    receives to ``tally`` under its name, and counts numbers received out of
+    order (a member's share of 1, 2, 3, ... rises)."""
+
+    def __init__(self, subject: str, group: str, tally: Tally, name: str) -> None:
+        super().__init__(name=name)
+        self.subject = subject
+        self.group = group
+        self.tally = tally
+        self.last = 0
+        self.reordered = 0
+        self.feed: SubscribeFeed[Seq] | None = None
+
+    def startup(self) -> None:
+        self.feed = self.subscribe(Seq, self.subject, on_message=self._message, queue=self.group)
+
+    def _message(self, message: Seq, feed: SubscribeFeed[Seq]) -> None:
+        n = message.n
+        if n:
+            if n <= self.last:
+                self.reordered += 1
+            self.last = max(self.last, n)
+        self.tally.add(self.name, (n,))
 
 
 # ------------------------------------------------------------- requests
@@ -413,6 +567,8 @@ class NodeProcess:
     events: EventLog = field(default_factory=EventLog)
     proc: subprocess.Popen[str] | None = None
     stderr_lines: list[str] = field(default_factory=list)
+    #: called with each event (after it is logged), on the node's reader thread
+    on_event: Callable[[dict[str, Any]], None] | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> NodeProcess:
@@ -442,6 +598,8 @@ class NodeProcess:
             self.stderr_lines.append(f"(stdout) {line}")
             return
         self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
 
     def _stderr(self, line: str) -> None:
         self.stderr_lines.append(line)
@@ -646,7 +804,10 @@ __all__ = [
     "ReplyStatus",
     "Seq",
     "SeqStats",
+    "SeqMember",
     "SeqSubscriber",
+    "Tally",
+    "WildSeqSubscriber",
     "publish_fence",
     "record",
     "start_actors",
