@@ -51,6 +51,7 @@ EXPECTED = {
     "RequestHandle",
     "RequestTimeoutError",
     "Scope",
+    "Sender",
     "ServiceStarted",
     "SocketAddress",
     "StopSignals",

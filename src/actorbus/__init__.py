@@ -24,6 +24,7 @@ from .bus.inbox import Inbox
 from .bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
 from .bus.queues import QueueGroup
 from .bus.scope import FeedState, Scope
+from .bus.sender import Sender
 from .bus.subjects import Wildcard
 from .bus.system import (
     SYSTEM_SUBJECT,
@@ -94,6 +95,7 @@ __all__ = [
     "RequestHandle",
     "RequestTimeoutError",
     "Scope",
+    "Sender",
     "ServiceStarted",
     "SocketAddress",
     "StopSignals",

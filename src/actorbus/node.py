@@ -129,6 +129,7 @@ class Bus:
             or _make_node_id()
         )
         self.router = Router(schedule=self._schedule)
+        self.router.node_id = self.node_id
         self.router.reserved_subject = SYSTEM_SUBJECT
         self.router.reserved_owner = _SYSTEM_OWNER
         self.runtime = ActorRuntime(self.config, owner=self)

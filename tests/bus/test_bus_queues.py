@@ -275,7 +275,7 @@ def test_the_last_member_leaving_keeps_its_queue_for_the_next_with_keep(bus: Bus
     barrier(leaving)
     assert leaving.values() == [0]
     group = group_of(bus, "/jobs", "workers")
-    assert [m.v for _, m in group.kept] == [1, 2, 3, 4]
+    assert [m.v for *_, m in group.kept] == [1, 2, 3, 4]
     nxt = bus.inbox(Job, "/jobs", queue="workers")
     assert values(nxt) == [1, 2, 3, 4]
     assert group.reoffered == 4 and group.dropped == 0
@@ -303,7 +303,7 @@ def test_empty_group_with_keep_holds_n_and_drops_the_rest(bus: Bus) -> None:
     group = group_of(bus, "/jobs", "workers")
     for v in range(8):
         p.publish(Job("/jobs", v=v))
-    assert [msg.v for _, msg in group.kept] == [0, 1, 2, 3, 4]
+    assert [msg.v for *_, msg in group.kept] == [0, 1, 2, 3, 4]
     assert group.dropped == 3
     nxt = bus.inbox(Job, "/jobs", queue="workers")  # a plain name joins with the options
     assert values(nxt) == [0, 1, 2, 3, 4]

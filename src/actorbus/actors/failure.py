@@ -60,11 +60,13 @@ def callback_label(fn: object) -> str:
 def _message_of(arg: Any) -> Message | None:
     if isinstance(arg, Message):
         return arg
+    if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], Message):
+        return arg[1]  # a queue member's (sender, message)
     if isinstance(arg, IncomingRequest):
         request: Message = arg.request
         return request
-    if isinstance(arg, tuple) and len(arg) == 3 and isinstance(arg[0], RequestHandle):
-        reply = arg[1]  # a reply delivery: (handle, reply, remaining)
+    if isinstance(arg, tuple) and len(arg) == 4 and isinstance(arg[0], RequestHandle):
+        reply = arg[1]  # a reply delivery: (handle, reply, remaining, sender)
         return reply if isinstance(reply, Message) else None
     return None
 
@@ -75,7 +77,8 @@ def describe_task(actor: str, dispatcher: str, fn: object, arg: Any) -> FailedTa
     if fn is _apply:
         fn, arg = arg[0], (arg[1] if len(arg) == 2 else arg[1:])
     owner = getattr(fn, "__self__", None)
-    member = getattr(owner, "member_feed", None)  # a queue member's delivery task
+    # a delivery stamped with its sender, or a queue member's: the subscriber's
+    member = getattr(owner, "target_feed", None)
     if isinstance(member, Feed):
         owner = member
     if isinstance(owner, Feed):

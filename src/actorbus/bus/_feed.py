@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import CallbackError, FeedStateError, UsageError
 from .message import MessageKey, Notification, ReplyStatus, Request
 from .scope import FeedState, Scope
+from .sender import Sender, sender_of
 
 if TYPE_CHECKING:
     from .router import Router
@@ -36,6 +37,9 @@ class _Phase(enum.Enum):
     PLACED = "placed"
     CLOSED = "closed"
 
+
+#: the sender of a feed not placed yet
+_NO_SENDER = Sender("", None, 0, 0)
 
 #: module-level alias: a global load is cheaper than ``_Phase.PLACED`` on hot paths.
 _PLACED = _Phase.PLACED
@@ -100,6 +104,7 @@ class Feed(abc.ABC):
         "_condition",
         "_discoverable",
         "_entry",
+        "_id",
         "_key",
         "_owner",
         "_phase",
@@ -108,6 +113,7 @@ class Feed(abc.ABC):
         "_reported",
         "_router",
         "_scope",
+        "_sender",
     )
 
     #: the verb that places this kind of feed ("advertise" or "subscribe").
@@ -134,6 +140,10 @@ class Feed(abc.ABC):
                 f"discoverable=False to keep the feed out of discovery (Bus.topics)"
             )
         self._router = router
+        #: unique per bus; what a :class:`~actorbus.bus.sender.Sender` names
+        self._id = next(router._feed_ids)
+        #: what this feed stamps on what it sends (set when it is placed)
+        self._sender: Sender = _NO_SENDER
         self._owner = owner
         #: False keeps the feed out of discovery (:mod:`actorbus.bus.discovery`)
         self._discoverable = discoverable
@@ -157,6 +167,11 @@ class Feed(abc.ABC):
     def key(self) -> MessageKey:
         """The (message class, subject) this feed is for."""
         return self._key
+
+    @property
+    def id(self) -> int:
+        """This feed's id, unique on its bus (the ``feed`` of its :class:`Sender`)."""
+        return self._id
 
     @property
     def scope(self) -> Scope:
@@ -255,6 +270,7 @@ class Feed(abc.ABC):
 
     def _enter_placed(self, place: Callable[[Any], None]) -> None:
         """Mark the feed placed and tell the router; undo the mark if it refuses."""
+        self._sender = sender_of(self._router.node_id, self._owner, self._id, self._remote)
         self._phase = _Phase.PLACED
         try:
             place(self)

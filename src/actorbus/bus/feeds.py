@@ -46,6 +46,7 @@ from .message import Message, MessageKey
 from .queues import QueueGroup, check_group_name
 from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
 from .scope import FeedState
+from .sender import Sender
 from .subjects import Wildcard
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "ReplyFeed",
     "RequestFeed",
     "RequestHandle",
+    "Stamped",
     "SubscribeFeed",
     "_direct",
     "_refuse_async",
@@ -72,7 +74,7 @@ class PublishFeed(Feed, Generic[N]):
     :meth:`update_feed_state` before publishing; publishing while your declared
     state is DOWN is an error."""
 
-    __slots__ = ("_cb_status", "_declared", "_given_status", "_mcls", "_subject")
+    __slots__ = ("_cb_status", "_declared", "_given_status", "_mcls", "_routes", "_subject")
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
 
@@ -83,6 +85,9 @@ class PublishFeed(Feed, Generic[N]):
         self._declared = False
         self._mcls: type = self._key.message_class
         self._subject: str = self._key.subject
+        #: this publisher's routes: its category's in the entry, each delivery
+        #: stamped with this feed's sender (the router keeps them; see there)
+        self._routes: tuple[tuple[Any, ...], tuple[Callable[[Any], object], ...]] = ((), ())
 
     def status_callback(self, fn: Callable[[FeedState, PublishFeed[N]], object]) -> None:
         """Set the publish-status callback ``fn(state, feed)`` (only while not advertised)."""
@@ -142,7 +147,7 @@ class PublishFeed(Feed, Generic[N]):
         # posting to a mailbox get its post inlined (``Mailbox.post_parts``: the
         # one place outside the mailbox that queues a task), the others
         # (inboxes, remote proxies) are called.
-        local, other = self._entry.routes[self._cat]
+        local, other = self._routes
         for put, claim, schedule, mailbox, deliver in local:
             put((deliver, message))
             if claim(0, False):
@@ -194,6 +199,7 @@ class SubscribeFeed(Feed, Generic[N]):
         "_backlog",
         "_cb_message",
         "_cb_status",
+        "_from",
         "_given_message",
         "_given_status",
         "_group",
@@ -229,6 +235,8 @@ class SubscribeFeed(Feed, Generic[N]):
         # (:mod:`actorbus.bus.queues`); ``_weight`` is how many turns it takes
         # (a remote node's proxy: its member count).
         self._wild = wildcard
+        #: the sender of the message being delivered (see ``sender``)
+        self._from: Sender | None = None
         self._joined: dict[Any, bool] = {}
         self._ups = 0
         self._group: str | None = None
@@ -325,6 +333,12 @@ class SubscribeFeed(Feed, Generic[N]):
         return None
 
     @property
+    def sender(self) -> Sender | None:
+        """Who sent the message being delivered (read it in the message
+        callback): node, actor, feed and hops; None before the first one."""
+        return self._from
+
+    @property
     def wildcard(self) -> Wildcard | None:
         """The pattern this feed subscribes to, or None for an exact subject."""
         return self._wild
@@ -337,4 +351,32 @@ class SubscribeFeed(Feed, Generic[N]):
     def _fire_status(self, up: bool) -> object:
         if self._phase is _Phase.PLACED and self._cb_status is not None:
             return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
+        return None
+
+
+class Stamped:
+    """A subscriber's delivery with one publisher's :class:`Sender`: what that
+    publisher's routes hold (the router stamps each publisher's routes, so the
+    sender costs no look-up per message).  A bound method of this small object
+    is cheaper to call than a ``functools.partial``."""
+
+    __slots__ = ("sender", "target_feed")
+
+    def __init__(self, feed: SubscribeFeed[Any], sender: Sender) -> None:
+        #: the subscriber (failure reports name its callback)
+        self.target_feed = feed
+        self.sender = sender
+
+    def deliver(self, message: Any) -> object:
+        feed = self.target_feed
+        if feed._phase is _PLACED:
+            feed._from = self.sender
+            return feed._cb_message(message, feed)  # type: ignore[misc]
+        return None
+
+    def deliver_if(self, message: Any) -> object:
+        feed = self.target_feed
+        if feed._phase is _PLACED and feed._condition(message):  # type: ignore[misc]
+            feed._from = self.sender
+            return feed._cb_message(message, feed)  # type: ignore[misc]
         return None

@@ -401,7 +401,7 @@ class RemoteParty:
                 "its feed is DOWN); dropped and counted (unexpected)",
             )
             return
-        if not self.router._group_notify(key, group, message):
+        if not self.router._group_notify(key, group, message, pub._sender):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
@@ -435,7 +435,7 @@ class RemoteParty:
             for message in messages:
                 self.notify(message, key)
             return
-        local, other = pub._entry.routes[CAT_REMOTE]
+        local, other = pub._routes
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:

@@ -131,7 +131,7 @@ class _Rotation:
     def __init__(self, group: _Group, only_local: bool) -> None:
         self.group = group
         #: one delivery callable per turn (a remote node once per member it has)
-        self.targets: tuple[Callable[[Any], object], ...] = ()
+        self.targets: tuple[Callable[[Any], object] | _LocalTarget, ...] = ()
         #: least_loaded only: the local members' targets
         self.locals: tuple[_LocalTarget, ...] = ()
         #: the rotation of remote-origin messages, which never cross a link again
@@ -139,10 +139,15 @@ class _Rotation:
         self.turn = -1
 
     def deliver(self, message: Any) -> None:
-        """Hand ``message`` to the next member (the route the publish loop calls)."""
+        """The group's route in the entry's table (publishers call their stamped
+        :meth:`deliver_from`)."""
+        self.deliver_from(None, message)
+
+    def deliver_from(self, sender: Any, message: Any) -> None:
+        """Hand ``message`` to the next member."""
         targets = self.targets
         if not targets:
-            self.group.keep_or_drop(self, message)
+            self.group.keep_or_drop(self, sender, message)
             return
         # Publishers on several threads may race on ``turn``: two messages may
         # then go to the same member, never to none or to two members.
@@ -151,9 +156,12 @@ class _Rotation:
             turn = 0
         self.turn = turn
         target = targets[turn]
-        if self.locals and type(target) is _LocalTarget:
-            target = _least_loaded(target, self.locals)
-        target(message)
+        if isinstance(target, _LocalTarget):
+            if self.locals:
+                target = _least_loaded(target, self.locals)
+            target.post(target.run, (sender, message))
+        else:
+            target(message)  # a remote node: its link carries the node
 
 
 def _least_loaded(turn: _LocalTarget, targets: tuple[_LocalTarget, ...]) -> _LocalTarget:
@@ -172,28 +180,27 @@ class _LocalTarget:
     one rotation: a member that left hands the message back to that rotation
     (so a re-offer keeps the scope rules of the message's first hand-off)."""
 
-    __slots__ = ("box", "member_feed", "post", "rotation")
+    __slots__ = ("box", "post", "rotation", "target_feed")
 
     def __init__(self, feed: Any, rotation: _Rotation) -> None:
         #: the member (failure reports name its callback, not this object)
-        self.member_feed = feed
+        self.target_feed = feed
         self.rotation = rotation
         self.post = feed._post
         self.box = getattr(self.post, "__self__", None)
-
-    def __call__(self, message: Any) -> None:
-        self.post(self.run, message)
 
     def depth(self) -> int:
         box = self.box
         return box.depth if box is not None else 0
 
-    def run(self, message: Any) -> object:
-        """The delivery task, on the member's dispatcher."""
-        feed = self.member_feed
+    def run(self, item: tuple[Any, Any]) -> object:
+        """The delivery task of ``(sender, message)``, on the member's dispatcher."""
+        sender, message = item
+        feed = self.target_feed
         if feed._phase is _PLACED:
+            feed._from = sender
             return feed._cb_message(message, feed)
-        self.rotation.group.reoffer(self.rotation, message)
+        self.rotation.group.reoffer(self.rotation, sender, message)
         return None
 
 
@@ -228,7 +235,7 @@ class _Group:
             _Rotation(self, False),
             _Rotation(self, True),
         )
-        self.kept: collections.deque[tuple[_Rotation, Any]] = collections.deque()
+        self.kept: collections.deque[tuple[_Rotation, Any, Any]] = collections.deque()
         #: notifications nobody could take (no member, nothing kept) — counted
         self.dropped = 0
         #: notifications whose member left before taking them, handed on
@@ -256,7 +263,7 @@ class _Group:
         """Recompute every rotation from the member list (under the router lock)."""
         least = self.config is not None and self.config.balance == "least_loaded"
         for c, rotation in enumerate(self.rotations):
-            targets: list[Callable[[Any], object]] = []
+            targets: list[Callable[[Any], object] | _LocalTarget] = []
             locals_: list[_LocalTarget] = []
             for m in self.members:
                 if not MATCH[c][m._cat]:
@@ -282,9 +289,9 @@ class _Group:
         """Local members a remote node may reach (remote-capable scopes)."""
         return sum(1 for m in self.members if m._remote is None and m._cat in (1, 2))
 
-    def keep_or_drop(self, rotation: _Rotation, message: Any) -> None:
+    def keep_or_drop(self, rotation: _Rotation, sender: Any, message: Any) -> None:
         if len(self.kept) < self.keep:
-            self.kept.append((rotation, message))
+            self.kept.append((rotation, sender, message))
             return
         self.dropped += 1
         self.totals.dropped += 1
@@ -301,18 +308,18 @@ class _Group:
     def flush_kept(self) -> None:
         """Hand the kept notifications to members (after a member joined)."""
         while self.kept:
-            rotation, message = self.kept[0]
+            rotation, sender, message = self.kept[0]
             if not rotation.targets:
                 return
             self.kept.popleft()
-            rotation.deliver(message)
+            rotation.deliver_from(sender, message)
 
-    def reoffer(self, rotation: _Rotation, message: Any) -> None:
+    def reoffer(self, rotation: _Rotation, sender: Any, message: Any) -> None:
         """A member left before taking ``message``: the next member of the
         rotation it came through gets it (or the group keeps or drops it)."""
         self.reoffered += 1
         self.totals.reoffered += 1
-        rotation.deliver(message)
+        rotation.deliver_from(sender, message)
 
     def discard(self) -> None:
         """The key is no longer in use: what the group kept is dropped, counted."""

@@ -22,6 +22,7 @@ from ..errors import CallbackError, RequestError, UsageError
 from ._feed import _OK_CONTINUING, _PLACED, Callback, Feed, Q, _direct, _Phase, _refuse_async
 from .message import Message, MessageKey, Reply, ReplyStatus
 from .scope import FeedState
+from .sender import Sender
 
 __all__ = ["IncomingRequest", "ReplyFeed", "RequestFeed", "RequestHandle"]
 
@@ -85,6 +86,11 @@ class IncomingRequest(Generic[Q]):
         """True while this replier may still reply."""
         return not (self._final or self.cancelled)
 
+    @property
+    def sender(self) -> Sender:
+        """Who sent the request: the requestor's node, actor, feed and hops."""
+        return self.handle.feed._sender
+
     def reply(self, reply: Reply) -> bool:
         """Send ``reply`` to the requestor.  Returns False (and sends nothing) when the
         request was cancelled or timed out; raises when this replier already sent a
@@ -142,6 +148,7 @@ class RequestHandle(Generic[Q]):
         "id",
         "peer_id",
         "request",
+        "sender",
         "timed_out",
     )
 
@@ -151,6 +158,10 @@ class RequestHandle(Generic[Q]):
         self.request = request
         #: True when the request ended because its timeout passed.
         self.timed_out = False
+        #: who sent the reply being delivered (read it in the reply callback):
+        #: the replier's node, actor, feed and hops; None for an ERROR reply the
+        #: bus made itself (a timeout, a lost link)
+        self.sender: Sender | None = None
         #: the requestor's own id for it when the request came from a remote peer
         self.peer_id = 0
         self._lock = threading.Lock()
@@ -223,12 +234,12 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining)
+        self._pass_on(reply, remaining, incoming.feed._sender)
         return True
 
-    def _pass_on(self, reply: Reply, remaining: int) -> None:
-        """Post ``reply`` (with ``remaining`` after it) to the requestor; forget the
-        request when it was the last."""
+    def _pass_on(self, reply: Reply, remaining: int, sender: Sender | None) -> None:
+        """Post ``reply`` (with ``remaining`` after it, from ``sender``) to the
+        requestor; forget the request when it was the last."""
         feed = self.feed
         remote: Any = feed._remote
         if remote is not None:  # a peer's request: straight back to its party
@@ -236,9 +247,9 @@ class RequestHandle(Generic[Q]):
         else:
             post = feed._post
             if post is _direct:  # no mailbox: straight on, one call less per reply
-                feed._deliver_reply((self, reply, remaining))
+                feed._deliver_reply((self, reply, remaining, sender))
             else:
-                post(feed._deliver_reply, (self, reply, remaining))
+                post(feed._deliver_reply, (self, reply, remaining, sender))
         if remaining == 0:
             self._finish()
 
@@ -265,7 +276,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining)
+        self._pass_on(reply, remaining, incoming.feed._sender)
         return True
 
     def _retire(self, incoming: IncomingRequest[Q], count: bool = True) -> None:
@@ -326,7 +337,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, (self, error, max(remaining, 0)))
+        self.feed._post(self.feed._deliver_reply, (self, error, max(remaining, 0), None))
         if remaining <= 0:
             self._finish()
 
@@ -350,7 +361,7 @@ class RequestHandle(Generic[Q]):
         for incoming in active:
             incoming.feed._send_cancel(incoming)
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, (self, error, 0))
+        self.feed._post(self.feed._deliver_reply, (self, error, 0, None))
         self._finish()
 
     def __repr__(self) -> str:
@@ -452,12 +463,13 @@ class RequestFeed(Feed, Generic[Q]):
             raise UsageError(f"request() timeout must be > 0 seconds, found {timeout!r}")
         return self._router._request(self, message, timeout)
 
-    def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int]) -> object:
-        # one argument, (handle, reply, remaining): a one-argument task is the
-        # mailbox's cheapest kind
-        handle, reply, remaining = item
+    def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int, Sender | None]) -> object:
+        # one argument, (handle, reply, remaining, sender): a one-argument task
+        # is the mailbox's cheapest kind
+        handle, reply, remaining, sender = item
         if handle._cancelled:
             return None
+        handle.sender = sender
         cb = self._reply_by_class.get(type(reply), self._cb_reply)
         if cb is None:
             cb = self._reply_by_class.get(Reply)
