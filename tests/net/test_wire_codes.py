@@ -39,6 +39,8 @@ FRAME_TYPES = {
     "HEARTBEAT_REPLY": 7,
     "KEY_DEF": 8,
     "RECEIPT": 9,
+    "CHALLENGE": 10,
+    "PROOF": 11,
     "ADVERTISE": 16,
     "RETRACT": 17,
     "SUBSCRIBE": 18,
@@ -58,7 +60,7 @@ REPLY_STATUS = {ReplyStatus.OK_FINAL: 0, ReplyStatus.OK_CONTINUING: 1, ReplyStat
 
 
 def test_the_protocol_version() -> None:
-    assert PROTOCOL_VERSION == 4
+    assert PROTOCOL_VERSION == 5
     assert f"**Protocol version: {PROTOCOL_VERSION}**" in PROTOCOL_MD.read_text()
 
 

@@ -164,6 +164,17 @@ class RawPeer:
                     return found[-1]
                 raise AssertionError(f"EOF before {kind.__name__}; saw {self.seen}")
 
+    def answer_challenge(self, timeout: float = 5.0) -> None:
+        """(client, after ``proto.logon()`` was sent) Read the node's CHALLENGE and
+        send the PROOF the protocol answers it with."""
+        self.sock.settimeout(timeout)
+        while not self.proto.has_output:
+            data = self.sock.recv(65536)
+            if not data:
+                raise AssertionError(f"EOF before the CHALLENGE; saw {list(self.proto.events())}")
+            self.proto.receive_data(data, time.monotonic())
+        self.send()
+
     def read_until_closed(self, timeout: float = 5.0) -> bytes:
         """Every byte the node sends until it closes the connection."""
         chunks = []
