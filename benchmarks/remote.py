@@ -20,7 +20,9 @@ starts two fresh processes on 127.0.0.1):
     each 100 messages in one NOTIFY_RUN frame (the frame a link now sends for a
     run of notifications waiting to be written: docs/protocol.md), which is the
     raw floor of what the link does.  Budget: >= 40 % of the kept-Packer,
-    100-frames-per-write baseline.
+    100-frames-per-write baseline.  One more row runs the same with both nodes
+    holding a secret (the link authenticated at logon), against the plain link:
+    authentication costs the logon only, so the rate is the same.
 (b) **request/reply round trip** — a requestor actor in one process sends the
     next request from its reply callback to a replier actor in the other that
     answers at once; each round trip is timed with ``perf_counter_ns`` from
@@ -182,7 +184,9 @@ def _config(
 
 
 _POLLING = (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SPIN_YIELD)
-#: The bus of each "ours" role prefix.  ``ours``: the default bus; ``loop``: actors
+#: The bus of each "ours" role prefix.  ``ours``: the default bus; ``auth``: the
+#: default bus, its link authenticated with a secret (the logon proves it; nothing
+#: after the logon changes); ``loop``: actors
 #: on an asyncio dispatcher whose loop the links share; ``park``: the same with a
 #: spin+park selector; ``gil-KIND``: the default bus with its selector polling as
 #: KIND on its own I/O thread; ``gil-shared``: the links on a spin+park selector
@@ -191,6 +195,7 @@ _POLLING = (DispatcherKind.SPINNING, DispatcherKind.SPIN_PARK, DispatcherKind.SP
 #: on a KIND polling dispatcher (also ``--gil``).
 _BUSES: dict[str, BusConfig] = {
     "ours": _config(False),
+    "auth": _config(False),
     "loop": _config(True),
     "park": _config(True, DispatcherKind.SPIN_PARK),
     **{f"gil-{kind.value}": _config(False, kind) for kind in _POLLING},
@@ -222,9 +227,13 @@ class _Sink(Actor):
             self.done.set()
 
 
-def role_ours_sink(n: int, config: BusConfig) -> None:
+#: The secret of the ``auth`` rows (both processes hold it).
+_SECRET = b"benchmark-secret-0123456789abcdef"
+
+
+def role_ours_sink(n: int, config: BusConfig, secret: bytes | None = None) -> None:
     with Bus(config, node_id="sink") as bus:
-        service = bus.listen(0)
+        service = bus.listen(0, secret=secret)
         sink = _Sink(n)
         bus.register(sink)
         bus.startup(sink).wait(10)
@@ -234,10 +243,10 @@ def role_ours_sink(n: int, config: BusConfig) -> None:
         _say("DONE", sink.t_last, bus.links[0].counters.messages_in)
 
 
-def role_ours_source(n: int, port: int) -> None:
+def role_ours_source(n: int, port: int, secret: bytes | None = None) -> None:
     with Bus(node_id="source") as bus:
         up = threading.Event()
-        bus.connect("127.0.0.1", port).wait_logged_on(10)
+        bus.connect("127.0.0.1", port, secret=secret).wait_logged_on(10)
         feed = bus.publisher(
             Point, SUBJECT, on_status=lambda state, f: up.set() if state is FeedState.UP else None
         )
@@ -788,8 +797,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rounds = 1 if args.quick else args.rounds
 
     ours_rate, loop_rate, raw_rate, raw_packb, raw_single, raw_runs = [], [], [], [], [], []
+    auth_rate = []
     for _ in range(rounds):
         ours_rate.append(_one_way("ours", n_notify))
+        auth_rate.append(_one_way("auth", n_notify))
         loop_rate.append(_one_way("loop", n_notify))
         raw_rate.append(_one_way("raw", n_notify, BATCH))
         raw_packb.append(_one_way("raw", n_notify, BATCH, packb=True))
@@ -864,6 +875,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
         )
     rate = max(ours_rate)
     rows += [
+        row(
+            "one-way notify, authenticated link (pub -> sub actor)",
+            max(auth_rate),
+            "msg/s",
+            baseline_name="the same link without a secret",
+            baseline_value=rate,
+            note=f"{note}; both nodes hold a secret: the logon proves it (CHALLENGE/PROOF), "
+            "nothing after the logon changes",
+        ),
         row(
             "one-way notify, link (pub -> sub actor)",
             rate,
@@ -1105,10 +1125,11 @@ def _role(argv: list[str]) -> None:
     bus, _, what = role.rpartition("-")
     if bus in _BUSES:
         config = _BUSES[bus]
+        secret = _SECRET if bus == "auth" else None
         if what == "sink":
-            role_ours_sink(*values, config=config)
+            role_ours_sink(*values, config=config, secret=secret)
         elif what == "source":
-            role_ours_source(*values)
+            role_ours_source(*values, secret=secret)
         elif what == "replier":
             role_ours_replier(config)
         elif what == "requestor":

@@ -161,6 +161,9 @@ class _World:
             LinkProtocol(Side.CLIENT, "cli", 0.0, is_known_type=_known, settings=SETTINGS),
             LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=_known, settings=SETTINGS),
         )
+        # fixed nonces: both runs of a program send the same bytes
+        self.ends[0]._nonce = b"c" * 32
+        self.ends[1]._nonce = b"s" * 32
         # wire[i]: bytes in flight towards ends[i]
         self.wire = [bytearray(), bytearray()]
         self.closed = [False, False]
@@ -400,10 +403,18 @@ def _op(name: str, end: int = 0, *args: int) -> bytes:
 
 def seeds() -> list[bytes]:
     """Programs that log on (in several orders) and exchange a little data."""
-    handshake = (
+    # LOGON, CHALLENGE and PROOF cross (the ends answer by themselves)
+    authenticate = (
         _op("logon")
         + _op("flush", 0)
         + _op("deliver", 1, 3)
+        + _op("flush", 1)
+        + _op("deliver", 0, 5)
+        + _op("flush", 0)
+        + _op("deliver", 1, 7)
+    )
+    handshake = (
+        authenticate
         + _op("events", 1, 3)  # accept and complete
         + _op("flush", 1)
         + _op("deliver", 0, 5)
@@ -420,7 +431,7 @@ def seeds() -> list[bytes]:
     exchange += _op("events", 0, 0) + _op("events", 1, 0)
     heartbeat = _op("tick", 0, 20) + _op("flush", 0) + _op("deliver", 1, 1) + _op("events", 1)
     timeout = _op("tick", 0, 20) + _op("tick", 0, 40) + _op("events", 0) + _op("flush", 0)
-    reject = _op("logon") + _op("flush", 0) + _op("deliver", 1, 2) + _op("events", 1, 0)
+    reject = authenticate + _op("events", 1, 0)
     reject += _op("reject", 1) + _op("flush", 1) + _op("deliver", 0, 9) + _op("events", 0)
     garbage = handshake + _op("garbage", 1, 9) + b"\x00\x00\x00\x05\x95\x15\x01\x00\xc0"
     garbage += _op("deliver", 1, 3) + _op("events", 1)

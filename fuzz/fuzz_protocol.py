@@ -38,11 +38,22 @@ _INSTRUMENT = _atheris is not None and __name__ == "__main__"
 
 with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
     from actorbus.errors import ProtocolError
-    from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-    from actorbus.net._memory import MemoryPipe, encode_frame
+    from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+    from actorbus.net._memory import MemoryPipe, encode_frame, proof_for_server
     from actorbus.net.protocol import FrameType, LogonRequested
 
-__all__ = ["MAX_FRAME", "MODES", "Outcome", "make_receiver", "one_input", "run", "split"]
+__all__ = [
+    "CLIENT_NONCE",
+    "MAX_FRAME",
+    "MODES",
+    "SERVER_NONCE",
+    "Outcome",
+    "fixed_nonce",
+    "make_receiver",
+    "one_input",
+    "run",
+    "split",
+]
 
 #: The smallest allowed, so that inputs reach the size limit easily.
 MAX_FRAME = 1024
@@ -50,6 +61,12 @@ MAX_FRAME = 1024
 MODES = ("fresh server", "client awaiting logon answer", "accepted server", "connected client")
 
 SETTINGS = ProtocolSettings(max_frame_size=MAX_FRAME, logon_timeout=0)
+
+#: The nonces of the authentication, fixed so that a run is reproducible (fed
+#: whole or in reads, a receiver answers with the same bytes) and so that valid
+#: streams for a receiver can be made ahead, proofs included.
+CLIENT_NONCE = b"c" * 32
+SERVER_NONCE = b"s" * 32
 
 #: What the receiver observed: event reprs (and "ProtocolError" where one was
 #: raised), final state, counters without bytes_in, bytes queued for the peer.
@@ -61,20 +78,30 @@ def known_type(type_name: str) -> bool:
     return not type_name.startswith("X")
 
 
+def fixed_nonce(proto: LinkProtocol, nonce: bytes) -> LinkProtocol:
+    """``proto`` with its nonce replaced by ``nonce`` (before its handshake starts)."""
+    proto._nonce = nonce
+    return proto
+
+
 def make_receiver(mode: int) -> LinkProtocol:
-    """The protocol end that receives the fuzzed bytes, in the state ``MODES[mode]``."""
+    """The protocol end that receives the fuzzed bytes, in the state ``MODES[mode]``
+    (client "cli", server "srv", nonces CLIENT_NONCE and SERVER_NONCE, no secret)."""
     if mode == 0:
-        return LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=known_type, settings=SETTINGS)
+        server = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=known_type, settings=SETTINGS)
+        return fixed_nonce(server, SERVER_NONCE)
     if mode == 1:
         client = LinkProtocol(Side.CLIENT, "cli", 0.0, is_known_type=known_type, settings=SETTINGS)
-        client.logon()
-        client.data_to_send()
+        fixed_nonce(client, CLIENT_NONCE).logon()
+        client.receive_data(encode_frame(int(FrameType.CHALLENGE), SERVER_NONCE), 0.0)
+        client.data_to_send()  # LOGON, PROOF
         return client
     if mode == 2:
         server = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=known_type, settings=SETTINGS)
-        server.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 0.0)
+        fixed_nonce(server, SERVER_NONCE)
+        server.receive_data(proof_for_server(server, "cli", nonce=CLIENT_NONCE), 0.0)
         if not isinstance(server.next_event(), LogonRequested):
-            raise AssertionError("a valid LOGON did not produce LogonRequested")
+            raise AssertionError("a valid LOGON and PROOF did not produce LogonRequested")
         server.accept_logon()
         server.data_to_send()
         return server

@@ -88,10 +88,17 @@ def _protocol_seeds() -> list[bytes]:
     from actorbus.bus.scope import FeedState, Scope
     from actorbus.net._memory import MemoryPipe
 
-    pipe = MemoryPipe()
+    pipe = MemoryPipe(client_id="cli")
+    # the nonces fuzz_protocol.py's receivers use (CLIENT_NONCE, SERVER_NONCE),
+    # so the seeds' proofs match
+    pipe.client._nonce = b"c" * 32
+    pipe.server._nonce = b"s" * 32
     pipe.client.logon()
     logon = pipe.client.data_to_send()
     pipe.server.receive_data(logon, 0.0)
+    pipe.client.receive_data(pipe.server.data_to_send(), 0.0)  # CHALLENGE
+    proof = pipe.client.data_to_send()
+    pipe.server.receive_data(proof, 0.0)
     list(pipe.server.events())
     pipe.server.accept_logon()
     pipe.server.advertise(("T", "a"), Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
@@ -111,7 +118,7 @@ def _protocol_seeds() -> list[bytes]:
     pipe.server.logoff("bye")
     data = pipe.server.data_to_send()
     # byte 0: the receiving mode; byte 1: how the rest is split
-    return [bytes([0, 5]) + logon, bytes([1, 9]) + accept, bytes([3, 17]) + data]
+    return [bytes([0, 5]) + logon + proof, bytes([1, 9]) + accept, bytes([3, 17]) + data]
 
 
 def _write_seeds(name: str, corpus: Path) -> int:

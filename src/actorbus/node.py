@@ -34,7 +34,7 @@ import socket
 import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 
 from . import _gc
@@ -459,6 +459,11 @@ class Bus:
         input_backlog: int = 10_000,
         service_selector: str | None = None,
         connection_selector: str | None = None,
+        secret: bytes | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
+        peer_secrets: Mapping[str, bytes] | None = None,
+        peer_secrets_file: str | os.PathLike[str] | None = None,
+        auth: Literal["auto", "none"] = "auto",
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -473,9 +478,17 @@ class Bus:
         settings apply to every link the service accepts (times in seconds, 0 =
         off; see :class:`~actorbus.net.link.LinkSettings`); ``input_backlog`` pauses
         reading a link while a mailbox or inbox it feeds holds more tasks than that (0 =
-        never).  Raises ConfigError
-        when the port cannot be bound.  Returns the service handle; ``close()``
-        stops listening."""
+        never).
+
+        Every link's logon proves a secret (docs/security.md): ``secret`` (bytes,
+        at least 16) or ``secret_file`` (a file holding it, not readable by
+        every user) is the one every peer proves; ``peer_secrets`` (node id ->
+        bytes) or ``peer_secrets_file`` (``node-id = secret`` lines) give nodes
+        secrets of their own.  Without any, only peers without a secret link,
+        and the service may listen on a loopback host only, unless
+        ``auth="none"`` (unauthenticated links accepted knowingly, one warning).
+        Raises ConfigError when the port cannot be bound or a secret is missing
+        or unfit.  Returns the service handle; ``close()`` stops listening."""
         from .net.link import LinkSettings
 
         settings = LinkSettings(
@@ -495,6 +508,11 @@ class Bus:
             settings=settings,
             service_selector=service_selector,
             connection_selector=connection_selector,
+            secret=secret,
+            secret_file=secret_file,
+            peer_secrets=peer_secrets,
+            peer_secrets_file=peer_secrets_file,
+            auth=auth,
         )
         return service
 
@@ -517,6 +535,8 @@ class Bus:
         byte_order: Literal["big", "little"] = "big",
         input_backlog: int = 10_000,
         selector: str | None = None,
+        secret: bytes | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
 
@@ -528,7 +548,10 @@ class Bus:
         firewall that drops it) is given up after ``connect_timeout`` seconds
         (0: when the operating system gives up, minutes on Linux) and counts as
         a failed dial.  ``bind_host``/``bind_port`` choose the local address.
-        Other settings as for :meth:`listen`."""
+        ``secret`` / ``secret_file``: the secret this link proves at logon (the
+        service's, or this node's own one if the service has one per node);
+        without one it links only to services without a secret.  Other
+        settings as for :meth:`listen`."""
         from .net.link import LinkSettings
 
         settings = LinkSettings(
@@ -551,6 +574,8 @@ class Bus:
             reconnect_delay=reconnect_delay,
             connect_timeout=connect_timeout,
             selector=selector,
+            secret=secret,
+            secret_file=secret_file,
         )
         return link
 

@@ -1304,15 +1304,30 @@ def myapp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         sys.modules.pop(name, None)
 
 
-def test_the_documented_example_loads(tmp_path: Path, myapp: None) -> None:
+def documented_example(tmp_path: Path) -> str:
+    """The complete example of the docs, its secret file made here (mode 600)."""
     text = DOCS.read_text(encoding="utf-8")
     example = text.split("```properties\n")[-1].split("```")[0]
+    secret = tmp_path / "link.secret"
+    secret.write_text("0123456789abcdef0123456789abcdef\n")
+    secret.chmod(0o600)
+    assert "/etc/myapp/link.secret" in example
+    return example.replace("/etc/myapp/link.secret", str(secret))
+
+
+def test_the_documented_example_loads(tmp_path: Path, myapp: None) -> None:
+    example = documented_example(tmp_path)
     cfg = load(tmp_path, example)
     assert [d.name for d in cfg.dispatchers] == ["md", "general"]
     assert cfg.default_dispatcher.name == "general"
     assert dispatcher(cfg, "md").classes == ("myapp.actors.Pricer", "myapp.actors.QuoteHandler")
     assert cfg.services[0].address_filter == ("10.1.0.5", "10.1.0.6", "[::1]")
     assert cfg.connections[0].reconnect is True
+    assert (
+        cfg.services[0].secret_file
+        == cfg.connections[0].secret_file
+        == str(tmp_path / "link.secret")
+    )
     assert cfg.actors[1].options == {"title": "Prices ; all venues"}
     assert dict(cfg.spark) == {"master": "local[2]", "journal": "/var/lib/myapp/journal"}
     assert cfg.gc_threshold == 50_000
@@ -1322,7 +1337,7 @@ def test_the_documented_example_loads(tmp_path: Path, myapp: None) -> None:
 
 def test_the_docs_name_every_setting(tmp_path: Path, myapp: None) -> None:
     text = DOCS.read_text(encoding="utf-8")
-    example = text.split("```properties\n")[-1].split("```")[0]
+    example = documented_example(tmp_path)
     # dump_config writes every setting of every section the example uses
     written = {p.key for p in parse_properties(dump_config(load(tmp_path, example)))}
     per_name = [

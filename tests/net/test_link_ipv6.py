@@ -64,11 +64,12 @@ def test_address_filter_with_ipv6_entries() -> None:
 
 
 def test_dual_stack_service_matches_ipv4_peers_by_their_ipv4_address() -> None:
+    secret = b"s" * 32  # "::" is beyond loopback: the service needs a secret
     with buses("A", "B", "C") as (a, b, c):
-        service = a.listen(0, "::", address_filter=["127.0.0.1"])
-        good = b.connect("127.0.0.1", service.port)  # arrives as ::ffff:127.0.0.1
+        service = a.listen(0, "::", address_filter=["127.0.0.1"], secret=secret)
+        good = b.connect("127.0.0.1", service.port, secret=secret)  # as ::ffff:127.0.0.1
         assert good.wait_logged_on(5) == "A"
-        bad = c.connect("::1", service.port)
+        bad = c.connect("::1", service.port, secret=secret)
         with pytest.raises(LinkClosedError):
             bad.wait_logged_on(5)
         counters = service.counters

@@ -167,6 +167,7 @@ def test_simultaneous_dial_keeps_the_link_dialled_by_the_smaller_id_server_side(
             with RawPeer.connect(service.port, "M") as inbound:
                 inbound.proto.logon()
                 inbound.send()
+                inbound.answer_challenge()  # the node decides once M proved its key
                 winner = min(node_id, "M")
                 expected = (
                     f"nodes {node_id!r} and 'M' dialled each other; the link dialled by "

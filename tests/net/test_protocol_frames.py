@@ -21,7 +21,7 @@ from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
 from actorbus.bus.router import Role
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
     Advertised,
@@ -73,7 +73,7 @@ def connected(**kwargs: object) -> MemoryPipe:
 def accepted_server(**kwargs: object) -> LinkProtocol:
     """A server that accepted client 'cli'; feed it hand-made frames."""
     srv = LinkProtocol(Side.SERVER, "srv", 0.0, **kwargs)  # type: ignore[arg-type]
-    srv.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.next_event() == LogonRequested("cli")
     srv.accept_logon()
     srv.data_to_send()
@@ -619,7 +619,7 @@ def test_the_protocol_module_exports_its_api_and_every_event() -> None:
         for value in vars(actorbus.net.protocol).values()
         if isinstance(value, type) and issubclass(value, Event) and value is not Event
     }
-    assert len(events) == 20
+    assert len(events) == 21
     assert all(event.__name__ in exported for event in events)
     # what actorbus.net exports of the protocol is the protocol module's own
     for name in set(actorbus.net.__all__) & exported:

@@ -11,8 +11,8 @@ import pytest
 from actorbus import ProtocolError
 from actorbus.bus.router import Role
 from actorbus.errors import LinkClosedError
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     ConnectionClosed,
     Event,
@@ -30,7 +30,7 @@ KEY_DEF = int(FrameType.KEY_DEF)
 
 def accepted_server(settings: ProtocolSettings = SETTINGS) -> LinkProtocol:
     srv = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=all_types_known, settings=settings)
-    srv.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.next_event() == LogonRequested("cli")
     srv.accept_logon()
     srv.data_to_send()
@@ -235,7 +235,9 @@ def test_little_endian_prefix() -> None:
 
 def test_mismatched_byte_order_is_caught_by_the_size_limit() -> None:
     srv = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=all_types_known)
-    srv.receive_data(encode_frame(int(FrameType.LOGON), 1, "cli", byte_order="little"), 0.0)
+    srv.receive_data(
+        encode_frame(int(FrameType.LOGON), 1, "cli", "", b"n" * 32, byte_order="little"), 0.0
+    )
     with pytest.raises(ProtocolError, match="above max_frame_size"):
         srv.next_event()
 
@@ -262,7 +264,7 @@ def test_after_a_protocol_error_everything_is_quiet_and_consistent() -> None:
     srv.receive_data(encode_frame(NOTIFY, 2, 0, (2,)), 1.0)
     srv.receive_data(b"", 1.0)
     assert srv.next_event() is None
-    assert srv.counters.frames_in == 3  # LOGON, KEY_DEF, the first NOTIFY
+    assert srv.counters.frames_in == 4  # LOGON, PROOF, KEY_DEF, the first NOTIFY
     srv.tick(1e9)
     assert srv.next_deadline() is None
     assert srv.data_to_send() == b""

@@ -9,7 +9,14 @@ from actorbus import FeedState, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
 from actorbus.errors import LinkClosedError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net._auth import client_proof
+from actorbus.net._memory import (
+    MemoryPipe,
+    accept_for_client,
+    all_types_known,
+    encode_frame,
+    proof_for_server,
+)
 from actorbus.net._wire import ROLE_CODES, SCOPE_CODES
 from actorbus.net.protocol import (
     Advertised,
@@ -24,6 +31,7 @@ from actorbus.net.protocol import (
 
 KEY = ("demo.DataPoint", "/demo")
 LOGON = int(FrameType.LOGON)
+NONCE = b"n" * 32
 
 
 def frames_of(data: bytes) -> list[tuple[object, ...]]:
@@ -48,7 +56,7 @@ def client() -> LinkProtocol:
 def requested_server() -> LinkProtocol:
     """A server that has taken LogonRequested from client 'cli'."""
     srv = server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.next_event() == LogonRequested("cli")
     return srv
 
@@ -78,14 +86,29 @@ def test_logon_accepted_connects_both_ends() -> None:
 def test_handshake_frames_on_the_wire() -> None:
     pipe = MemoryPipe()
     pipe.client.logon()
-    assert frames_of(pipe.client.data_to_send()) == [(LOGON, PROTOCOL_VERSION, "client-node")]
-    pipe.server.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "client-node"), 0.0)
+    logon = frames_of(pipe.client.data_to_send())
+    assert [f[:4] for f in logon] == [(LOGON, PROTOCOL_VERSION, "client-node", "")]
+    client_nonce = logon[0][4]
+    assert type(client_nonce) is bytes and len(client_nonce) == 32
+    pipe.server.receive_data(encode_frame(*logon[0]), 0.0)
+    assert pipe.server.next_event() is None  # the client has not proved its key yet
+    challenge = frames_of(pipe.server.data_to_send())
+    assert [f[0] for f in challenge] == [int(FrameType.CHALLENGE)]
+    server_nonce = challenge[0][1]
+    assert type(server_nonce) is bytes and len(server_nonce) == 32 != client_nonce
+    pipe.client.receive_data(encode_frame(*challenge[0]), 0.0)
+    assert pipe.client.next_event() is None
+    proof = frames_of(pipe.client.data_to_send())
+    assert [(f[0], len(f[1])) for f in proof] == [(int(FrameType.PROOF), 32)]
+    pipe.server.receive_data(encode_frame(*proof[0]), 0.0)
     assert isinstance(pipe.server.next_event(), LogonRequested)
     pipe.server.accept_logon()
     pipe.server.advertise(KEY, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
     pipe.server.complete_logon()
-    assert frames_of(pipe.server.data_to_send()) == [
-        (int(FrameType.LOGON_ACCEPT), "server-node"),
+    answer = frames_of(pipe.server.data_to_send())
+    assert answer[0][:3] == (int(FrameType.LOGON_ACCEPT), "server-node", "")
+    assert len(answer[0]) == 4 and len(answer[0][3]) == 32  # the server's proof
+    assert answer[1:] == [
         (int(FrameType.KEY_DEF), 0, *KEY),
         (
             int(FrameType.ADVERTISE),
@@ -101,7 +124,7 @@ def test_handshake_frames_on_the_wire() -> None:
 
 def test_state_moves_when_the_event_is_taken() -> None:
     srv = server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.state is ProtocolState.IDLE  # parsed, not yet taken
     assert srv.peer_node_id is None
     assert srv.next_event() == LogonRequested("cli")
@@ -112,6 +135,8 @@ def test_state_moves_when_the_event_is_taken() -> None:
 def test_advertisements_then_complete_before_connected() -> None:
     pipe = MemoryPipe()
     pipe.client.logon()
+    pipe.transfer()
+    pipe.transfer()
     pipe.transfer()
     assert isinstance(pipe.server.next_event(), LogonRequested)
     pipe.server.accept_logon()
@@ -134,9 +159,12 @@ def test_advertisements_then_complete_before_connected() -> None:
 
 
 def test_logon_with_extra_fields_is_accepted() -> None:
-    # Later versions may append fields to LOGON after the run id; they are ignored here.
+    # Later versions may append fields to LOGON after the nonce; they are ignored here.
     srv = server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "s-1", {"x": 1}), 0.0)
+    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "s-1", NONCE, {"x": 1}), 0.0)
+    [(_, server_nonce)] = frames_of(srv.data_to_send())
+    proof = client_proof(b"", NONCE, server_nonce, "cli", "s-1")
+    srv.receive_data(encode_frame(int(FrameType.PROOF), proof), 0.0)
     assert srv.next_event() == LogonRequested("cli", "s-1")
 
 
@@ -146,6 +174,8 @@ def test_logon_with_extra_fields_is_accepted() -> None:
 def test_server_rejects_a_second_link_with_the_reason() -> None:
     pipe = MemoryPipe()
     pipe.client.logon()
+    pipe.transfer()
+    pipe.transfer()
     pipe.transfer()
     request = pipe.server.next_event()
     assert isinstance(request, LogonRequested)
@@ -189,6 +219,8 @@ def test_client_rejects_after_learning_the_server_id() -> None:
     pipe = MemoryPipe()
     pipe.client.logon()
     pipe.transfer()
+    pipe.transfer()
+    pipe.transfer()
     assert isinstance(pipe.server.next_event(), LogonRequested)
     pipe.server.accept_logon()
     pipe.server.advertise(KEY, Role.PUBLISHER, Scope.REMOTE_ONLY, FeedState.UP)
@@ -209,12 +241,19 @@ def test_client_rejects_after_learning_the_server_id() -> None:
 @pytest.mark.parametrize(
     ("body", "match"),
     [
-        ((LOGON, PROTOCOL_VERSION), "3 elements|at least 3"),
-        ((LOGON, PROTOCOL_VERSION, ""), "node id '': it has 0 UTF-8 bytes"),
-        ((LOGON, PROTOCOL_VERSION, "x" * 256), "it has 256 UTF-8 bytes, expected 1..255"),
-        ((LOGON, PROTOCOL_VERSION, "é" * 128), "it has 256 UTF-8 bytes"),
-        ((LOGON, PROTOCOL_VERSION, 7), "node id is 7, expected a str"),
-        ((LOGON, "1", "cli"), "version is '1', expected an int"),
+        ((LOGON, PROTOCOL_VERSION), "2 elements, expected at least 5"),
+        ((LOGON, PROTOCOL_VERSION, "cli", ""), "4 elements, expected at least 5"),
+        ((LOGON, PROTOCOL_VERSION, "", "", NONCE), "node id '': it has 0 UTF-8 bytes"),
+        (
+            (LOGON, PROTOCOL_VERSION, "x" * 256, "", NONCE),
+            "it has 256 UTF-8 bytes, expected 1..255",
+        ),
+        ((LOGON, PROTOCOL_VERSION, "é" * 128, "", NONCE), "it has 256 UTF-8 bytes"),
+        ((LOGON, PROTOCOL_VERSION, 7, "", NONCE), "node id is 7, expected a str"),
+        ((LOGON, "1", "cli", "", NONCE), "version is '1', expected an int"),
+        ((LOGON, PROTOCOL_VERSION, "cli", "", "n" * 32), "nonce is 'nnn.*expected bin"),
+        ((LOGON, PROTOCOL_VERSION, "cli", "", b"n" * 15), "nonce has 15 bytes, expected 16..64"),
+        ((LOGON, PROTOCOL_VERSION, "cli", "", b"n" * 65), "nonce has 65 bytes, expected 16..64"),
     ],
 )
 def test_malformed_logon(body: tuple[object, ...], match: str) -> None:
@@ -254,12 +293,10 @@ def test_client_rejects_frames_before_the_logon_answer() -> None:
 
 
 def test_frames_behind_logon_are_garbage_even_if_accepted_later() -> None:
-    # A client must wait for LOGON_ACCEPT; frames batched behind LOGON are an error,
-    # reported in stream order after LogonRequested.
+    # A client must wait for LOGON_ACCEPT; frames batched behind its PROOF are an
+    # error, reported in stream order after LogonRequested.
     srv = server()
-    data = encode_frame(LOGON, PROTOCOL_VERSION, "cli") + encode_frame(
-        int(FrameType.KEY_DEF), 0, *KEY
-    )
+    data = proof_for_server(srv, "cli") + encode_frame(int(FrameType.KEY_DEF), 0, *KEY)
     srv.receive_data(data, 0.0)
     assert srv.next_event() == LogonRequested("cli")
     srv.accept_logon()  # the application has not seen the error yet: allowed
@@ -273,23 +310,23 @@ def test_frames_behind_logon_are_garbage_even_if_accepted_later() -> None:
 
 def test_duplicate_logon() -> None:
     srv = accepted_server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "", NONCE), 0.0)
     with pytest.raises(ProtocolError, match="duplicate LOGON"):
         srv.next_event()
 
 
 def test_duplicate_logon_before_the_answer() -> None:
     srv = server()
-    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli") * 2, 0.0)
-    assert isinstance(srv.next_event(), LogonRequested)
+    srv.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "cli", "", NONCE) * 2, 0.0)
     with pytest.raises(ProtocolError, match="duplicate LOGON"):
         srv.next_event()
+    assert srv.counters.auth_failures == 0
 
 
 def test_logon_sent_to_a_client() -> None:
     cli = client()
     cli.logon()
-    cli.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "srv"), 0.0)
+    cli.receive_data(encode_frame(LOGON, PROTOCOL_VERSION, "srv", "", NONCE), 0.0)
     with pytest.raises(ProtocolError, match="the server sent LOGON"):
         cli.next_event()
 
@@ -305,7 +342,7 @@ def test_logon_answer_sent_by_a_client(frame_type: FrameType) -> None:
 def test_second_logon_accept() -> None:
     cli = client()
     cli.logon()
-    accept = encode_frame(int(FrameType.LOGON_ACCEPT), "srv")
+    accept = accept_for_client(cli, "srv")
     cli.receive_data(accept + accept, 0.0)
     assert cli.next_event() == LogonAccepted("srv")
     with pytest.raises(ProtocolError, match="LOGON_ACCEPT arrived while the logon is SYNCING"):
@@ -314,7 +351,7 @@ def test_second_logon_accept() -> None:
 
 def test_logon_accept_before_logon_was_sent() -> None:
     cli = client()
-    cli.receive_data(encode_frame(int(FrameType.LOGON_ACCEPT), "srv"), 0.0)
+    cli.receive_data(encode_frame(int(FrameType.LOGON_ACCEPT), "srv", "", b"p" * 32), 0.0)
     with pytest.raises(ProtocolError, match="while the logon is IDLE"):
         cli.next_event()
 

@@ -19,7 +19,7 @@ from actorbus.net._events import (
     PatternSubscribed,
     PatternUnsubscribed,
 )
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
     Event,
@@ -66,7 +66,7 @@ def connected(**kwargs: object) -> MemoryPipe:
 def accepted_server(**kwargs: object) -> LinkProtocol:
     """A server that accepted client 'cli'; feed it hand-made frames."""
     srv = LinkProtocol(Side.SERVER, "srv", 0.0, **kwargs)  # type: ignore[arg-type]
-    srv.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 0.0)
+    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.next_event() == LogonRequested("cli")
     srv.accept_logon()
     srv.data_to_send()

@@ -162,14 +162,23 @@ def apply(sender: LinkProtocol, script: list[tuple[Any, ...]]) -> list[Event]:
 def valid_stream(mode: int, script: list[tuple[Any, ...]]) -> tuple[bytes, list[Event]]:
     """What a correct peer sends to ``fuzz.make_receiver(mode)``, and its events."""
     pipe = MemoryPipe(
-        settings=fuzz.SETTINGS, client_knows=fuzz.known_type, server_knows=fuzz.known_type
+        client_id="cli",
+        settings=fuzz.SETTINGS,
+        client_knows=fuzz.known_type,
+        server_knows=fuzz.known_type,
     )
     if mode == 3:  # a connected server talks to a connected client
         pipe.logon()
         return _sent(pipe.server, script)
+    # the receiver's nonces: its proofs are the ones made here
+    fuzz.fixed_nonce(pipe.client, fuzz.CLIENT_NONCE)
+    fuzz.fixed_nonce(pipe.server, fuzz.SERVER_NONCE)
     pipe.client.logon()
     logon = pipe.client.data_to_send()
     pipe.server.receive_data(logon, 0.0)
+    pipe.client.receive_data(pipe.server.data_to_send(), 0.0)  # CHALLENGE
+    proof = pipe.client.data_to_send()
+    pipe.server.receive_data(proof, 0.0)
     assert isinstance(pipe.server.next_event(), LogonRequested)
     pipe.server.accept_logon()
     if mode == 1:  # the server answers a client that awaits it
@@ -179,8 +188,8 @@ def valid_stream(mode: int, script: list[tuple[Any, ...]]) -> tuple[bytes, list[
     pipe.client.receive_data(pipe.server.data_to_send(), 0.0)
     assert isinstance(pipe.client.next_event(), LogonAccepted)
     stream, expected = _sent(pipe.client, script)
-    if mode == 0:  # LOGON then frames the server never accepted: an error
-        return logon + stream, [LogonRequested("client-node")]
+    if mode == 0:  # LOGON, PROOF, then frames the server never accepted: an error
+        return logon + proof + stream, [LogonRequested("cli")]
     return stream, expected
 
 
@@ -203,7 +212,7 @@ def test_valid_streams_give_exactly_the_sent_events(
     outcome = fuzz.run(fuzz.make_receiver(mode), [stream])
     # (notify_many with no bodies sends no frame)
     sends = any(not (c[0] == "notify_many" and not c[2]) for c in script)
-    if mode == 0 and sends:  # frames behind a LOGON nobody accepted
+    if mode == 0 and sends:  # frames behind a LOGON and PROOF nobody accepted
         assert _events(outcome) == [*map(repr, expected), "ProtocolError"]
     else:
         assert _events(outcome) == [repr(e) for e in expected]

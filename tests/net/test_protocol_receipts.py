@@ -9,7 +9,7 @@ import pytest
 from actorbus import FeedState, MessageTooLargeError, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import all_types_known, encode_frame
+from actorbus.net._memory import accept_for_client, all_types_known, authenticate, encode_frame
 from actorbus.net.protocol import (
     FrameType,
     LogonAccepted,
@@ -48,13 +48,15 @@ def test_run_ids_cross_in_logon_and_logon_accept() -> None:
     srv = end(Side.SERVER, "srv", "s-1")
     cli.logon()
     logon = cli.data_to_send()
-    assert frames_of(logon) == [(LOGON, PROTOCOL_VERSION, "cli", "c-1")]
+    assert [f[:4] for f in frames_of(logon)] == [(LOGON, PROTOCOL_VERSION, "cli", "c-1")]
     srv.receive_data(logon, 0.0)
+    cli.receive_data(srv.data_to_send(), 0.0)  # CHALLENGE
+    srv.receive_data(cli.data_to_send(), 0.0)  # PROOF
     assert srv.next_event() == LogonRequested("cli", "c-1")
     assert srv.peer_run_id == "c-1"
     srv.accept_logon()
     accept = srv.data_to_send()
-    assert frames_of(accept) == [(int(FrameType.LOGON_ACCEPT), "srv", "s-1")]
+    assert [f[:3] for f in frames_of(accept)] == [(int(FrameType.LOGON_ACCEPT), "srv", "s-1")]
     cli.receive_data(accept, 0.0)
     assert cli.next_event() == LogonAccepted("srv", "s-1")
     assert cli.peer_run_id == "s-1"
@@ -64,7 +66,7 @@ def test_receipts_arrive_before_logon_complete_both_ways() -> None:
     cli = end(Side.CLIENT, "cli", "c-1")
     srv = end(Side.SERVER, "srv", "s-1")
     cli.logon()
-    srv.receive_data(cli.data_to_send(), 0.0)
+    authenticate(cli, srv)
     assert isinstance(srv.next_event(), LogonRequested)
     srv.accept_logon()
     srv.receipt(7)
@@ -84,7 +86,7 @@ def test_the_receipt_command_is_once_and_before_logon_complete() -> None:
         cli.receipt(1)
     srv = end(Side.SERVER, "srv")
     cli.logon()
-    srv.receive_data(cli.data_to_send(), 0.0)
+    authenticate(cli, srv)
     srv.next_event()
     srv.accept_logon()
     for bad in (-1, 2**64, 1.0, True):
@@ -102,7 +104,7 @@ def accepted_client() -> LinkProtocol:
     cli = end(Side.CLIENT, "cli")
     cli.logon()
     cli.data_to_send()
-    cli.receive_data(encode_frame(int(FrameType.LOGON_ACCEPT), "srv"), 0.0)
+    cli.receive_data(accept_for_client(cli, "srv"), 0.0)
     assert cli.next_event() == LogonAccepted("srv", "")
     return cli
 
@@ -137,8 +139,11 @@ def test_a_receipt_before_the_logon_is_accepted_is_garbage() -> None:
 @pytest.mark.parametrize(
     ("body", "match"),
     [
-        ((LOGON, PROTOCOL_VERSION, "cli", 5), "run id is 5, expected a str"),
-        ((LOGON, PROTOCOL_VERSION, "cli", "s" * 65), "it has 65 UTF-8 bytes, expected at most 64"),
+        ((LOGON, PROTOCOL_VERSION, "cli", 5, b"n" * 32), "run id is 5, expected a str"),
+        (
+            (LOGON, PROTOCOL_VERSION, "cli", "s" * 65, b"n" * 32),
+            "it has 65 UTF-8 bytes, expected at most 64",
+        ),
     ],
 )
 def test_malformed_run_ids(body: tuple[object, ...], match: str) -> None:
@@ -148,8 +153,9 @@ def test_malformed_run_ids(body: tuple[object, ...], match: str) -> None:
         srv.next_event()
     cli = end(Side.CLIENT, "cli")
     cli.logon()
-    cli.receive_data(encode_frame(int(FrameType.LOGON_ACCEPT), "srv", "x", "y"), 0.0)
-    with pytest.raises(ProtocolError, match="malformed LOGON_ACCEPT frame: 4 elements"):
+    accept_for_client(cli, "srv")  # (the client is past the challenge now)
+    cli.receive_data(encode_frame(int(FrameType.LOGON_ACCEPT), "srv", 5, b"p" * 32), 0.0)
+    with pytest.raises(ProtocolError, match="malformed LOGON_ACCEPT frame: run id is 5"):
         cli.next_event()
 
 
@@ -163,7 +169,7 @@ def test_the_run_id_argument_is_checked() -> None:
 def connected() -> tuple[LinkProtocol, LinkProtocol]:
     cli, srv = end(Side.CLIENT, "cli"), end(Side.SERVER, "srv")
     cli.logon()
-    srv.receive_data(cli.data_to_send(), 0.0)
+    authenticate(cli, srv)
     srv.next_event()
     srv.accept_logon()
     srv.complete_logon()

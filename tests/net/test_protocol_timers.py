@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame
+from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     FrameType,
     HeartbeatTimeout,
@@ -166,7 +166,7 @@ def test_logon_timeout_while_the_application_decides() -> None:
         is_known_type=all_types_known,
         settings=ProtocolSettings(logon_timeout=5.0),
     )
-    srv.receive_data(encode_frame(int(FrameType.LOGON), PROTOCOL_VERSION, "cli"), 1.0)
+    srv.receive_data(proof_for_server(srv, "cli", now=1.0), 1.0)
     assert srv.next_event() == LogonRequested("cli")
     srv.tick(6.0)
     assert srv.next_event() == LogonTimeout(waited=6.0)

@@ -42,6 +42,8 @@ FRAME_TYPES = {
     "HEARTBEAT_REPLY": 7,
     "KEY_DEF": 8,
     "RECEIPT": 9,
+    "CHALLENGE": 10,
+    "PROOF": 11,
     "ADVERTISE": 16,
     "RETRACT": 17,
     "SUBSCRIBE": 18,

@@ -40,6 +40,15 @@ def _props(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
+def _secret(tmp_path: Path) -> Path:
+    """The secret both nodes prove (the service listens beyond loopback)."""
+    path = tmp_path / "link.secret"
+    if not path.exists():
+        path.write_text("veth-test-secret-0123456789abcdef\n")
+        path.chmod(0o600)
+    return path
+
+
 def _subscriber_props(tmp_path: Path, b: Host) -> Path:
     return _props(
         tmp_path,
@@ -47,6 +56,7 @@ def _subscriber_props(tmp_path: Path, b: Host) -> Path:
         "actorbus.services=main\n"
         f"actorbus.service.main.host={b.address}\n"
         f"actorbus.service.main.port={PORT}\n"
+        f"actorbus.service.main.secretFile={_secret(tmp_path)}\n"
         f"actorbus.service.main.heartbeatDelay={int(HEARTBEAT * 1000)}\n"
         f"actorbus.service.main.heartbeatReplyDelay={int(HEARTBEAT_REPLY * 1000)}\n",
     )
@@ -59,6 +69,7 @@ def _publisher_props(tmp_path: Path, b: Host) -> Path:
         "actorbus.connections=up\n"
         f"actorbus.connection.up.host={b.address}\n"
         f"actorbus.connection.up.port={PORT}\n"
+        f"actorbus.connection.up.secretFile={_secret(tmp_path)}\n"
         "actorbus.connection.up.reconnect=true\n"
         f"actorbus.connection.up.reconnectDelay={int(RECONNECT * 1000)}\n"
         f"actorbus.connection.up.heartbeatDelay={int(HEARTBEAT * 1000)}\n"

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from actorbus.config._values import (
     _address_filter,
+    _auth,
     _boolean,
     _byte_order,
     _classes,
@@ -29,6 +30,7 @@ from actorbus.config._values import (
     _kind,
     _node_id,
     _reference,
+    _secret_file,
     _Setting,
 )
 from actorbus.config.schema import (
@@ -120,6 +122,9 @@ _SERVICES: _Section[ServiceConfig] = _Section(
         "serviceSelector": _reference("service_selector", "selector"),
         "connectionSelector": _reference("connection_selector", "selector"),
         **_link_settings(),
+        "secretFile": _secret_file("secret_file"),
+        "peerSecretsFile": _secret_file("peer_secrets_file", holds_one=False),
+        "auth": _auth("auth"),
     },
     required=("port",),
     unnamed="default",
@@ -139,6 +144,7 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
         "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
         "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
         **_link_settings(),
+        "secretFile": _secret_file("secret_file"),
     },
     aliases={"reconnectTime": "reconnectDelay"},
     required=("host", "port"),

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorbus.config.schema import DispatcherKind, node_id_problem
+from actorbus.config.schema import DispatcherKind, node_id_problem, secret_file_problem
 
 _WS = " \t\f"
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -198,6 +198,42 @@ def _node_id(field: str) -> _Setting:
         if problem is not None:
             raise _Invalid(f"{problem}; {hint}")
         return text
+
+    return _Setting(field, parse, expected)
+
+
+def _secret_file(field: str, *, holds_one: bool = True) -> _Setting:
+    expected = (
+        "expected the path of a file holding the secret (not readable by every user)"
+        if holds_one
+        else "expected the path of a file of 'node-id = secret' lines (not readable by every user)"
+    )
+
+    def parse(text: str) -> str:
+        if not text:
+            raise _Invalid(expected)
+        problem = secret_file_problem(text, holds_one=holds_one)
+        if problem is not None:
+            raise _Invalid(problem)
+        return text
+
+    return _Setting(field, parse, expected)
+
+
+_AUTH_MODES = ("auto", "none")
+
+
+def _auth(field: str) -> _Setting:
+    expected = (
+        "expected auto (a service beyond loopback needs a secret) or none (accept links "
+        "without a secret on any address)"
+    )
+
+    def parse(text: str) -> str:
+        mode = text.lower()
+        if mode not in _AUTH_MODES:
+            raise _Invalid(expected)
+        return mode
 
     return _Setting(field, parse, expected)
 

@@ -9,6 +9,8 @@ properties loader builds them from a file and reports errors with file:line:key.
 from __future__ import annotations
 
 import enum
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -18,7 +20,9 @@ from actorbus.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DISPATCHER",
+    "GENERATE",
     "MAX_NODE_ID",
+    "MIN_SECRET",
     "ActorConfig",
     "BusConfig",
     "ConnectionConfig",
@@ -27,6 +31,7 @@ __all__ = [
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
+    "secret_file_problem",
 ]
 
 #: The longest node id in UTF-8 bytes: a node id crosses the wire in LOGON.
@@ -42,6 +47,59 @@ def node_id_problem(node_id: str) -> str | None:
         return "it is not valid Unicode text"
     if not 0 < size <= MAX_NODE_ID:
         return f"it has {size} UTF-8 bytes, expected 1..{MAX_NODE_ID}"
+    return None
+
+
+#: Shortest secret accepted, in bytes.
+MIN_SECRET = 16
+#: How to make a good secret (in error messages and docs).
+GENERATE = 'python -c "import secrets; print(secrets.token_hex(32))"'
+_SECRET_WHITESPACE = b" \t\r\n\f\v"
+
+
+def secret_file_problem(path: str, *, holds_one: bool = True) -> str | None:
+    """Why the file at ``path`` cannot hold a secret, or None: it does not exist,
+    is not a regular file, every user may read or change it, or (``holds_one``)
+    its secret — the file's bytes without the whitespace around them — is empty
+    or shorter than :data:`MIN_SECRET`.  Never says what the file holds."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return (
+            f"the secret file {path!r} does not exist; create it with the secret "
+            f"(generate one with {GENERATE}) and chmod 600 it"
+        )
+    except OSError as exc:
+        return (
+            f"the secret file {path!r} cannot be read ({exc.strerror or exc}); check the "
+            "path and that this user may read it"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path!r} is not a regular file; give the path of the file that holds the secret"
+    if os.name == "posix" and info.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+        who = "read" if info.st_mode & stat.S_IROTH else "changed"
+        return (
+            f"the secret file {path!r} can be {who} by every user of this machine (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 {path} (or 640 for the node's "
+            "group), and replace the secret if others may have read it"
+        )
+    if not holds_one:
+        return None
+    try:
+        with open(path, "rb") as file:
+            key = file.read().strip(_SECRET_WHITESPACE)
+    except OSError as exc:
+        return (
+            f"the secret file {path!r} cannot be read ({exc.strerror or exc}); check that "
+            "this user may read it"
+        )
+    if not key:
+        return f"the secret file {path!r} is empty; write the secret into it (generate one with {GENERATE})"
+    if len(key) < MIN_SECRET:
+        return (
+            f"the secret in {path!r} has {len(key)} bytes, expected at least {MIN_SECRET}; a "
+            f"short secret can be guessed from one recorded logon: generate one with {GENERATE}"
+        )
     return None
 
 
@@ -192,6 +250,13 @@ class ServiceConfig:
     #: input back-pressure: stop reading a link while a mailbox or inbox it feeds holds more
     #: than this many tasks (resume below half); 0 = never pause.
     input_backlog: int = 10_000
+    #: a file holding the secret every peer proves at logon (the path, never the secret)
+    secret_file: str | None = None
+    #: a file of ``node-id = secret`` lines: the nodes that prove a secret of their own
+    peer_secrets_file: str | None = None
+    #: "auto": without a secret the service may listen on loopback only; "none":
+    #: links without a secret are accepted on any address (logged once)
+    auth: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +280,8 @@ class ConnectionConfig:
     heartbeat_reply_delay_ms: int = 0
     #: input back-pressure (see ServiceConfig.input_backlog).
     input_backlog: int = 10_000
+    #: a file holding the secret this link proves at logon (the path, never the secret)
+    secret_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

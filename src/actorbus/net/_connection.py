@@ -97,6 +97,7 @@ class _Connection(Inbound):
             heartbeats_out=c.heartbeats_out,
             heartbeats_in=c.heartbeats_in,
             refused_logons=self.refused_logons,
+            auth_failures=c.auth_failures,
             input_pauses=self.input_pauses,
         )
 
@@ -136,6 +137,8 @@ class _Connection(Inbound):
             # the journal: the receiving codec turns them back into ints
             pack_default=codec.pack_default,
             run_id=self.net.run_id,
+            # the link's secret (a service's: the key for the client's node id)
+            secret=link.key(),
         )
         self.proto.deliver_data_to(self._take_request, self._take_reply, self._take_ack)
         link.connection_started(self, self.address)
@@ -257,6 +260,34 @@ class _Connection(Inbound):
         self._maybe_logged_on()
         self._arm_if_earlier()
         return True
+
+    def _auth_failed(self, claimed: str) -> None:
+        """The peer did not prove this link's secret: refused before it learnt
+        anything of this node (the protocol queued "authentication failed" for
+        it and counted it)."""
+        link = self.link
+        if link.initiator:
+            what = (
+                f"the node at {self.address} (claiming to be node {claimed!r}) did not prove "
+                "this link's secret"
+            )
+        else:
+            what = (
+                f"a peer at {self.address} claiming to be node {claimed!r} did not prove the secret"
+            )
+        held = self.net.auth_reports.allow(link.service.name if link.service else link.name)
+        if held is not None:
+            more = f" ({held} more since the last report)" if held else ""
+            self._log.warning(
+                "link {}: authentication failed: {}; refused, nothing of this node was sent "
+                "to it{}. Both nodes must hold the same secret (a node without one proves "
+                "none); failures from unknown hosts may be an attack (auth_failures counts "
+                "them; docs/security.md)",
+                self.name,
+                what,
+                more,
+            )
+        self._end(f"authentication failed: {what}", TELL)
 
     def _receipt(self, received: int) -> None:
         """The peer's RECEIPT: count what the earlier connections lost in flight."""

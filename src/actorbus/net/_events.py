@@ -21,6 +21,7 @@ from ._wire import WireKey, WireValue
 
 __all__ = [
     "Advertised",
+    "AuthenticationFailed",
     "CancelReceived",
     "ConnectionClosed",
     "Event",
@@ -59,7 +60,8 @@ class Event:
 
 @dataclass(slots=True)
 class LogonRequested(Event):
-    """(server) A client asked to log on.  Call ``accept_logon()`` or ``reject_logon()``.
+    """(server) A client proved it holds the key for its node id and asks to log
+    on.  Call ``accept_logon()`` or ``reject_logon()``.
 
     ``peer_run_id`` is the client's run id (this run of its node), "" if it sent none."""
 
@@ -76,6 +78,19 @@ class LogonAccepted(Event):
 
     peer_node_id: str
     peer_run_id: str = ""
+
+
+@dataclass(slots=True)
+class AuthenticationFailed(Event):
+    """The peer's proof does not match this side's key: it does not hold the same
+    secret (or one side has none).  The link is closed (a LOGON_REJECT or LOGOFF
+    saying "authentication failed" was queued for the peer); nothing of this
+    node's identity was sent to it.
+
+    ``claimed_node_id`` is the node id the peer *claimed* (unproven: for logs
+    only, never a reason to act on that node)."""
+
+    claimed_node_id: str
 
 
 @dataclass(slots=True)

@@ -17,8 +17,18 @@ from ..bus.party import Role
 from ..bus.subjects import Wildcard
 from ..config.schema import node_id_problem
 from ..errors import SubjectPatternError
+from ._auth import (
+    MAX_NONCE,
+    MIN_NONCE,
+    PROOF_SIZE,
+    client_proof,
+    new_nonce,
+    proofs_match,
+    server_proof,
+)
 from ._events import (
     Advertised,
+    AuthenticationFailed,
     CancelReceived,
     FeedStatusReceived,
     GroupChanged,
@@ -68,8 +78,21 @@ from ._wire import (
 
 __all__ = ["FrameChecks"]
 
-_LOGON_COMPLETE: Final = int(FrameType.LOGON_COMPLETE)
 _LOGOFF: Final = int(FrameType.LOGOFF)
+_CHALLENGE: Final = int(FrameType.CHALLENGE)
+_PROOF: Final = int(FrameType.PROOF)
+#: The frames that may arrive before the logon is accepted.
+_BEFORE_LOGON: Final = frozenset(
+    int(t)
+    for t in (
+        FrameType.LOGON,
+        FrameType.CHALLENGE,
+        FrameType.PROOF,
+        FrameType.LOGON_ACCEPT,
+        FrameType.LOGON_REJECT,
+        FrameType.LOGOFF,
+    )
+)
 _HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
 _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
 
@@ -96,6 +119,8 @@ class FrameChecks(ProtocolBase):
             int(FrameType.HEARTBEAT_REPLY): self._on_heartbeat_reply,
             int(FrameType.KEY_DEF): self._on_key_def,
             int(FrameType.RECEIPT): self._on_receipt,
+            _CHALLENGE: self._on_challenge,
+            _PROOF: self._on_proof,
             int(FrameType.ADVERTISE): self._on_advertise,
             int(FrameType.RETRACT): self._on_retract,
             int(FrameType.SUBSCRIBE): self._on_subscribe,
@@ -127,11 +152,11 @@ class FrameChecks(ProtocolBase):
                 f"protocol version {PROTOCOL_VERSION}",
                 "unknown frame type",
             )
-        if frame_type >= _LOGON_COMPLETE and frame_type != _LOGOFF and not self._rx_open:
+        if not self._rx_open and frame_type not in _BEFORE_LOGON:
             raise Reject(
                 f"garbage before logon: a {FrameType(frame_type).name} frame arrived "
-                f"while the logon is {SHOWN[self._rx].name}; only LOGON, LOGON_ACCEPT/"
-                "REJECT and LOGOFF may come before the logon is accepted",
+                f"while the logon is {SHOWN[self._rx].name}; only LOGON, CHALLENGE, PROOF, "
+                "LOGON_ACCEPT/REJECT and LOGOFF may come before the logon is accepted",
                 "frame before logon was accepted",
             )
         handler(frame)
@@ -169,6 +194,15 @@ class FrameChecks(ProtocolBase):
         if problem is not None:
             raise self._malformed(frame, f"run id {show(run_id)}: {problem}")
         return run_id
+
+    def _bin(self, frame: _Frame, index: int, what: str, low: int, high: int) -> bytes:
+        value = frame[index]
+        if type(value) is not bytes:
+            raise self._malformed(frame, f"{what} is {show(value)}, expected bin")
+        if not low <= len(value) <= high:
+            span = f"{low}" if low == high else f"{low}..{high}"
+            raise self._malformed(frame, f"{what} has {len(value)} bytes, expected {span}")
+        return value
 
     def _uint(self, frame: _Frame, index: int, what: str) -> int:
         value = frame[index]
@@ -262,7 +296,7 @@ class FrameChecks(ProtocolBase):
                 "duplicate LOGON",
             )
         if len(frame) < 3:
-            raise self._malformed(frame, f"{len(frame)} elements, expected at least 3")
+            raise self._malformed(frame, f"{len(frame)} elements, expected at least 5")
         version = frame[1]
         if type(version) is not int:
             raise self._malformed(frame, f"version is {show(version)}, expected an int")
@@ -273,19 +307,96 @@ class FrameChecks(ProtocolBase):
                 f"protocol version {version} is not supported; this node speaks "
                 f"version {PROTOCOL_VERSION}",
             )
+        if len(frame) < 5:
+            raise self._malformed(frame, f"{len(frame)} elements, expected at least 5")
         node_id = self._node_id(frame, 2)
         run_id = self._run_id(frame, 3)
+        self._peer_nonce = self._bin(frame, 4, "nonce", MIN_NONCE, MAX_NONCE)
+        # Nothing of this node before the client proved its key: the challenge is
+        # a random nonce, and the node id it claims takes nothing yet.
+        self._claim = (node_id, run_id)
+        self._queue((_CHALLENGE, self._nonce), "challenge")
+        self._rx_to(step)
+        self._to(MOVES[(self._step, Move.PEER_LOGON)])
+
+    def _on_challenge(self, frame: _Frame) -> None:
+        if self.side is Side.SERVER:
+            raise Reject("the client sent CHALLENGE; only a server challenges", "unexpected frame")
+        step = MOVES.get((self._rx, Move.PEER_CHALLENGE))
+        if step is None:
+            raise Reject(
+                f"CHALLENGE arrived while the logon is {self._rx.name}; it answers exactly "
+                "one LOGON",
+                "unexpected frame",
+            )
+        self._length(frame, 2)
+        nonce = self._peer_nonce = self._bin(frame, 1, "nonce", MIN_NONCE, MAX_NONCE)
+        key = self._key_for(self.node_id) or b""
+        proof = client_proof(key, self._nonce, nonce, self.node_id, self.run_id)
+        self._queue((_PROOF, proof), "proof")
+        self._rx_to(step)
+        self._to(MOVES[(self._step, Move.PEER_CHALLENGE)])
+
+    def _on_proof(self, frame: _Frame) -> None:
+        if self.side is Side.CLIENT:
+            raise Reject(
+                "the server sent PROOF; only a client answers CHALLENGE", "unexpected frame"
+            )
+        step = MOVES.get((self._rx, Move.PEER_PROOF))
+        if step is None:
+            raise Reject(
+                f"PROOF arrived while the logon is {self._rx.name}; it answers exactly one "
+                "CHALLENGE",
+                "unexpected frame",
+            )
+        self._length(frame, 2)
+        proof = self._bin(frame, 1, "proof", PROOF_SIZE, PROOF_SIZE)
+        node_id, run_id = self._claim
+        key = self._key_for(node_id)
+        if key is None:  # no key for that node: check against one nobody holds
+            key = new_nonce()
+        expected = client_proof(key, self._peer_nonce, self._nonce, node_id, run_id)
+        if not proofs_match(expected, proof):
+            self._auth_failed(node_id)
+            return
+        self._link_key = key
         self._rx_to(step)
         self._events.append(LogonRequested(node_id, run_id))
 
     def _on_logon_accept(self, frame: _Frame) -> None:
+        if self.side is Side.CLIENT and self._rx is Step.LOGON_SENT:
+            raise Reject(
+                "LOGON_ACCEPT arrived before any CHALLENGE: the server did not authenticate "
+                f"(it may speak a protocol version before {PROTOCOL_VERSION})",
+                "unexpected frame",
+            )
         step = self._logon_answer(frame, Move.PEER_ACCEPT)
-        if len(frame) not in (2, 3):
-            raise self._malformed(frame, f"{len(frame)} elements, expected 2 or 3")
+        self._length(frame, 4)
         node_id = self._node_id(frame, 1)
         run_id = self._run_id(frame, 2)
+        proof = self._bin(frame, 3, "proof", PROOF_SIZE, PROOF_SIZE)
+        key = self._key_for(self.node_id) or b""
+        expected = server_proof(
+            key,
+            self._nonce,
+            self._peer_nonce,
+            self.node_id,
+            self.run_id,
+            server_id=node_id,
+            server_run=run_id,
+        )
+        if not proofs_match(expected, proof):
+            self._auth_failed(node_id)
+            return
         self._rx_to(step)
         self._events.append(LogonAccepted(node_id, run_id))
+
+    def _auth_failed(self, claimed: str) -> None:
+        """The peer's proof does not match: nothing more is parsed; the event closes."""
+        self.counters.auth_failures += 1
+        self._rx_to(Step.CLOSED)
+        self._drop_partial_frame()
+        self._events.append(AuthenticationFailed(claimed))
 
     def _on_logon_reject(self, frame: _Frame) -> None:
         step = self._logon_answer(frame, Move.PEER_REJECT)

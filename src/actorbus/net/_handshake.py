@@ -12,7 +12,12 @@ cursors into the same table, both a :class:`Step`:
   application has seen.
 
 Both cursors take the two commands that open the handshake (``logon()``,
-``accept_logon()``).  A frame from the peer moves the parser's cursor when it
+``accept_logon()``), and the two moves the protocol makes by itself, answering
+the peer with no event for the application (the authentication,
+:mod:`~actorbus.net._auth`): the server answers LOGON with CHALLENGE
+(``PEER_LOGON``), the client answers CHALLENGE with PROOF
+(``PEER_CHALLENGE``).  Nothing can wait for the application before either, so
+both cursors move at once and the state shown does not change.  A frame from the peer moves the parser's cursor when it
 is parsed and the application's when its event is taken — the same move,
 :class:`Move` ``PEER_*``, at two times.  Only the application's cursor takes
 ``receipt()`` and ``complete_logon()``; only the parser's takes the peer's
@@ -27,12 +32,17 @@ the parser's take); a closed cursor moves no more.
 
 ::
 
-    client: IDLE --logon()--> LOGON_SENT --PEER_ACCEPT--> SYNCING
-    server: IDLE --PEER_LOGON--> LOGON_RECEIVED --accept_logon()--> SYNCING
+    client: IDLE --logon()--> LOGON_SENT --PEER_CHALLENGE--> PROOF_SENT
+            --PEER_ACCEPT (its proof good)--> SYNCING
+    server: IDLE --PEER_LOGON--> CHALLENGE_SENT --PEER_PROOF (good)--> LOGON_RECEIVED
+            --accept_logon()--> SYNCING
     SYNCING --(complete_logon() and PEER_COMPLETE, in either order)--> CONNECTED
 
-Each step shows as one :class:`ProtocolState` (``SHOWN``); the steps between
-acceptance and CONNECTED all show as SYNCING.
+A proof that does not match closes the parser's cursor (the application's on
+taking :class:`~actorbus.net.protocol.AuthenticationFailed`): no row.  Each step
+shows as one :class:`ProtocolState` (``SHOWN``); CHALLENGE_SENT shows as IDLE
+and PROOF_SENT as LOGON_SENT (the application has seen nothing of the peer
+yet), and the steps between acceptance and CONNECTED all show as SYNCING.
 """
 
 from __future__ import annotations
@@ -78,7 +88,11 @@ class Step(Enum):
     IDLE = "idle"
     #: (client) LOGON sent, no answer yet
     LOGON_SENT = "logon sent"
-    #: (server) the client's LOGON is in, not answered yet
+    #: (server) the client's LOGON is in and answered with CHALLENGE; its PROOF not yet
+    CHALLENGE_SENT = "challenge sent"
+    #: (client) the server's CHALLENGE is answered with PROOF; no answer yet
+    PROOF_SENT = "proof sent"
+    #: (server) the client proved its key; its logon is not answered yet
     LOGON_RECEIVED = "logon received"
     #: accepted; nothing of the rest of the handshake yet
     SYNCING = "syncing"
@@ -109,9 +123,14 @@ class Move(Enum):
     SEND_RECEIPT = "receipt()"
     #: complete_logon()
     SEND_COMPLETE = "complete_logon()"
-    #: the peer's LOGON (server): parsed / LogonRequested taken
+    #: the peer's LOGON (server): parsed and answered with CHALLENGE (both cursors)
     PEER_LOGON = "LOGON"
-    #: the peer's LOGON_ACCEPT (client): parsed / LogonAccepted taken
+    #: the peer's CHALLENGE (client): parsed and answered with PROOF (both cursors)
+    PEER_CHALLENGE = "CHALLENGE"
+    #: the peer's PROOF (server), when it matches: parsed / LogonRequested taken
+    PEER_PROOF = "PROOF"
+    #: the peer's LOGON_ACCEPT (client), when its proof matches: parsed /
+    #: LogonAccepted taken
     PEER_ACCEPT = "LOGON_ACCEPT"
     #: the peer's LOGON_REJECT (client): parsed
     PEER_REJECT = "LOGON_REJECT"
@@ -126,12 +145,16 @@ _M = Move
 
 #: (step, move) -> the next step.  Every legal move of the handshake, and no other.
 MOVES: Final[dict[tuple[Step, Move], Step]] = {
-    # -- before acceptance (both cursors)
+    # -- before acceptance (both cursors): the authentication, then the answer
     (_S.IDLE, _M.SEND_LOGON): _S.LOGON_SENT,
-    (_S.IDLE, _M.PEER_LOGON): _S.LOGON_RECEIVED,
+    (_S.IDLE, _M.PEER_LOGON): _S.CHALLENGE_SENT,
+    (_S.LOGON_SENT, _M.PEER_CHALLENGE): _S.PROOF_SENT,
+    (_S.CHALLENGE_SENT, _M.PEER_PROOF): _S.LOGON_RECEIVED,
     (_S.LOGON_RECEIVED, _M.SEND_ACCEPT): _S.SYNCING,
-    (_S.LOGON_SENT, _M.PEER_ACCEPT): _S.SYNCING,
+    (_S.PROOF_SENT, _M.PEER_ACCEPT): _S.SYNCING,
+    # a version the server does not speak is refused before any challenge
     (_S.LOGON_SENT, _M.PEER_REJECT): _S.CLOSED,
+    (_S.PROOF_SENT, _M.PEER_REJECT): _S.CLOSED,
     # -- the peer's rest of the handshake (the parser's cursor; the application's
     #    takes PEER_COMPLETE from SYNCING too)
     (_S.SYNCING, _M.PEER_RECEIPT): _S.RECEIPT_IN,
@@ -152,6 +175,8 @@ MOVES: Final[dict[tuple[Step, Move], Step]] = {
 SHOWN: Final[dict[Step, ProtocolState]] = {
     _S.IDLE: ProtocolState.IDLE,
     _S.LOGON_SENT: ProtocolState.LOGON_SENT,
+    _S.CHALLENGE_SENT: ProtocolState.IDLE,
+    _S.PROOF_SENT: ProtocolState.LOGON_SENT,
     _S.LOGON_RECEIVED: ProtocolState.LOGON_RECEIVED,
     _S.SYNCING: ProtocolState.SYNCING,
     _S.RECEIPT_SENT: ProtocolState.SYNCING,

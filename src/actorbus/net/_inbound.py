@@ -55,6 +55,7 @@ from ._events import (
 from ._outbound import ACK_DELAY, TICK, Outbound
 from .protocol import (
     Advertised,
+    AuthenticationFailed,
     CancelReceived,
     ConnectionClosed,
     Event,
@@ -371,7 +372,16 @@ class Inbound(Outbound):
             self._end(f"logged off by the peer: {event.reason}", CLOSE)
             return False
         elif type(event) is LogonRejected:
-            self._end(f"logon rejected by the peer: {event.reason}", CLOSE)
+            hint = ""
+            if event.reason == "authentication failed":
+                hint = (
+                    "; this link's secret is not the peer's (or one of them has none): "
+                    "give both the same secret"
+                )
+            self._end(f"logon rejected by the peer: {event.reason}{hint}", CLOSE)
+            return False
+        elif type(event) is AuthenticationFailed:
+            self._auth_failed(event.claimed_node_id)
             return False
         elif type(event) is ConnectionClosed:
             self._end("the peer closed the connection without logging off", CLOSE)

@@ -49,6 +49,10 @@ class LinkStats:
     logons: int = 0
     #: Logons this node refused (one link per pair of nodes, or its own node id).
     refused_logons: int = 0
+    #: Logons refused because the peer did not prove this link's secret (a wrong
+    #: secret, none, or a stranger claiming a node's id); nothing of this node's
+    #: identity or feeds was sent to it.
+    auth_failures: int = 0
     #: Dial attempts after the first (a client link that lost or never got its
     #: connection and tried again).
     reconnects: int = 0

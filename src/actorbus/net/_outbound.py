@@ -349,7 +349,11 @@ class Outbound(ConnectionBase):
             return
         proto = self.proto
         if proto is None or not proto.can_send:
-            return  # nothing is attached before logon
+            # nothing is attached before logon; what the protocol answered by
+            # itself (the authentication's CHALLENGE and PROOF) goes out
+            if proto is not None and proto.has_output:
+                self._write()
+            return
         if self.paused:
             # The socket cannot keep up: everything waits here, and the queue
             # limit applies to the data messages among it.

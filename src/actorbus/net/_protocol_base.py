@@ -148,6 +148,17 @@ class ProtocolBase:
     _is_known_type: Callable[[str], bool]
     _created: float
 
+    # -- the authentication (_auth.py)
+    #: the key of a link is the secret of its client node: node id -> key
+    _key_for: Callable[[str], bytes | None]
+    #: this side's nonce, and the peer's once its LOGON / CHALLENGE is in
+    _nonce: bytes
+    _peer_nonce: bytes
+    #: (server) the node id and run id the client's LOGON claims, unproven
+    _claim: tuple[str, str]
+    #: (server) the key the client's proof matched, for the server's own proof
+    _link_key: bytes
+
     # -- output
     _out: list[bytes]
     _has_output: partial[bool]
@@ -294,8 +305,10 @@ class ProtocolBase:
 
     def _close_telling_peer(self, reason: str, wire_reason: str) -> None:
         """Close after a timeout or a peer error, queueing a frame that says why."""
-        awaiting_answer = self.side is Side.SERVER and (
-            self._step is Step.IDLE or self._step is Step.LOGON_RECEIVED
+        awaiting_answer = self.side is Side.SERVER and self._step in (
+            Step.IDLE,
+            Step.CHALLENGE_SENT,
+            Step.LOGON_RECEIVED,
         )
         frame_type = _LOGON_REJECT if awaiting_answer else _LOGOFF
         self._queue((frame_type, wire_text(wire_reason)), "close")

@@ -82,3 +82,5 @@ class WireCounters:
     #: HEARTBEAT probes sent by us / received from the peer (and answered).
     heartbeats_out: int = 0
     heartbeats_in: int = 0
+    #: Logons refused because the peer's proof did not match this side's key.
+    auth_failures: int = 0

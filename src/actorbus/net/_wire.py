@@ -7,7 +7,7 @@ version change.
 
 Frame types fall into three groups, which the protocol treats differently:
 
-* **handshake / link frames** (``LOGON`` .. ``RECEIPT``) carry no sequence number;
+* **handshake / link frames** (``LOGON`` .. ``PROOF``) carry no sequence number;
 * **sequenced frames** (``ADVERTISE`` and above) carry ``seq`` as their second
   element, numbered 1, 2, 3, ... per direction per link;
 * of the sequenced frames, the **data frames** (``NOTIFY`` .. ``NOTIFY_RUN``, and
@@ -80,8 +80,8 @@ WireValue: TypeAlias = Any
 class FrameType(IntEnum):
     """The first element of every frame body."""
 
-    LOGON = 1  # [1, version, node_id, run_id?, *ignored]  client -> server
-    LOGON_ACCEPT = 2  # [2, node_id, run_id?]             server -> client
+    LOGON = 1  # [1, version, node_id, run_id, nonce, *ignored]  client -> server
+    LOGON_ACCEPT = 2  # [2, node_id, run_id, proof]      server -> client, after PROOF
     LOGON_REJECT = 3  # [3, reason]                       server -> client
     LOGON_COMPLETE = 4  # [4]                             both ways
     LOGOFF = 5  # [5, reason]                             both ways, any state
@@ -89,6 +89,8 @@ class FrameType(IntEnum):
     HEARTBEAT_REPLY = 7  # [7]
     KEY_DEF = 8  # [8, key_id, type_name, subject]
     RECEIPT = 9  # [9, data_frames_received]              both ways, once, before LOGON_COMPLETE
+    CHALLENGE = 10  # [10, nonce]                         server -> client, answers LOGON
+    PROOF = 11  # [11, proof]                             client -> server, answers CHALLENGE
     ADVERTISE = 16  # [16, seq, key_id, role, scope, up]
     RETRACT = 17  # [17, seq, key_id, role]
     SUBSCRIBE = 18  # [18, seq, key_id, role]

@@ -52,7 +52,9 @@ from typing import TYPE_CHECKING, Final, Literal
 from .._log import Throttle, logger, report
 from ..errors import LinkClosedError, UsageError
 from ._address import endpoint
+from ._auth import KeyLookup
 from ._connection import _Connection
+from ._credentials import Credentials, Secret
 from ._link_stats import LinkStats
 from .protocol import DEFAULT_MAX_FRAME_SIZE, ProtocolSettings
 
@@ -194,10 +196,14 @@ class Link:
         reconnect_delay: float = 5.0,
         connect_timeout: float = 10.0,
         service: Service | None = None,
+        credentials: Secret | Credentials | None = None,
     ) -> None:
         self.name = name
         self.initiator = initiator
         self.settings = settings
+        #: what the logon proves (a dialled link: its secret) or checks (an
+        #: accepted link: its service's credentials); None: no secret
+        self.credentials = credentials
         #: the I/O thread the link runs on (configured as its "selector")
         self.selector = selector
         self.reconnect = reconnect
@@ -350,6 +356,16 @@ class Link:
         once the link is listed."""
         if self.initiator:
             self._dial()
+
+    def key(self) -> bytes | KeyLookup:
+        """(loop) The protocol's ``secret``: this link's key, or the service's
+        lookup by client node id; ``b""`` without a secret."""
+        credentials = self.credentials
+        if credentials is None:
+            return b""
+        if isinstance(credentials, Secret):
+            return credentials.reveal()
+        return credentials.key_for
 
     def adopt(self, sock: socket.socket) -> None:
         """(loop) Start a connection on a socket a service accepted."""

@@ -21,7 +21,11 @@ owns
   accepting side of a link that is already logged on always refuses the
   newcomer, so an established link is never replaced by a later dial.  A
   logon from a new run of a node (another run id) replaces the link held to
-  the old run (:meth:`NodeNet.claim`).
+  the old run (:meth:`NodeNet.claim`).  Only an authenticated logon claims:
+  the protocol reports a logon after the peer proved the link's secret
+  (:mod:`actorbus.net._auth`), so a stranger who claims a linked node's id
+  neither replaces its link nor holds the id (it is refused and counted in
+  ``auth_failures``).
 
 :meth:`NodeNet.close` logs off every link with the reason "node closing",
 closes the services, stops the pollers and the loops and joins their threads.
@@ -35,14 +39,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
+import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._log import logger
+from .._log import Throttle, logger
 from ..config.schema import (
     ConnectionConfig,
     DispatcherKind,
@@ -51,6 +57,13 @@ from ..config.schema import (
 )
 from ..errors import ConfigError, Error, UsageError
 from ._address import endpoint
+from ._credentials import (
+    Credentials,
+    Secret,
+    read_peer_secrets,
+    read_secret_file,
+    secret_of,
+)
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
 from .link import Link, LinkSettings
@@ -67,6 +80,9 @@ __all__ = ["DEFAULT_SELECTOR", "NodeNet"]
 
 #: Name of the I/O thread (selector) made when the configuration names none.
 DEFAULT_SELECTOR = "default"
+#: Failed authentications are logged at most once per this many seconds per
+#: service (or dialled link); every one is counted.
+AUTH_REPORT_INTERVAL = 10.0
 
 T = TypeVar("T")
 
@@ -102,6 +118,8 @@ class NodeNet:
         self._started = False
         self._closed = False
         self._counter = 0
+        #: throttles the warnings of failed authentications (a stranger may repeat them)
+        self.auth_reports = Throttle(AUTH_REPORT_INTERVAL)
 
     def __repr__(self) -> str:
         return f"<NodeNet {self.node_id} links={len(self._links)} services={len(self._services)}>"
@@ -225,29 +243,48 @@ class NodeNet:
 
     def _listen_config(self, c: ServiceConfig) -> None:
         settings = _settings_of(c)
-        self.listen(
-            c.port,
-            c.host,
-            name=c.name,
-            address_filter=c.address_filter,
-            settings=settings,
-            service_selector=c.service_selector,
-            connection_selector=c.connection_selector,
-        )
+        with self._config_errors():
+            self.listen(
+                c.port,
+                c.host,
+                name=c.name,
+                address_filter=c.address_filter,
+                settings=settings,
+                service_selector=c.service_selector,
+                connection_selector=c.connection_selector,
+                secret_file=c.secret_file,
+                peer_secrets_file=c.peer_secrets_file,
+                auth=c.auth,
+                config_prefix=f"actorbus.service.{c.name}.",
+            )
 
     def _connect_config(self, c: ConnectionConfig) -> None:
         settings = _settings_of(c)
-        self.connect(
-            c.host,
-            c.port,
-            name=c.name,
-            settings=settings,
-            bind_port=c.bind_port,
-            reconnect=c.reconnect,
-            reconnect_delay=c.reconnect_delay_ms / 1000,
-            connect_timeout=c.connect_timeout_ms / 1000,
-            selector=c.selector,
-        )
+        with self._config_errors():
+            self.connect(
+                c.host,
+                c.port,
+                name=c.name,
+                settings=settings,
+                bind_port=c.bind_port,
+                reconnect=c.reconnect,
+                reconnect_delay=c.reconnect_delay_ms / 1000,
+                connect_timeout=c.connect_timeout_ms / 1000,
+                selector=c.selector,
+                secret_file=c.secret_file,
+                config_prefix=f"actorbus.connection.{c.name}.",
+            )
+
+    @contextlib.contextmanager
+    def _config_errors(self) -> Iterator[None]:
+        """A ConfigError about a configured service or connection names the file."""
+        try:
+            yield
+        except ConfigError as exc:
+            source = self.bus.config.source
+            if exc.path is not None or source is None:
+                raise
+            raise ConfigError(exc.detail, path=source, key=exc.key) from None
 
     # ----------------------------------------------------------- services, links
 
@@ -261,11 +298,21 @@ class NodeNet:
         settings: LinkSettings | None = None,
         service_selector: str | None = None,
         connection_selector: str | None = None,
+        secret: bytes | Secret | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
+        peer_secrets: Mapping[str, bytes | Secret] | None = None,
+        peer_secrets_file: str | os.PathLike[str] | None = None,
+        auth: str = "auto",
+        config_prefix: str | None = None,
     ) -> Service:
-        """Open a listening service; see :meth:`Bus.listen`."""
+        """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
+        ("actorbus.service.NAME.") makes errors name the properties keys."""
         self._check_open("listen()")
         if name is None:
             name = f"service-{self._next()}"
+        credentials = _credentials(
+            secret, secret_file, peer_secrets, peer_secrets_file, config_prefix, "listen"
+        )
         selector = self._selector(service_selector, f"service {name!r}")
         conn_selector = self._selector(connection_selector or service_selector, f"service {name!r}")
         service = Service(
@@ -277,6 +324,9 @@ class NodeNet:
             settings=settings or LinkSettings(),
             selector=selector,
             connection_selector=conn_selector,
+            credentials=credentials,
+            auth=auth,
+            config_prefix=config_prefix,
         )
         with self._lock:
             self._services.append(service)
@@ -301,9 +351,14 @@ class NodeNet:
         reconnect_delay: float = 5.0,
         connect_timeout: float = 10.0,
         selector: str | None = None,
+        secret: bytes | Secret | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
+        config_prefix: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
         self._check_open("connect()")
+        credentials = _credentials(secret, secret_file, None, None, config_prefix, "connect")
+        own = credentials.secret if credentials is not None else None
         if type(port) is not int or not 0 < port <= 65535:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
         if type(bind_port) is not int or not 0 <= bind_port <= 65535:
@@ -332,6 +387,7 @@ class NodeNet:
             reconnect=reconnect,
             reconnect_delay=float(reconnect_delay),
             connect_timeout=float(connect_timeout),
+            credentials=own,
         )
         with self._lock:
             self._links.append(link)
@@ -374,6 +430,7 @@ class NodeNet:
             host=host,
             port=port,
             service=service,
+            credentials=service.credentials,
         )
         with self._lock:
             if self.closing:
@@ -618,6 +675,43 @@ def _setter(future: asyncio.Future[None]) -> Callable[[], None]:
             future.set_result(None)
 
     return done
+
+
+def _credentials(  # noqa: PLR0917 (listen()'s and connect()'s arguments, in their order)
+    secret: bytes | Secret | None,
+    secret_file: str | os.PathLike[str] | None,
+    peer_secrets: Mapping[str, bytes | Secret] | None,
+    peer_secrets_file: str | os.PathLike[str] | None,
+    prefix: str | None,
+    call: str,
+) -> Credentials | None:
+    """What a service checks (or a dialled link proves), from the arguments of
+    listen() / connect() or the keys of a properties file; None: no secret."""
+
+    def name(arg: str, key: str) -> str:
+        return f"{prefix}{key}" if prefix else f"{call}({arg}=...)"
+
+    if secret is not None and secret_file is not None:
+        raise ConfigError(
+            f"{call}(): secret= and secret_file= both given; give one (the file is "
+            "better: the secret stays out of the code)"
+        )
+    shared: Secret | None = None
+    if secret is not None:
+        shared = secret_of(secret, name("secret", "secret"))
+    elif secret_file is not None:
+        shared = read_secret_file(secret_file, name("secret_file", "secretFile"))
+    peers: dict[str, Secret] = {}
+    if peer_secrets is not None:
+        for node_id, value in peer_secrets.items():
+            peers[node_id] = secret_of(value, f"{call}(peer_secrets[{node_id!r}])")
+    if peer_secrets_file is not None:
+        peers.update(
+            read_peer_secrets(peer_secrets_file, name("peer_secrets_file", "peerSecretsFile"))
+        )
+    if shared is None and not peers:
+        return None
+    return Credentials(shared, peers)
 
 
 def _byte_order(value: str) -> Any:

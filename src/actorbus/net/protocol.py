@@ -71,7 +71,20 @@ table::
     server: IDLE --LogonRequested--> LOGON_RECEIVED --accept_logon()--> SYNCING
     SYNCING --(complete_logon() sent and LogonComplete taken)--> CONNECTED
     any --logoff(), reject_logon(), LogonRejected, LogoffReceived, ConnectionClosed,
-          HeartbeatTimeout, LogonTimeout, ProtocolError--> CLOSED
+          HeartbeatTimeout, LogonTimeout, AuthenticationFailed, ProtocolError--> CLOSED
+
+Authentication: before either side learns anything of the other but the
+client's node id, they prove to each other that they hold the same key
+(``secret``; :mod:`actorbus.net._auth`): the server answers LOGON with
+CHALLENGE (a random nonce), the client answers with PROOF (an HMAC of both
+nonces, the version and its ids), and only a PROOF that matches makes
+``LogonRequested``; the server's LOGON_ACCEPT carries its own proof, and only a
+matching one makes ``LogonAccepted``.  The protocol sends CHALLENGE and PROOF by
+itself (no event, no command).  A proof that does not match is
+:class:`AuthenticationFailed`: counted (``counters.auth_failures``), and taking
+it closes the link with "authentication failed" for the peer.  The server's
+node id, run id and feeds cross only after the client proved its key; the
+client's node id crosses in LOGON (the server needs it to choose the key).
 
 After LOGON is accepted both sides may send anything: advertisements first, then
 LOGON_COMPLETE (the peer's ``LogonComplete`` event says its table is complete),
@@ -150,9 +163,11 @@ from typing import TYPE_CHECKING, Final
 from ..bus.message import ReplyStatus
 from ..config.schema import node_id_problem
 from ..errors import UsageError
+from ._auth import KeyLookup, key_lookup, new_nonce, server_proof
 from ._commands import Commands
 from ._events import (
     Advertised,
+    AuthenticationFailed,
     CancelReceived,
     ConnectionClosed,
     Event,
@@ -195,6 +210,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "PROTOCOL_VERSION",
     "Advertised",
+    "AuthenticationFailed",
     "CancelReceived",
     "ConnectionClosed",
     "Event",
@@ -244,6 +260,7 @@ _STATEFUL: Final = frozenset(
         ConnectionClosed,
         HeartbeatTimeout,
         LogonTimeout,
+        AuthenticationFailed,
         Failure,
     }
 )
@@ -271,6 +288,14 @@ class LinkProtocol(Parser, Commands):
     ``run_id`` names this run of the node (a short random id made once per
     process, "" for none); it is sent in LOGON / LOGON_ACCEPT, so a peer tells a
     restarted node from the run before it.
+
+    ``secret`` is the key both ends must hold (see "Authentication" in the
+    module notes): bytes, or (typically on a server with a key per node) a
+    callable from the client's node id to its key, None for a node that has
+    none (its logon then fails).  The key of a link is the one of its client
+    node: a client calls it with its own node id.  ``b""`` (the default) is no
+    secret: two ends without one link; an end with a secret never links with
+    one without.  It is kept private: no repr, log or error shows it.
     """
 
     def __init__(
@@ -284,6 +309,7 @@ class LinkProtocol(Parser, Commands):
         ext_hook: Callable[[int, bytes], object] | None = None,
         pack_default: Callable[[object], object] | None = None,
         run_id: str = "",
+        secret: bytes | KeyLookup = b"",
     ) -> None:
         if not isinstance(side, Side):
             raise UsageError(f"LinkProtocol side={side!r}: expected Side.CLIENT or Side.SERVER")
@@ -299,6 +325,16 @@ class LinkProtocol(Parser, Commands):
                 f"LinkProtocol run_id={show(run_id)}: {problem}; use a short random "
                 "id made once per process (or '' for none)"
             )
+        if not (callable(secret) or type(secret) in (bytes, bytearray)):
+            raise UsageError(
+                f"LinkProtocol secret: expected bytes or a callable (node id -> bytes or "
+                f"None), got a {type(secret).__name__}"
+            )
+        self._key_for = key_lookup(secret)
+        self._nonce = new_nonce()
+        self._peer_nonce = b""
+        self._claim = ("", "")
+        self._link_key = b""
         self.side = side
         self.node_id = node_id
         #: This run of the node, sent in LOGON / LOGON_ACCEPT.
@@ -508,7 +544,7 @@ class LinkProtocol(Parser, Commands):
         if isinstance(item, LogonRequested):
             self.peer_node_id = item.peer_node_id
             self.peer_run_id = item.peer_run_id
-            self._to(MOVES[(self._step, Move.PEER_LOGON)])
+            self._to(MOVES[(self._step, Move.PEER_PROOF)])
         elif isinstance(item, LogonAccepted):
             self.peer_node_id = item.peer_node_id
             self.peer_run_id = item.peer_run_id
@@ -525,6 +561,12 @@ class LinkProtocol(Parser, Commands):
             self._close_telling_peer(
                 f"heartbeat timeout: nothing received for {item.silent_for:.3f}s",
                 "heartbeat timeout",
+            )
+        elif isinstance(item, AuthenticationFailed):
+            self._close_telling_peer(
+                f"authentication failed: the proof of the peer claiming node "
+                f"{item.claimed_node_id!r} does not match this node's secret",
+                "authentication failed",
             )
         elif isinstance(item, LogonTimeout):
             self._close_telling_peer(
@@ -609,21 +651,21 @@ class LinkProtocol(Parser, Commands):
     # ----------------------------------------------------------------- handshake
 
     def logon(self) -> None:
-        """(client) Send LOGON with this node's id; wait for LogonAccepted/LogonRejected."""
+        """(client) Send LOGON with this node's id and a fresh nonce; the protocol
+        answers the server's CHALLENGE by itself; wait for LogonAccepted /
+        LogonRejected / AuthenticationFailed."""
         if self.side is not Side.CLIENT:
             raise UsageError("logon() on the server side; only the client sends LOGON")
         step = MOVES.get((self._step, Move.SEND_LOGON))
         if step is None:
             raise self._refusal(ProtocolState.IDLE, "logon")
-        frame: tuple[object, ...] = (_LOGON, PROTOCOL_VERSION, self.node_id)
-        if self.run_id:
-            frame = (*frame, self.run_id)
-        self._queue(frame, "logon")
+        self._queue((_LOGON, PROTOCOL_VERSION, self.node_id, self.run_id, self._nonce), "logon")
         self._to(step)
         self._rx_along(Move.SEND_LOGON)
 
     def accept_logon(self) -> None:
-        """(server) Accept the client of the LogonRequested just taken.
+        """(server) Accept the client of the LogonRequested just taken: send
+        LOGON_ACCEPT with this node's id and its proof of the key.
 
         Then send advertisements and ``complete_logon()``."""
         if self.side is not Side.SERVER:
@@ -633,10 +675,17 @@ class LinkProtocol(Parser, Commands):
         step = MOVES.get((self._step, Move.SEND_ACCEPT))
         if step is None:
             raise self._refusal(ProtocolState.LOGON_RECEIVED, "accept_logon")
-        frame: tuple[object, ...] = (_LOGON_ACCEPT, self.node_id)
-        if self.run_id:
-            frame = (*frame, self.run_id)
-        self._queue(frame, "accept_logon")
+        peer, peer_run = self._claim
+        proof = server_proof(
+            self._link_key,
+            self._peer_nonce,
+            self._nonce,
+            peer,
+            peer_run,
+            server_id=self.node_id,
+            server_run=self.run_id,
+        )
+        self._queue((_LOGON_ACCEPT, self.node_id, self.run_id, proof), "accept_logon")
         self._to(step)
         self._rx_along(Move.SEND_ACCEPT)
 

@@ -10,6 +10,14 @@ empty, a peer matching no entry is closed at once and counted in ``refused`` —
 and otherwise becomes a :class:`~actorbus.net.link.Link` on the *connection
 selector*, which runs the logon.  ``ServiceStarted`` and ``ConnectionAccepted``
 system notifications are published on the bus.
+
+**Authentication.**  The logon of every link a service accepts proves the
+service's secret (:class:`~actorbus.net._credentials.Credentials`; the protocol's
+CHALLENGE/PROOF, :mod:`~actorbus.net._auth`).  A service without a secret
+accepts only peers without one, so such a service may listen on a loopback
+address only: one bound beyond it refuses to open, naming the setting to add,
+unless its ``auth`` is ``"none"`` (unauthenticated links accepted knowingly;
+one warning when it opens).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from .._log import logger
 from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
 from ..errors import ConfigError, UsageError
 from ._address import endpoint
+from ._credentials import GENERATE, Credentials
 from ._link_stats import LinkStats
 from .link import Link, LinkSettings
 
@@ -33,13 +42,17 @@ if TYPE_CHECKING:
     from ._io_thread import IOThread
     from .node import NodeNet
 
-__all__ = ["Service", "ServiceStats"]
+__all__ = ["AUTH_MODES", "Service", "ServiceStats"]
 
 _BACKLOG: Final = 128
 #: Pause after accept() fails (out of file descriptors, ...) before trying again.
 _ACCEPT_RETRY: Final = 0.1
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: A service's ``auth``: "auto" (a secret is required beyond loopback) or
+#: "none" (links without a secret accepted on any address, knowingly).
+AUTH_MODES: Final = ("auto", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +67,11 @@ class ServiceStats:
     open_links: int
     #: The counters of every link this service accepted, open or closed, summed.
     links: LinkStats
+
+    @property
+    def auth_failures(self) -> int:
+        """Logons refused because the peer did not prove the service's secret."""
+        return self.links.auth_failures
 
 
 class Service:
@@ -71,11 +89,31 @@ class Service:
         settings: LinkSettings,
         selector: IOThread,
         connection_selector: IOThread,
+        credentials: Credentials | None = None,
+        auth: str = "auto",
+        config_prefix: str | None = None,
     ) -> None:
         if type(port) is not int or not 0 <= port <= 65535:
             raise UsageError(
                 f"service {name!r}: port={port!r}; expected 1..65535, or 0 for any free port"
             )
+        if auth not in AUTH_MODES:
+            raise ConfigError(
+                f"service {name!r}: auth={auth!r}; expected 'auto' (a secret is required "
+                "beyond loopback) or 'none' (accept links without a secret on any address)",
+                key=f"{config_prefix}auth" if config_prefix else None,
+            )
+        if auth == "none" and credentials is not None:
+            raise ConfigError(
+                f"service {name!r}: auth='none' with a secret configured; a service with a "
+                "secret authenticates every link: drop auth=none, or the secret",
+                key=f"{config_prefix}auth" if config_prefix else None,
+            )
+        #: what every logon must prove (None: no secret; only peers without one link)
+        self.credentials = credentials
+        self.auth = auth
+        #: "actorbus.service.NAME." for a service from a properties file (errors name its keys)
+        self.config_prefix = config_prefix
         self.name = name
         self.host = host
         self.settings = settings
@@ -143,6 +181,7 @@ class Service:
                 "give an address this machine has, e.g. 127.0.0.1 or 0.0.0.0"
             ) from exc
         family, _, _, _, address = infos[0]
+        self._check_auth(str(address[0]))
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -161,6 +200,44 @@ class Service:
         self.selector.run(self._start_accepting)
         logger.info("service {}: listening on {}", self.name, self.address)
         self._net.publish(ServiceStarted(SYSTEM_SUBJECT, service=self.name, address=self.address))
+
+    def _check_auth(self, bound: str) -> None:
+        """A service without a secret listens on loopback only, unless auth is "none"."""
+        if self.credentials is not None:
+            return
+        ip = _normalise(bound)
+        if ip is not None and ip.is_loopback:
+            return
+        where = endpoint(self.host, self.port)
+        prefix = self.config_prefix
+        if self.auth == "none":
+            set_by = f"{prefix}auth=none" if prefix else "auth='none'"
+            logger.warning(
+                "service {}: listens on {} beyond this machine without a secret ({}): any "
+                "host that reaches the port may link as any node id, publish into any "
+                "subscription and call any replier; set a secret (docs/security.md)",
+                self.name,
+                where,
+                set_by,
+            )
+            return
+        if prefix:
+            fix = (
+                f"set {prefix}secretFile to a file holding the secret every peer proves "
+                f"(mode 600; generate one with {GENERATE}), or {prefix}auth=none to accept "
+                "unauthenticated links knowingly"
+            )
+        else:
+            fix = (
+                "pass secret= (bytes) or secret_file= (a file holding it, mode 600; generate "
+                f"one with {GENERATE}), or auth='none' to accept unauthenticated links knowingly"
+            )
+        raise ConfigError(
+            f"service {self.name!r} would listen on {where}, reachable from other machines, "
+            f"without a secret: any host that reaches the port could link as any node id; "
+            f"{fix} (docs/security.md)",
+            key=f"{prefix}secretFile" if prefix else None,
+        )
 
     def retire(self, link: Link) -> None:
         """(under the node's lock) ``link`` closed for good: keep its counters."""

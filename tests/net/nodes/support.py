@@ -91,7 +91,9 @@ class RawPeer:
     """One protocol end driven by hand over a blocking socket: a peer that can
     complete the logon and then misbehave (stop reading, send garbage, ...)."""
 
-    def __init__(self, sock: socket.socket, side: Side, node_id: str, run_id: str = "") -> None:
+    def __init__(
+        self, sock: socket.socket, side: Side, node_id: str, run_id: str = "", secret: bytes = b""
+    ) -> None:
         self.sock = sock
         self.proto = LinkProtocol(
             side,
@@ -100,8 +102,11 @@ class RawPeer:
             is_known_type=lambda name: True,
             settings=ProtocolSettings(logon_timeout=0),
             run_id=run_id,
+            secret=secret,
         )
         self.seen: list[Event] = []
+        #: every byte read from the node
+        self.received = bytearray()
 
     @classmethod
     def connect(
@@ -112,6 +117,7 @@ class RawPeer:
         host: str = "127.0.0.1",
         rcvbuf: int | None = None,
         run_id: str = "",
+        secret: bytes = b"",
     ) -> RawPeer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -122,7 +128,7 @@ class RawPeer:
         except BaseException:
             sock.close()
             raise
-        return cls(sock, Side.CLIENT, node_id, run_id)
+        return cls(sock, Side.CLIENT, node_id, run_id, secret)
 
     def close(self) -> None:
         self.sock.close()
@@ -156,6 +162,7 @@ class RawPeer:
                 raise AssertionError(f"no {kind.__name__} within {timeout} s; saw {self.seen}")
             self.sock.settimeout(remaining)
             data = self.sock.recv(65536)
+            self.received += data
             self.proto.receive_data(data, time.monotonic())
             if not data:
                 self.seen.extend(self.proto.events())
@@ -163,6 +170,18 @@ class RawPeer:
                 if found:
                     return found[-1]
                 raise AssertionError(f"EOF before {kind.__name__}; saw {self.seen}")
+
+    def answer_challenge(self, timeout: float = 5.0) -> None:
+        """(client, after ``proto.logon()`` was sent) Read the node's CHALLENGE and
+        send the PROOF the protocol answers it with."""
+        self.sock.settimeout(timeout)
+        while not self.proto.has_output:
+            data = self.sock.recv(65536)
+            if not data:
+                raise AssertionError(f"EOF before the CHALLENGE; saw {list(self.proto.events())}")
+            self.received += data
+            self.proto.receive_data(data, time.monotonic())
+        self.send()
 
     def read_until_closed(self, timeout: float = 5.0) -> bytes:
         """Every byte the node sends until it closes the connection."""
@@ -176,6 +195,7 @@ class RawPeer:
             if not data:
                 break
             chunks.append(data)
+        self.received += b"".join(chunks)
         return b"".join(chunks)
 
     def logon(self, receipt: int | None = None) -> str:
