@@ -18,6 +18,7 @@ from .bus.feeds import IncomingRequest, PublishFeed, RequestHandle
 from .bus.message import Reply
 from .bus.party import RemoteParty
 from .bus.scope import FeedState
+from .bus.sender import Sender
 
 if TYPE_CHECKING:
     from .bus.router import Router
@@ -145,8 +146,8 @@ class InProcessLink:
         self._threads: list[threading.Thread] = []
         self._idle = [threading.Event(), threading.Event()]
         # transport i sends into queue i, which the other side's party consumes
-        self.transport_a = _QueueTransport(self._queues[0])
-        self.transport_b = _QueueTransport(self._queues[1])
+        self.transport_a = _QueueTransport(self._queues[0], name_a)
+        self.transport_b = _QueueTransport(self._queues[1], name_b)
         self.party_b_on_a = router_a.attach(name_b, self.transport_a)
         self.party_a_on_b = router_b.attach(name_a, self.transport_b)
         for i, party in enumerate((self.party_a_on_b, self.party_b_on_a)):
@@ -202,8 +203,10 @@ class InProcessLink:
 class _QueueTransport:
     """PartyTransport that queues each call for the peer's inbound party method."""
 
-    def __init__(self, q: Any) -> None:
+    def __init__(self, q: Any, node: str) -> None:
         self._q = q
+        #: the name of the side that sends through this transport
+        self.node = node
 
     def send_advertise(self, key: Any, role: Any, up: bool) -> None:
         self._q.put(("advertise", (key, role, up)))
@@ -222,6 +225,11 @@ class _QueueTransport:
 
     def send_notify(self, message: Any) -> None:
         self._q.put(("notify", (message,)))
+
+    def send_notify_from(self, sender: Any, message: Any) -> None:
+        # the peer learns the publisher's actor and feed; the node is this side's
+        frm = Sender(self.node, sender.actor, sender.feed, sender.hops + 1)
+        self._q.put(("notify", (message, None, frm)))
 
     def send_request(self, request_id: int, message: Any) -> None:
         self._q.put(("request", (request_id, message)))

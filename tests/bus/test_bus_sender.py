@@ -117,9 +117,42 @@ def test_across_a_link_the_sender_is_the_peer_one_hop_away() -> None:
                 pub.publish(Tick("/t", n=7))
                 [(message, sender)] = listener.take(1)
             assert message.n == 7
-            assert sender == Sender("b", None, 0, 1)
+            assert sender == Sender("b", None, pub.id, 1)
         finally:
             link.close()
+
+
+def test_over_a_tcp_link_each_message_names_its_own_publisher() -> None:
+    """Two actors publish the same key on B, interleaved, and one publishes a
+    second key: A's subscribers see, per message, B's node, the actor and the
+    feed that published it (the link names the publisher whenever it changes)."""
+    with Bus(node_id="A") as a, Bus(node_id="B") as b:
+        service = b.listen(0)
+        a.connect("127.0.0.1", service.port).wait_logged_on(WAIT)
+        listener = Listener("listener")
+        _start(a, listener)
+        listener.post(lambda: listener.subscribe(Tick, Wildcard.levels("/...")))
+        one, two, other = Talker("one"), Talker("two"), Talker("other", "/u")
+        _start(b, one, two, other)
+        assert one.up.wait(WAIT) and two.up.wait(WAIT) and other.up.wait(WAIT)
+        done = threading.Event()
+
+        def burst() -> None:  # on "one"'s thread: the three feeds, interleaved
+            for n in range(300):
+                feed = (one.feed, two.feed, other.feed)[n % 3]
+                feed.publish(Tick(feed.key.subject, n=n))
+            done.set()
+
+        one.post(burst)
+        assert done.wait(WAIT)
+        got = listener.take(300)
+        expected = {
+            0: Sender("B", "one", one.feed.id, 1),
+            1: Sender("B", "two", two.feed.id, 1),
+            2: Sender("B", "other", other.feed.id, 1),
+        }
+        assert [m.n for m, _ in got] == list(range(300))
+        assert all(sender == expected[m.n % 3] for m, sender in got), got[:6]
 
 
 class Answerer(Actor):

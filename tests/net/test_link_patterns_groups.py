@@ -101,8 +101,8 @@ def test_the_frames_of_the_peer_reach_the_party(monkeypatch: pytest.MonkeyPatch)
             key = MessageKey(Counter, "/r")
             assert calls[0] == ("subscribe_pattern", Counter, Wildcard.levels("/r/*"))
             assert calls[1] == ("group", key, "workers", 3)
-            name, group, message, message_key = calls[2]
-            assert (name, group, message_key) == ("group_notify", "workers", key)
+            name, group, message, message_key, sender = calls[2]
+            assert (name, group, message_key, sender) == ("group_notify", "workers", key, None)
             assert isinstance(message, Counter) and message.n == 5
             assert calls[3] == ("unsubscribe_pattern", Counter, Wildcard.prefix("r**"))
             counters = connection.link.counters

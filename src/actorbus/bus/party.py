@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._log import logger
 from ..errors import UsageError
+from ._stamp import Routes, stamped
 from .feeds import (
     IncomingRequest,
     PublishFeed,
@@ -56,6 +57,7 @@ from .feeds import (
 )
 from .message import Message, MessageKey, Reply
 from .scope import CAT_REMOTE, FeedState, Scope
+from .sender import Sender
 from .subjects import Wildcard
 
 if TYPE_CHECKING:
@@ -69,6 +71,10 @@ __all__ = [
     "delivery_batching",
     "use_delivery_batching",
 ]
+
+
+#: most (key, sender) stamped route tables a party keeps
+_MAX_STAMPED = 4096
 
 
 class Role(enum.Enum):
@@ -121,6 +127,7 @@ class PartyTransport(Protocol):
     def send_subscribe(self, key: MessageKey) -> None: ...
     def send_unsubscribe(self, key: MessageKey) -> None: ...
     def send_notify(self, message: Message) -> None: ...
+    def send_notify_from(self, sender: Sender, message: Message) -> None: ...
     def send_request(self, request_id: int, message: Message) -> None: ...
     def send_request_ack(self, request_id: int, taken: int) -> None: ...
     def send_reply(self, request_id: int, reply: Reply) -> None: ...
@@ -156,6 +163,9 @@ class RemoteParty:
         self._patterns: dict[tuple[type[Message], Wildcard], PatternWatch] = {}
         #: the peer's queue-group members: a proxy member per (key, group)
         self._members: dict[tuple[MessageKey, str], SubscribeFeed[Any]] = {}
+        #: proxy publishers' routes stamped per (key, sender) the peer named
+        self._stamped: dict[tuple[MessageKey, Sender], tuple[Any, Routes]] = {}
+        self._last_stamped: tuple[Any, ...] = (None, None, None, None)
         #: keyed by MessageKey; looked up with an equal plain (class, subject) tuple
         self._reqs: dict[tuple[type[Message], str], RequestFeed[Any]] = {}
         #: requests we forwarded to the peer: our handle id -> the proxy's incoming
@@ -388,9 +398,15 @@ class RemoteParty:
             if old is not None:
                 old.close()
 
-    def group_notify(self, group: str, message: Message, key: MessageKey | None = None) -> None:
+    def group_notify(
+        self,
+        group: str,
+        message: Message,
+        key: MessageKey | None = None,
+        sender: Sender | None = None,
+    ) -> None:
         """A notification the peer's publisher chose this node's ``group`` for:
-        one local member of the group gets it."""
+        one local member of the group gets it (``sender`` as for notify)."""
         if key is None:
             key = MessageKey.of(message)
         pub = self._pubs.get(key)
@@ -401,18 +417,22 @@ class RemoteParty:
                 "its feed is DOWN); dropped and counted (unexpected)",
             )
             return
-        if not self.router._group_notify(key, group, message, pub._sender):
+        if not self.router._group_notify(key, group, message, sender or pub._sender):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
                 f"member here; dropped and counted (unexpected)",
             )
 
-    def notify(self, message: Message, key: MessageKey | None = None) -> None:
+    def notify(
+        self, message: Message, key: MessageKey | None = None, sender: Sender | None = None
+    ) -> None:
         """A notification from the peer: deliver to our subscribers that match it.
 
         ``key`` is ``MessageKey.of(message)`` when the caller has it already (the
-        link caches it per wire key); None makes it here."""
+        link caches it per wire key); None makes it here.  ``sender``: who
+        published it on the peer, when the transport says (else the subscribers
+        see the peer's node, one hop away)."""
         if key is None:
             key = MessageKey.of(message)
         pub = self._pubs.get(key)
@@ -423,19 +443,49 @@ class RemoteParty:
                 "is DOWN); dropped and counted (unexpected)",
             )
             return
-        pub.publish(message)  # the proxy publisher: the bus's one publish loop
+        if sender is None:
+            pub.publish(message)  # the proxy publisher: the bus's one publish loop
+            return
+        local, other = self._routes_as(pub, sender)  # the same loop, stamped
+        for put, claim, schedule, mailbox, deliver in local:
+            put((deliver, message))
+            if claim(0, False):
+                schedule(mailbox)
+        for route in other:
+            route(message)
 
-    def notify_run(self, messages: list[Message], key: MessageKey) -> None:
+    def _routes_as(self, pub: PublishFeed[Any], sender: Sender) -> Routes:
+        """The proxy publisher's routes stamped with ``sender`` (cached per key
+        and sender until the key's routes change; the cache is bounded, a peer
+        naming ever new senders only makes it start over)."""
+        source = pub._entry.routes
+        last = self._last_stamped  # the run before was most likely the same
+        if last[0] is pub and last[1] is sender and last[2] is source:
+            return last[3]  # type: ignore[no-any-return]
+        cached = self._stamped.get((pub._key, sender))
+        if cached is not None and cached[0] is source:
+            self._last_stamped = (pub, sender, source, cached[1])
+            return cached[1]
+        routes = stamped(source[CAT_REMOTE], sender)
+        if len(self._stamped) >= _MAX_STAMPED:
+            self._stamped.clear()
+        self._stamped[pub._key, sender] = (source, routes)
+        self._last_stamped = (pub, sender, source, routes)
+        return routes
+
+    def notify_run(
+        self, messages: list[Message], key: MessageKey, sender: Sender | None = None
+    ) -> None:
         """Notifications from the peer, all on ``key`` and in arrival order: the same
-        as ``notify(m, key)`` for each, with the lookups done once and the run's
-        tasks queued into each subscriber's mailbox in one go
+        as ``notify(m, key, sender)`` for each, with the lookups done once and the
+        run's tasks queued into each subscriber's mailbox in one go
         (``Mailbox.post_each``), which is woken once."""
         pub = self._pubs.get(key)
         if pub is None or not pub._declared:
             for message in messages:
                 self.notify(message, key)
             return
-        local, other = pub._routes
+        local, other = pub._routes if sender is None else self._routes_as(pub, sender)
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:

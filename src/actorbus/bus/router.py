@@ -39,13 +39,14 @@ about each change of a key's aggregated remote-capable advertisement.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import RequestError, UsageError
+from ._stamp import restamp as _restamp
+from ._stamp import stamped as _stamped
 from ._timeouts import RequestTimeouts
 from .feeds import (
     Feed,
@@ -54,12 +55,11 @@ from .feeds import (
     ReplyFeed,
     RequestFeed,
     RequestHandle,
-    Stamped,
     SubscribeFeed,
 )
 from .message import Message, MessageKey
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
-from .queues import QueueTotals, _Group, _Rotation
+from .queues import QueueTotals, _Group
 from .scope import CAT_REMOTE, MATCH, MATCHING
 from .sender import Sender
 from .subjects import Wildcard, WildcardIndex
@@ -119,53 +119,6 @@ class _Entry:
         if self.pubs or self.repliers or self.requestors:
             return False
         return all(_loose(s) for s in self.subs)
-
-
-# ------------------------------------------------------------------ senders
-# Each publisher keeps its own copy of its category's routes, every delivery in
-# it stamped with the publisher's Sender (feeds.Stamped), remade whenever the
-# entry's routes change.  So a subscriber learns who
-# sent each message at no cost to the publish loop, which reads one attribute
-# instead of indexing the entry's table.
-
-
-def _restamp(entry: _Entry) -> None:
-    """(under the lock) Remake every publisher's stamped routes of ``entry``."""
-    routes = entry.routes
-    for p in entry.pubs:
-        p._routes = _stamped(routes[p._cat], p._sender)
-
-
-def _stamped(routes: _Routes, sender: Sender) -> _Routes:
-    local, other = routes
-    return (
-        tuple(
-            (put, claim, schedule, box, _stamp(deliver, sender))
-            for put, claim, schedule, box, deliver in local
-        ),
-        tuple(_stamp_route(route, sender) for route in other),
-    )
-
-
-def _stamp(deliver: Any, sender: Sender) -> Callable[[Any], object]:
-    """A subscriber's ``_deliver``/``_deliver_if``, stamped with ``sender``."""
-    stamped = Stamped(deliver.__self__, sender)
-    if deliver.__func__ is SubscribeFeed._deliver:
-        return stamped.deliver
-    return stamped.deliver_if
-
-
-def _stamp_route(route: Any, sender: Sender) -> Callable[[Any], object]:
-    owner = getattr(route, "__self__", None)
-    if isinstance(owner, SubscribeFeed):  # a feed without a mailbox: its delivery
-        return _stamp(route, sender)
-    if isinstance(owner, _Rotation):  # a queue group
-        return functools.partial(owner.deliver_from, sender)
-    if isinstance(route, functools.partial) and len(route.args) == 1:
-        inner = route.args[0]  # partial(post, delivery): another poster
-        if isinstance(getattr(inner, "__self__", None), SubscribeFeed):
-            return functools.partial(route.func, _stamp(inner, sender))
-    return route  # type: ignore[no-any-return]  # a link: it carries the node, not the feed
 
 
 def _loose(sub: SubscribeFeed[Any]) -> bool:

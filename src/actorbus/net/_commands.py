@@ -22,7 +22,7 @@ from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
 from ..errors import SubjectPatternError, UsageError
 from ._framing import ENCODE_ERRORS
-from ._protocol_base import MAX_COUNT, ProtocolBase, group_problem, show
+from ._protocol_base import MAX_ACTOR_NAME, MAX_COUNT, ProtocolBase, group_problem, show
 from ._wire import (
     ALL_ROLES,
     DIALECT_CODES,
@@ -58,6 +58,7 @@ _SUBSCRIBE_PATTERN: Final = int(FrameType.SUBSCRIBE_PATTERN)
 _UNSUBSCRIBE_PATTERN: Final = int(FrameType.UNSUBSCRIBE_PATTERN)
 _GROUP: Final = int(FrameType.GROUP)
 _GROUP_NOTIFY: Final = int(FrameType.GROUP_NOTIFY)
+_SENDER: Final = int(FrameType.SENDER)
 
 
 class Commands(ProtocolBase):
@@ -139,6 +140,23 @@ class Commands(ProtocolBase):
         self._check_group(group, what)
         kid = self._key_id(key, what)
         self._queue_sequenced(_GROUP_NOTIFY, (kid, group, body), what, data=True, key=key)
+
+    def sender(self, actor: str | None, feed: int) -> None:
+        """Name the publisher of the notifications queued after this (until the
+        next call): its actor (None: a feed without an actor) and feed id.  A
+        call naming the same as the last one on this connection sends nothing."""
+        what = "sender"
+        if (actor, feed) == self._sent_by:
+            return
+        self._check_sending(what)
+        if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
+            raise UsageError(
+                f"sender() actor must be a str of at most {MAX_ACTOR_NAME} characters or "
+                f"None, found {actor!r}"
+            )
+        self._check_uint(feed, "feed", what)
+        self._queue_sequenced(_SENDER, (actor, feed), what, data=False)
+        self._sent_by = (actor, feed)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.

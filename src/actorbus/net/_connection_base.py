@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 from .._log import logger
 from ..bus.message import MessageKey
 from ..bus.party import RemoteParty, delivery_batching
+from ..bus.sender import Sender
 from .protocol import LinkProtocol, WireKey
 
 if TYPE_CHECKING:
@@ -139,6 +140,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
     refused_logons: int
     _unknown_logged: set[str]
     keys: dict[WireKey, MessageKey | None]
+    sent_from: Sender | None
+    sent_by: Sender | None
     #: ``(decode, key)`` of notifications by wire key, for the hot path (filled
     #: on first use): the class's compiled decoder and the bus key, resolved once
     notified: dict[WireKey, tuple[Callable[[Any], Any], MessageKey]]
@@ -216,6 +219,10 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.refused_logons = 0
         self._unknown_logged = set()
         self.keys = {}
+        #: the Sender named by the last SENDER frame written / read on this
+        #: connection (each direction starts with none)
+        self.sent_from = None
+        self.sent_by = None
         self.notified = {}
         self.request_decoders = {}
         self.reply_decoders = {}

@@ -43,6 +43,7 @@ __all__ = [
     "RequestAcknowledged",
     "RequestReceived",
     "Retracted",
+    "SenderChanged",
     "SequenceGap",
     "Subscribed",
     "Unsubscribed",
@@ -301,3 +302,13 @@ class SequenceGap(Event):
 
     expected: int
     got: int
+
+
+@dataclass(slots=True)
+class SenderChanged(Event):
+    """The notifications that follow on this connection (NOTIFY, NOTIFY_RUN,
+    GROUP_NOTIFY) were published on the peer by the feed ``feed`` of actor
+    ``actor`` (None: a feed without an actor), until the next SenderChanged."""
+
+    actor: str | None
+    feed: int

@@ -45,6 +45,7 @@ from ._events import (
     RequestAcknowledged,
     RequestReceived,
     Retracted,
+    SenderChanged,
     SequenceGap,
     Subscribed,
     Unsubscribed,
@@ -52,6 +53,7 @@ from ._events import (
 from ._framing import Reject
 from ._handshake import MOVES, SHOWN, Move, Side, Step
 from ._protocol_base import (
+    MAX_ACTOR_NAME,
     MAX_COUNT,
     MAX_KEY_ID,
     ProtocolBase,
@@ -136,6 +138,7 @@ class FrameChecks(ProtocolBase):
             int(FrameType.UNSUBSCRIBE_PATTERN): self._on_unsubscribe_pattern,
             int(FrameType.GROUP): self._on_group,
             int(FrameType.GROUP_NOTIFY): self._on_group_notify,
+            int(FrameType.SENDER): self._on_sender,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -621,6 +624,19 @@ class FrameChecks(ProtocolBase):
                 self.counters.unknown_type += 1
             else:
                 self._events.append(GroupNotificationReceived(key, group, frame[4]))
+
+    def _on_sender(self, frame: _Frame) -> None:
+        self._length(frame, 4)
+        actor = frame[2]
+        if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
+            raise self._malformed(
+                frame,
+                f"actor is {show(actor)}, expected nil or a str of at most "
+                f"{MAX_ACTOR_NAME} characters",
+            )
+        feed = self._uint(frame, 3, "feed")
+        if self._in_sequence(frame):
+            self._events.append(SenderChanged(actor, feed))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)

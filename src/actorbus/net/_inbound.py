@@ -44,6 +44,7 @@ from ..bus.message import (
 )
 from ..bus.party import Role
 from ..bus.scope import FeedState
+from ..bus.sender import Sender
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
 from ._events import (
@@ -51,6 +52,7 @@ from ._events import (
     GroupNotificationReceived,
     PatternSubscribed,
     PatternUnsubscribed,
+    SenderChanged,
 )
 from ._outbound import ACK_DELAY, TICK, Outbound
 from .protocol import (
@@ -209,7 +211,7 @@ class Inbound(Outbound):
                     messages = [decode(body) for body in bodies]
                 except CodecError:
                     return self._corrupt_run(key, decode, bodies)
-                party.notify_run(messages, key)  # type: ignore[union-attr]
+                party.notify_run(messages, key, self.sent_by)  # type: ignore[union-attr]
                 touched_add(key)
             return True
         except ProtocolError as exc:
@@ -275,7 +277,7 @@ class Inbound(Outbound):
                 good.append(decode(body))
             except CodecError as exc:
                 if good and self.party is not None:
-                    self.party.notify_run(good, key)
+                    self.party.notify_run(good, key, self.sent_by)
                 self._corrupt_body(key, exc, len(bodies) - i - 1)
                 return False
         raise AssertionError("a body failed to decode once, then decoded")  # pragma: no cover
@@ -343,6 +345,10 @@ class Inbound(Outbound):
                     party.unsubscribe(key)
         elif type(event) is GroupNotificationReceived:
             return self._group_notification(event)
+        elif type(event) is SenderChanged:
+            # what the peer's node says of its own publisher; the node is this
+            # link's authenticated peer, one hop away
+            self.sent_by = Sender(self.peer or "?", event.actor, event.feed, 1)
         elif type(event) is GroupChanged:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:
@@ -407,7 +413,7 @@ class Inbound(Outbound):
                 return False
             # decoded once, so the class's decoder is compiled: cache it with the key
             self.notified[wire_key] = (key.message_class.__wire_decode__, key)
-            party.notify(message, key)
+            party.notify(message, key, self.sent_by)
             self.touched.add(key)
         return True
 
@@ -422,7 +428,7 @@ class Inbound(Outbound):
             except CodecError as exc:
                 self._corrupt_body(key, exc)
                 return False
-            party.group_notify(event.group, message, key)
+            party.group_notify(event.group, message, key, self.sent_by)
             self.touched.add(key)
         return True
 

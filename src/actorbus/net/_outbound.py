@@ -61,6 +61,7 @@ from typing import Any, Final
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
 from ..bus.party import Role
 from ..bus.scope import FeedState, Scope
+from ..bus.sender import Sender
 from ..bus.subjects import Wildcard
 from ..errors import CodecError, UsageError
 from ._connection_base import (
@@ -86,6 +87,18 @@ from ._connection_base import (
 from .protocol import LinkProtocol, WireKey
 
 __all__ = ["ACK_DELAY", "TICK", "Outbound"]
+
+_Sender = Sender
+
+
+def _is_data(item: Any) -> bool:
+    """Whether a pending item is a data message (a notification is the message
+    itself; a Sender item only names the next one's publisher)."""
+    cls = item.__class__
+    if cls is tuple:
+        return item[0] in DATA_OPS
+    return cls is not _Sender
+
 
 #: Most pending items encoded per write; more wait for the next turn of the loop.
 _MAX_BATCH: Final = 512
@@ -114,6 +127,22 @@ class Outbound(ConnectionBase):
         # The hot path: the message itself is the pending item.
         if self.open:
             self.pending.append(message)
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._schedule_flush()
+                except RuntimeError:  # the loop is closed: the node is gone
+                    self.link.count_dropped(1)
+        else:
+            self.link.count_dropped(1)
+
+    def send_notify_from(self, sender: Sender, message: Message) -> None:
+        """``send_notify`` naming the publisher: the sender goes in as an item of
+        its own right before the message, in one ``extend`` (atomic: no other
+        thread's item can come between them).  ``_drain`` writes a SENDER frame
+        when it differs from the last one written."""
+        if self.open:
+            self.pending.extend((sender, message))
             if not self.scheduled:
                 self.scheduled = True
                 try:
@@ -385,9 +414,7 @@ class Outbound(ConnectionBase):
         pending = self.pending
         if queued + len(pending) <= limit:
             return queued + len(pending)  # cheap bound: system items counted too
-        return queued + sum(
-            1 for item in list(pending) if item.__class__ is not tuple or item[0] in DATA_OPS
-        )
+        return queued + sum(1 for item in list(pending) if _is_data(item))
 
     def _drain(self, proto: LinkProtocol, most: int | None = None) -> None:
         """Encode the items pending now (at most ``most``).  Items that producers
@@ -409,6 +436,20 @@ class Outbound(ConnectionBase):
             item = popleft()
             cls = item.__class__
             if cls is not tuple:  # a notification: the message itself
+                if cls is _Sender:  # ...or who publishes the one right behind it
+                    if item is not self.sent_from:
+                        if bodies:
+                            self._notify_run(proto, key, bodies)
+                            bodies = []
+                            add = bodies.append
+                        run_cls = None
+                        self.sent_from = item
+                        proto.sender(item.actor, item.feed)
+                    # its message came in the same extend(): it is next, and
+                    # only this drain pops
+                    item = popleft()
+                    count -= 1
+                    cls = item.__class__
                 if cls is not run_cls or item.subject != run_subject:
                     if bodies:
                         self._notify_run(proto, key, bodies)
@@ -556,8 +597,7 @@ class Outbound(ConnectionBase):
         pending = self.pending
         n = 0
         while pending:
-            item = pending.popleft()
-            if item.__class__ is not tuple or item[0] in DATA_OPS:
+            if _is_data(pending.popleft()):
                 n += 1
         self.link.count_dropped(n)
 

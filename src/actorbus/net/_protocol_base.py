@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from functools import partial
 
 __all__ = [
+    "MAX_ACTOR_NAME",
     "MAX_COUNT",
     "MAX_GROUP",
     "MAX_KEY_ID",
@@ -55,6 +56,8 @@ MAX_REASON: Final = 512
 MAX_KEY_ID: Final = 0xFFFF_FFFF
 #: Longest queue group name, in characters (GROUP, GROUP_NOTIFY).
 MAX_GROUP: Final = 256
+#: Longest actor name a SENDER frame may carry, in characters.
+MAX_ACTOR_NAME: Final = 256
 
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
@@ -184,6 +187,8 @@ class ProtocolBase:
     _unpackb: Callable[[bytes | bytearray | memoryview], object]
     #: (request, reply, request_ack) data sinks, or Nones (``deliver_data_to``)
     _sinks: tuple[Callable[..., bool] | None, ...]
+    #: the (actor, feed) the last SENDER frame sent named (``sender()``)
+    _sent_by: tuple[str | None, int] | None
 
     # -- timers
     _idle_since: float

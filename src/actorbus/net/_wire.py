@@ -106,6 +106,7 @@ class FrameType(IntEnum):
     UNSUBSCRIBE_PATTERN = 28  # [28, seq, type_name, dialect, text]
     GROUP = 29  # [29, seq, key_id, group, members]  members 0: none left
     GROUP_NOTIFY = 30  # [30, seq, key_id, group, body]  for one member of the group
+    SENDER = 31  # [31, seq, actor, feed]  who sends the notifications that follow
 
 
 #: Frame types at or above this carry a sequence number as element 1.

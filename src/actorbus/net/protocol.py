@@ -380,6 +380,7 @@ class LinkProtocol(Parser, Commands):
         self._unpackb = new_unpackb(ext_hook)
         self._handlers = self._frame_handlers()
         self._sinks = (None, None, None)  # see deliver_data_to
+        self._sent_by = None
 
         # -- timers
         self._idle_since = now  # last time something arrived (or an unanswerable probe left)
