@@ -227,12 +227,20 @@ class _QueueTransport:
         self._q.put(("notify", (message,)))
 
     def send_notify_from(self, sender: Any, message: Any) -> None:
-        # the peer learns the publisher's actor and feed; the node is this side's
-        frm = Sender(self.node, sender.actor, sender.feed, sender.hops + 1)
-        self._q.put(("notify", (message, None, frm)))
+        self._q.put(("notify", (message, None, self._seen_from(sender))))
 
     def send_request(self, request_id: int, message: Any) -> None:
         self._q.put(("request", (request_id, message)))
+
+    def send_request_from(self, sender: Any, request_id: int, message: Any) -> None:
+        self._q.put(("request", (request_id, message, self._seen_from(sender))))
+
+    def send_reply_from(self, sender: Any, request_id: int, reply: Any) -> None:
+        self._q.put(("reply", (request_id, reply, None, self._seen_from(sender))))
+
+    def _seen_from(self, sender: Any) -> Sender:
+        """``sender`` as the peer sees it: this side's node, one hop further."""
+        return Sender(self.node, sender.actor, sender.feed, sender.hops + 1)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._q.put(("request_ack", (request_id, taken)))

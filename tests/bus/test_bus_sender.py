@@ -194,3 +194,20 @@ def test_a_replier_learns_the_requestor_and_the_requestor_the_replier() -> None:
         by = asker.answered_by.get(timeout=WAIT)
         assert by is not None
         assert (by.node, by.actor, by.hops) == ("here", "answerer", 0)
+
+
+def test_over_a_tcp_link_requests_and_replies_name_their_actors() -> None:
+    with Bus(node_id="A") as a, Bus(node_id="B") as b:
+        service = b.listen(0)
+        a.connect("127.0.0.1", service.port).wait_logged_on(WAIT)
+        answerer, asker = Answerer(), Asker()
+        _start(b, answerer)
+        _start(a, asker)
+        assert asker.up.wait(WAIT)
+        for _ in range(3):  # the first names them; the next go the direct way
+            asker.post(lambda: asker.feed.request(Ping("/p")))
+            assert answerer.asked_by.get(timeout=WAIT) == Sender("A", "asker", asker.feed.id, 1)
+            by = asker.answered_by.get(timeout=WAIT)
+            assert by is not None
+            assert (by.node, by.actor, by.hops) == ("B", "answerer", 1)
+            assert by.feed > 0

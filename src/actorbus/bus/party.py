@@ -129,8 +129,10 @@ class PartyTransport(Protocol):
     def send_notify(self, message: Message) -> None: ...
     def send_notify_from(self, sender: Sender, message: Message) -> None: ...
     def send_request(self, request_id: int, message: Message) -> None: ...
+    def send_request_from(self, sender: Sender, request_id: int, message: Message) -> None: ...
     def send_request_ack(self, request_id: int, taken: int) -> None: ...
     def send_reply(self, request_id: int, reply: Reply) -> None: ...
+    def send_reply_from(self, sender: Sender, request_id: int, reply: Reply) -> None: ...
     def send_cancel(self, request_id: int) -> None: ...
     def send_subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None: ...
     def send_unsubscribe_pattern(
@@ -210,20 +212,31 @@ class RemoteParty:
 
     def _proxy_request(self, incoming: IncomingRequest[Any]) -> None:
         self._out[incoming.id] = incoming
-        self.transport.send_request(incoming.id, incoming.request)
+        self.transport.send_request_from(
+            incoming.handle.feed._sender, incoming.id, incoming.request
+        )
 
     def _proxy_cancel(self, incoming: IncomingRequest[Any]) -> None:
         if self._out.pop(incoming.id, None) is not None:
             self.transport.send_cancel(incoming.id)
 
-    def _proxy_reply(self, remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
+    def _proxy_reply(
+        self,
+        remaining: int,
+        reply: Reply,
+        handle: RequestHandle[Any],
+        sender: Sender | None = None,
+    ) -> None:
         """A reply to the peer's request (called by the handle, see
         ``RequestHandle._pass_on``): nothing once the peer cancelled it or the
         link dropped (it is no longer in ``_in``)."""
         peer_id = handle.peer_id
         if self._in.get(peer_id) is not handle:
             return
-        self.transport.send_reply(peer_id, reply)
+        if sender is None:
+            self.transport.send_reply(peer_id, reply)
+        else:
+            self.transport.send_reply_from(sender, peer_id, reply)
         if remaining == 0:
             del self._in[peer_id]
 
@@ -509,8 +522,9 @@ class RemoteParty:
                     boxes.append(backlog)
         return boxes
 
-    def request(self, request_id: int, message: Message) -> None:
-        """A request from the peer: ack how many of our repliers took it, then post."""
+    def request(self, request_id: int, message: Message, sender: Sender | None = None) -> None:
+        """A request from the peer: ack how many of our repliers took it, then post
+        (``sender``: its requestor on the peer, when the transport says)."""
         router = self.router
         # a plain tuple equals (and hashes as) MessageKey.of(message)
         feed = self._reqs.get((message.__class__, message.subject)) if self._attached else None
@@ -532,7 +546,9 @@ class RemoteParty:
         if chosen:
             # the party learns the handle before any replier runs: a reply may
             # come back before _dispatch returns
-            router._dispatch(feed, message, chosen, None, party=self, peer_id=request_id)
+            router._dispatch(
+                feed, message, chosen, None, party=self, peer_id=request_id, origin=sender
+            )
 
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
@@ -541,10 +557,17 @@ class RemoteParty:
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
 
-    def reply(self, request_id: int, reply: Reply, repliers: int | None = None) -> None:
+    def reply(
+        self,
+        request_id: int,
+        reply: Reply,
+        repliers: int | None = None,
+        sender: Sender | None = None,
+    ) -> None:
         """A reply from the peer to our request; ``repliers`` (not None) is the
         request's acknowledgement, which came with it: handled first, exactly as
-        ``request_ack(request_id, repliers)``."""
+        ``request_ack(request_id, repliers)``.  ``sender``: its replier on the
+        peer, when the transport says."""
         incoming = self._out.get(request_id)
         if incoming is None:
             self._unexpected(
@@ -567,9 +590,9 @@ class RemoteParty:
                 incoming.handle._remote_ack(incoming, repliers)
             return
         if repliers is None:
-            incoming.handle._reply_from(incoming, reply)
+            incoming.handle._reply_from(incoming, reply, sender)
         else:
-            incoming.handle._remote_reply(incoming, reply, repliers)
+            incoming.handle._remote_reply(incoming, reply, repliers, sender)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 

@@ -89,7 +89,8 @@ class IncomingRequest(Generic[Q]):
     @property
     def sender(self) -> Sender:
         """Who sent the request: the requestor's node, actor, feed and hops."""
-        return self.handle.feed._sender
+        handle = self.handle
+        return handle.origin or handle.feed._sender
 
     def reply(self, reply: Reply) -> bool:
         """Send ``reply`` to the requestor.  Returns False (and sends nothing) when the
@@ -146,6 +147,7 @@ class RequestHandle(Generic[Q]):
         "_remaining",
         "feed",
         "id",
+        "origin",
         "peer_id",
         "request",
         "sender",
@@ -162,6 +164,9 @@ class RequestHandle(Generic[Q]):
         #: the replier's node, actor, feed and hops; None for an ERROR reply the
         #: bus made itself (a timeout, a lost link)
         self.sender: Sender | None = None
+        #: who sent the request when a transport said so (a peer's actor and
+        #: feed); else it is its requestor feed's sender
+        self.origin: Sender | None = None
         #: the requestor's own id for it when the request came from a remote peer
         self.peer_id = 0
         self._lock = threading.Lock()
@@ -205,7 +210,9 @@ class RequestHandle(Generic[Q]):
         # (bus/_timeouts.py): nothing to cancel, no reference back to the handle.
         self.feed._router._requests.pop(self.id, None)
 
-    def _reply_from(self, incoming: IncomingRequest[Q], reply: Reply) -> bool:
+    def _reply_from(
+        self, incoming: IncomingRequest[Q], reply: Reply, sender: Sender | None = None
+    ) -> bool:
         """Account for one reply and post it to the requestor.
 
         A local replier contributes 1 to ``remaining`` until its final reply.  A
@@ -234,7 +241,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining, incoming.feed._sender)
+        self._pass_on(reply, remaining, sender or incoming.feed._sender)
         return True
 
     def _pass_on(self, reply: Reply, remaining: int, sender: Sender | None) -> None:
@@ -243,7 +250,7 @@ class RequestHandle(Generic[Q]):
         feed = self.feed
         remote: Any = feed._remote
         if remote is not None:  # a peer's request: straight back to its party
-            remote._proxy_reply(remaining, reply, self)
+            remote._proxy_reply(remaining, reply, self, sender)
         else:
             post = feed._post
             if post is _direct:  # no mailbox: straight on, one call less per reply
@@ -253,14 +260,20 @@ class RequestHandle(Generic[Q]):
         if remaining == 0:
             self._finish()
 
-    def _remote_reply(self, incoming: IncomingRequest[Q], reply: Reply, taken: int) -> bool:
+    def _remote_reply(
+        self,
+        incoming: IncomingRequest[Q],
+        reply: Reply,
+        taken: int,
+        sender: Sender | None = None,
+    ) -> bool:
         """A remote peer's reply that carries the request's acknowledgement
         (``taken`` of its repliers took it): exactly ``_remote_ack(incoming,
         taken)`` then ``_reply_from(incoming, reply)``, under one lock when the
         acknowledgement is the first word from the peer (the usual case)."""
         if taken <= 0 or incoming._remote_expected is not None or incoming._remote_finals:
             self._remote_ack(incoming, taken)
-            return self._reply_from(incoming, reply)
+            return self._reply_from(incoming, reply, sender)
         with self._lock:
             if self._done or incoming._final or incoming.cancelled:
                 return False
@@ -276,7 +289,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining, incoming.feed._sender)
+        self._pass_on(reply, remaining, sender or incoming.feed._sender)
         return True
 
     def _retire(self, incoming: IncomingRequest[Q], count: bool = True) -> None:

@@ -603,6 +603,7 @@ class Router:
         *,
         party: RemoteParty | None = None,
         peer_id: int = 0,
+        origin: Sender | None = None,
     ) -> RequestHandle[Any]:
         """Make the handle and post the request to ``chosen``.  With ``party``, the
         request is the peer's ``peer_id``: the party learns the handle before any
@@ -619,6 +620,7 @@ class Router:
         self._requests[handle.id] = handle
         if party is not None:
             handle.peer_id = peer_id
+            handle.origin = origin
             party._in[peer_id] = handle
         if timeout is not None:
             timeouts = self._timeouts

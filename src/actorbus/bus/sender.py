@@ -6,11 +6,11 @@ callback reads ``handle.sender`` (a :class:`~actorbus.RequestHandle`).  Each is
 the sender of the message being delivered, valid during that callback (an
 actor's callbacks never overlap, so it is not overwritten while one runs).
 
-A message published on this node names its publisher exactly: this node's id,
-the publishing actor's name (None for a feed without an actor) and the feed's
-id (unique per bus).  A message that came over a link names the node it came
-from, with ``hops`` 1; the link does not carry the remote actor and feed yet,
-so those are None and 0.
+A message sent on this node names its sender exactly: this node's id, the
+sending actor's name (None for a feed without an actor) and the feed's id
+(unique per bus).  A message that came over a link names the node it came from
+(the link's authenticated peer), with ``hops`` 1, and the actor and feed the
+peer's node said sent it (a transport that does not say gives None and 0).
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ class Sender(NamedTuple):
 
     #: the id of the node the message was published (or requested, replied) on
     node: str
-    #: the name of the actor that owns the sending feed; None without an actor,
-    #: or when the message came over a link
+    #: the name of the actor that owns the sending feed; None without an actor
     actor: str | None
-    #: the sending feed's id (unique per bus; 0 when it came over a link)
+    #: the sending feed's id (unique on its node's bus; 0 when not known)
     feed: int
     #: links crossed: 0 for this node's own feeds
     hops: int

@@ -234,7 +234,7 @@ class Inbound(Outbound):
             message = decode(body)
         except CodecError:
             return False
-        party.request(request_id, message)
+        party.request(request_id, message, self.sent_by)
         return True
 
     def _take_reply(
@@ -255,7 +255,7 @@ class Inbound(Outbound):
             reply = decode(body)
         except CodecError:
             return False
-        party.reply(request_id, reply, repliers)
+        party.reply(request_id, reply, repliers, self.sent_by)
         return True
 
     def _take_ack(self, request_id: int, repliers: int) -> bool:
@@ -297,7 +297,7 @@ class Inbound(Outbound):
                     return False
                 # decoded once, so the class's decoder is compiled: the sink's now
                 self.request_decoders[event.key] = key.message_class.__wire_decode__
-                party.request(event.request_id, message)
+                party.request(event.request_id, message, self.sent_by)
         elif type(event) is ReplyReceived:
             if party is not None:
                 key = self._key_of(event.key, Reply)
@@ -311,7 +311,7 @@ class Inbound(Outbound):
                         return False
                     self.reply_decoders[event.key] = key.message_class.__wire_decode__
                 # with the acknowledgement when it came in the same frame
-                party.reply(event.request_id, reply, event.repliers)
+                party.reply(event.request_id, reply, event.repliers, self.sent_by)
         elif type(event) is RequestAcknowledged:
             if party is not None:
                 party.request_ack(event.request_id, event.repliers)

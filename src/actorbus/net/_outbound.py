@@ -190,17 +190,43 @@ class Outbound(ConnectionBase):
         self._push((OP_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message):
+        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message, None):
             return
         self._push((OP_REQUEST, request_id, message), True)
+
+    def send_request_from(self, sender: Sender, request_id: int, message: Message) -> None:
+        """``send_request`` naming the requestor (as ``send_notify_from``)."""
+        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message, sender):
+            return
+        self._push_from(sender, (OP_REQUEST, request_id, message))
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._push((OP_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply):
+        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply, None):
             return
         self._push((OP_REPLY, request_id, reply), True)
+
+    def send_reply_from(self, sender: Sender, request_id: int, reply: Reply) -> None:
+        """``send_reply`` naming the replier (as ``send_notify_from``)."""
+        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply, sender):
+            return
+        self._push_from(sender, (OP_REPLY, request_id, reply))
+
+    def _push_from(self, sender: Sender, item: tuple[Any, ...]) -> None:
+        """Queue a data ``item`` with its sender right before it (one atomic
+        ``extend``, as ``send_notify_from``)."""
+        if self.open:
+            self.pending.extend((sender, item))
+            if not self.scheduled:
+                self.scheduled = True
+                try:
+                    self._schedule_flush()
+                except RuntimeError:
+                    self.link.count_dropped(1)
+        else:
+            self.link.count_dropped(1)
 
     def send_cancel(self, request_id: int) -> None:
         self._push((OP_CANCEL, request_id), True)
@@ -220,7 +246,9 @@ class Outbound(ConnectionBase):
 
     # ------------------------------------------- direct writes (a sending thread)
 
-    def _write_at_once(self, op: int, request_id: int, message: Message) -> bool:
+    def _write_at_once(
+        self, op: int, request_id: int, message: Message, sender: Sender | None
+    ) -> bool:
         """(any thread) Write a request (``op`` OP_REQUEST) or a reply (OP_REPLY)
         to the socket now when the link is idle: the usual case — nothing
         pending, or for a reply only its request's acknowledgement, which it
@@ -244,6 +272,9 @@ class Outbound(ConnectionBase):
             ):
                 return False
             on_loop = get_ident() == self._loop_ident
+            if sender is not None and sender is not self.sent_from:
+                # a sender the peer was not told last: its SENDER frame first
+                return not on_loop and self._write_now((op, request_id, message), sender)
             pending = self.pending
             repliers = None
             if pending:
@@ -255,7 +286,7 @@ class Outbound(ConnectionBase):
                     or ack[0] != OP_REQUEST_ACK
                     or ack[1] != request_id
                 ):
-                    return not on_loop and self._write_now((op, request_id, message))
+                    return not on_loop and self._write_now((op, request_id, message), sender)
                 repliers = ack[2]
             cls = message.__class__
             enc = cls.__wire_encode__
@@ -276,7 +307,7 @@ class Outbound(ConnectionBase):
             except (CodecError, UsageError):
                 data = None  # _write_now says why, and handles it
             if data is None:
-                return not on_loop and self._write_now((op, request_id, message))
+                return not on_loop and self._write_now((op, request_id, message), sender)
             if repliers is not None:
                 pending.popleft()  # its acknowledgement went with it
                 self.acks_since = None
@@ -289,7 +320,7 @@ class Outbound(ConnectionBase):
         finally:
             wlock.release()
 
-    def _write_now(self, item: tuple[Any, ...]) -> bool:
+    def _write_now(self, item: tuple[Any, ...], sender: Sender | None) -> bool:
         """(a thread other than the loop's, holding the write lock, the link idle:
         ``_write_at_once`` checked) Encode ``item`` — after the few items pending
         before it — through the protocol's commands, and write it all on this
@@ -315,12 +346,16 @@ class Outbound(ConnectionBase):
         else:
             first = None
         if first is not None:  # _drain's work for one item, without its loop
+            if sender is not None and sender is not self.sent_from:
+                self.sent_from = sender
+                proto.sender(sender.actor, sender.feed)
             try:
                 self._command(proto, first)
             except (CodecError, UsageError) as exc:
                 self._unsendable(first, exc)  # queues a stand-in reply, if one
         else:
-            pending.append(item)
+            # what waited before it may name other senders: its own goes with it
+            pending.extend((item,) if sender is None else (sender, item))
             self._drain(proto)  # what waited before it, then the item
         if pending:  # a stand-in for a reply that could not be encoded
             self._drain(proto)
@@ -435,21 +470,21 @@ class Outbound(ConnectionBase):
             count -= 1
             item = popleft()
             cls = item.__class__
+            if cls is _Sender:  # who sends the data item right behind it
+                if item is not self.sent_from:
+                    if bodies:
+                        self._notify_run(proto, key, bodies)
+                        bodies = []
+                        add = bodies.append
+                    run_cls = None
+                    self.sent_from = item
+                    proto.sender(item.actor, item.feed)
+                # its item came in the same extend(): it is next, and only
+                # this drain pops
+                item = popleft()
+                count -= 1
+                cls = item.__class__
             if cls is not tuple:  # a notification: the message itself
-                if cls is _Sender:  # ...or who publishes the one right behind it
-                    if item is not self.sent_from:
-                        if bodies:
-                            self._notify_run(proto, key, bodies)
-                            bodies = []
-                            add = bodies.append
-                        run_cls = None
-                        self.sent_from = item
-                        proto.sender(item.actor, item.feed)
-                    # its message came in the same extend(): it is next, and
-                    # only this drain pops
-                    item = popleft()
-                    count -= 1
-                    cls = item.__class__
                 if cls is not run_cls or item.subject != run_subject:
                     if bodies:
                         self._notify_run(proto, key, bodies)
