@@ -3,12 +3,15 @@
 A transport (TCP links today; anything that carries feeds to another node
 tomorrow) meets the bus in exactly two objects, both defined here:
 
-* :class:`PartyTransport` is what the **transport implements**: ten ``send_*``
-  methods the router calls to tell the peer about this node's feeds and to send
-  it notifications, requests, acknowledgements, replies and cancels.
+* :class:`PartyTransport` is what the **transport implements**: the ``send_*``
+  methods the router calls to tell the peer about this node's feeds (keys,
+  wildcard patterns, queue groups) and to send it notifications, requests,
+  acknowledgements, replies and cancels (the ``*_from`` ones naming their
+  sender).
 * :class:`RemoteParty` is what the **transport calls**: ``router.attach(name,
   transport)`` returns one per peer; the transport calls its inbound methods
   (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
+  ``subscribe_pattern``, ``unsubscribe_pattern``, ``group``, ``group_notify``,
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
   ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
   peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
