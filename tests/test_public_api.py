@@ -10,6 +10,7 @@ import actorbus
 
 EXPECTED = {
     "SYSTEM_SUBJECT",
+    "AccessRefused",
     "Actor",
     "ActorRuntime",
     "Bus",
@@ -36,6 +37,7 @@ EXPECTED = {
     "MessageTooLargeError",
     "Notification",
     "PeerError",
+    "Permissions",
     "ProtocolError",
     "PublishFeed",
     "QueueGroup",

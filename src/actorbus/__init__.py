@@ -22,12 +22,14 @@ from .bus.feeds import (
 )
 from .bus.inbox import Inbox
 from .bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
+from .bus.permissions import Permissions
 from .bus.queues import QueueGroup
 from .bus.scope import FeedState, Scope
 from .bus.sender import Sender
 from .bus.subjects import Wildcard
 from .bus.system import (
     SYSTEM_SUBJECT,
+    AccessRefused,
     ConnectionAccepted,
     LinkLoggedOff,
     LinkLoggedOn,
@@ -56,6 +58,7 @@ from .node import Bus
 
 __all__ = [
     "SYSTEM_SUBJECT",
+    "AccessRefused",
     "Actor",
     "ActorRuntime",
     "Bus",
@@ -82,6 +85,7 @@ __all__ = [
     "MessageTooLargeError",
     "Notification",
     "PeerError",
+    "Permissions",
     "ProtocolError",
     "PublishFeed",
     "QueueGroup",

@@ -45,6 +45,7 @@ from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, Sub
 from .bus.inbox import Inbox
 from .bus.message import MessageKey, Notification, Reply, Request
 from .bus.owner import checked_key, find_runtime_with, subscription_key
+from .bus.permissions import Permissions
 from .bus.queues import QueueGroup
 from .bus.router import Router
 from .bus.scope import FeedState, Scope
@@ -147,6 +148,7 @@ class Bus:
             feed.advertise()
             feed.update_feed_state(FeedState.UP)
             self._system[cls] = feed
+        self.router.system_publish = self.publish_system
         # discovery: this node's answer to its peers' DiscoverTopics (topics()
         # reads this node's own rows directly); hidden, so discovery never lists
         # itself.  REMOTE_ONLY: a request reaches the peers' repliers only.
@@ -236,6 +238,7 @@ class Bus:
             if self.net is not None:
                 self.net.close(timeout)
             self.runtime.close(timeout)
+            self.router.peer_log.close()  # how many peer lines were held back
         finally:
             with Bus._open_lock:
                 Bus._open.discard(self)
@@ -464,6 +467,7 @@ class Bus:
         peer_secrets: Mapping[str, bytes] | None = None,
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: Literal["auto", "none"] = "auto",
+        permissions: Permissions | None = None,
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -487,6 +491,10 @@ class Bus:
         secrets of their own.  Without any, only peers without a secret link,
         and the service may listen on a loopback host only, unless
         ``auth="none"`` (unauthenticated links accepted knowingly, one warning).
+        ``permissions`` says which peers may publish, subscribe, request and
+        reply on which keys (``Permissions([...])`` or
+        ``Permissions.from_file(path)``; docs/security.md, "Authorization");
+        None lets every peer do everything.
         Raises ConfigError when the port cannot be bound or a secret is missing
         or unfit.  Returns the service handle; ``close()`` stops listening."""
         from .net.link import LinkSettings
@@ -513,6 +521,7 @@ class Bus:
             peer_secrets=peer_secrets,
             peer_secrets_file=peer_secrets_file,
             auth=auth,
+            permissions=permissions,
         )
         return service
 
@@ -537,6 +546,7 @@ class Bus:
         selector: str | None = None,
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        permissions: Permissions | None = None,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
 
@@ -550,8 +560,9 @@ class Bus:
         a failed dial.  ``bind_host``/``bind_port`` choose the local address.
         ``secret`` / ``secret_file``: the secret this link proves at logon (the
         service's, or this node's own one if the service has one per node);
-        without one it links only to services without a secret.  Other
-        settings as for :meth:`listen`."""
+        without one it links only to services without a secret.
+        ``permissions``: what the peer may do on this link (as for
+        :meth:`listen`).  Other settings as for :meth:`listen`."""
         from .net.link import LinkSettings
 
         settings = LinkSettings(
@@ -576,6 +587,7 @@ class Bus:
             selector=selector,
             secret=secret,
             secret_file=secret_file,
+            permissions=permissions,
         )
         return link
 

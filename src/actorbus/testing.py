@@ -137,7 +137,19 @@ class InProcessLink:
     to test the remote half of scope matching and feed state in the bus core;
     the TCP link tests prove the real transport."""
 
-    def __init__(self, a: Any, b: Any, name_a: str = "A", name_b: str = "B") -> None:
+    def __init__(
+        self,
+        a: Any,
+        b: Any,
+        name_a: str = "A",
+        name_b: str = "B",
+        *,
+        permissions_a: Any = None,
+        permissions_b: Any = None,
+    ) -> None:
+        """``permissions_a``: what B may do at A (a ``Permissions``, None: all);
+        ``permissions_b`` likewise at B: handed to ``router.attach`` as a TCP
+        link hands its own."""
         import queue
 
         router_a: Router = a.router if hasattr(a, "router") else a
@@ -148,8 +160,8 @@ class InProcessLink:
         # transport i sends into queue i, which the other side's party consumes
         self.transport_a = _QueueTransport(self._queues[0], name_a)
         self.transport_b = _QueueTransport(self._queues[1], name_b)
-        self.party_b_on_a = router_a.attach(name_b, self.transport_a)
-        self.party_a_on_b = router_b.attach(name_a, self.transport_b)
+        self.party_b_on_a = router_a.attach(name_b, self.transport_a, permissions_a)
+        self.party_a_on_b = router_b.attach(name_a, self.transport_b, permissions_b)
         for i, party in enumerate((self.party_a_on_b, self.party_b_on_a)):
             t = threading.Thread(
                 target=self._pump,

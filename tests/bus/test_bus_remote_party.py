@@ -7,8 +7,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus import Bus, FeedState, Notification, Reply, ReplyStatus, Request, Scope
-from actorbus.testing import InProcessLink, Recorder
+from actorbus import (
+    SYSTEM_SUBJECT,
+    AccessRefused,
+    Bus,
+    FeedState,
+    Notification,
+    Permissions,
+    Reply,
+    ReplyStatus,
+    Request,
+    Scope,
+)
+from actorbus.testing import InProcessLink, Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
 
@@ -160,3 +171,28 @@ def test_remote_requests_leave_no_bookkeeping(pair: tuple[Bus, Bus, InProcessLin
     assert party_a._in == {}  # the peer's requests, answered
     assert party_b._out == {}  # ours, answered
     assert len(party_a._reqs) == 1  # one proxy requestor per key, kept for the next
+
+
+def test_permissions_are_the_seams_every_transport_gets_them() -> None:
+    """The party checks the permissions ``router.attach`` was handed, whatever
+    the transport: the in-memory one refuses as the TCP link does."""
+    a, b = Bus(node_id="A"), Bus(node_id="B")
+    refused = a.inbox(AccessRefused, SYSTEM_SUBJECT)
+    link = InProcessLink(a, b, permissions_a=Permissions(["allow publish B /fx/..."]))
+    try:
+        fx, orders = a.inbox(Tick, "/fx/eur"), a.inbox(Tick, "/orders")
+        b.publisher(Tick, "/orders")
+        fx_pub = b.publisher(Tick, "/fx/eur")
+        told = refused.receive(5)
+        assert told is not None
+        assert (told.peer_node, told.action, told.key) == ("B", "publish", str(orders.key))
+        assert fx.wait_up(5)
+        assert wait_until(fx_pub.is_feed_up, 5)
+        fx_pub.publish(Tick("/fx/eur", value=1))
+        assert fx.receive(5) is not None
+        assert not orders.is_up
+        assert link.party_b_on_a.refused == 1
+    finally:
+        link.close()
+        a.close()
+        b.close()

@@ -131,6 +131,16 @@ def node() -> Iterator[Node]:
         assert link.counters.logons == 1
 
 
+@pytest.fixture(autouse=True)
+def fresh_log_limits(node: Node) -> None:
+    """Each test looks for the line its own bad input makes, and the node logs
+    what a peer triggers at most once per period per service and kind: closing
+    the limiters (which says what they held back) lets the next line out."""
+    assert node.bus.net is not None
+    node.bus.net.peer_log.close()
+    node.bus.router.peer_log.close()
+
+
 def _delta(before: LinkStats, after: LinkStats) -> dict[str, int]:
     return {
         name: getattr(after, name) - getattr(before, name)

@@ -15,7 +15,10 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
   ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
   peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
-  notifications (for input back-pressure).  Around a batch of inbound calls
+  notifications (for input back-pressure).  ``router.attach(name, transport,
+  permissions)`` may hand over the link's
+  :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself
+  (below), so every transport gets the same authorization.  Around a batch of inbound calls
   made on one thread it may call
   the party's ``hold_deliveries()`` / ``release_deliveries()``, so the actors the
   batch makes runnable are woken once it is done rather than one by one.
@@ -35,6 +38,25 @@ they must be thread-safe and must not block.  The inbound methods of one party
 are called by one thread at a time, in the order the peer sent the frames (the
 link's I/O thread); they never run actor code, they post to mailboxes.
 
+**Authorization.**  With permissions, the party asks them once per decision,
+never per message: when the peer advertises publishers (``publish``) or
+repliers (``reply``), subscribes (``subscribe``), joins a queue group
+(``subscribe``), or sends its first request on a key (``request``).  A refused
+advertisement makes no proxy, so the peer's notifications on that key are
+dropped as "unexpected" and this node's requests never go to its repliers; a
+refused subscription or group join makes no proxy subscriber, so nothing is
+sent to it; a refused request is acknowledged with no replier.  A pattern
+subscription is narrowed, not refused: it follows only the keys the peer may
+subscribe to (the first key held back is reported once per pattern).  Each
+refusal is counted (``refused``), logged at most once per period per peer
+(``router.peer_log``), and reported once per action and key with an
+``AccessRefused`` system notification (``router.system_publish``, which the
+node installs).
+
+**Logs.**  Whatever the peer can make this module say goes through
+``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
+and kind per period, with how many more like it), peer-supplied text escaped.
+
 ``tests/bus`` joins two routers through :class:`actorbus.testing.InProcessLink`,
 an in-memory transport of a few dozen lines built on this seam alone.
 """
@@ -46,8 +68,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._log import logger
-from ..errors import UsageError
+from .._log import shown
+from ..errors import Error, UsageError
 from ._stamp import Routes, stamped
 from .feeds import (
     IncomingRequest,
@@ -59,9 +81,11 @@ from .feeds import (
     _direct,
 )
 from .message import Message, MessageKey, Reply
+from .permissions import DEFAULT_DENY, Action, Permissions
 from .scope import CAT_REMOTE, FeedState, Scope
 from .sender import Sender
 from .subjects import Wildcard
+from .system import SYSTEM_SUBJECT, AccessRefused
 
 if TYPE_CHECKING:
     from .router import Router
@@ -74,6 +98,10 @@ __all__ = [
     "delivery_batching",
     "use_delivery_batching",
 ]
+
+#: AccessRefused notifications a party publishes at most (one per action and
+#: key); refusals past it are still counted and logged.
+MAX_REFUSALS_TOLD = 4_096
 
 
 #: most (key, sender) stamped route tables a party keeps
@@ -152,7 +180,13 @@ class RemoteParty:
     per key the peer advertised, a proxy subscriber per key the peer subscribed
     to, and a proxy requestor per key the peer sent requests on."""
 
-    def __init__(self, router: Router, name: str, transport: PartyTransport) -> None:
+    def __init__(
+        self,
+        router: Router,
+        name: str,
+        transport: PartyTransport,
+        permissions: Permissions | None = None,
+    ) -> None:
         self.router = router
         self.name = name
         self.transport = transport
@@ -186,7 +220,12 @@ class RemoteParty:
         self.hold_deliveries, self.release_deliveries = _batching
         #: notifications/requests from the peer on keys it never advertised, dropped
         self.unexpected = 0
-        self._logged: set[MessageKey] = set()
+        #: the link's rules for this peer; None: the peer may do everything
+        self._perm = permissions.for_peer(name) if permissions is not None else None
+        #: actions the permissions refused the peer
+        self.refused = 0
+        #: (action, key text) already reported with AccessRefused
+        self._told: set[tuple[Action, str]] = set()
 
     def __repr__(self) -> str:
         return f"<RemoteParty {self.name}>"
@@ -247,6 +286,14 @@ class RemoteParty:
     def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
         """The peer has remote-capable publishers (or repliers) for ``key``."""
         router = self.router
+        # (the peer's discovery replier, on the reserved subject, answers only
+        # our own questions: it needs no permission)
+        if (
+            self._perm is not None
+            and key.subject != router.reserved_subject
+            and not self._permits(Action.PUBLISH if role is Role.PUBLISHER else Action.REPLY, key)
+        ):
+            return
         with router._lock:
             if not self._attached:
                 return
@@ -304,6 +351,8 @@ class RemoteParty:
 
     def subscribe(self, key: MessageKey) -> None:
         """The peer has subscribers matching our publishers of ``key``."""
+        if self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
+            return
         with self.router._lock:
             if not self._attached or key in self._exact:
                 return
@@ -369,7 +418,7 @@ class RemoteParty:
         with self.router._lock:
             if not self._attached or (message_class, wildcard) in self._patterns:
                 return
-            watch = PatternWatch(self)
+            watch = PatternWatch(self, message_class, wildcard)
             self._patterns[message_class, wildcard] = watch
             self.router._watch(message_class, wildcard, watch)
 
@@ -391,6 +440,8 @@ class RemoteParty:
         """The peer has ``members`` members of queue group ``group`` on ``key``
         (0: none left).  Each stands for one turn in the group's rotation here."""
         router = self.router
+        if members > 0 and self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
+            return
         old = None
         with router._lock:
             if not self._attached:
@@ -533,6 +584,9 @@ class RemoteParty:
         feed = self._reqs.get((message.__class__, message.subject)) if self._attached else None
         if feed is None:
             key = MessageKey.of(message)
+            if self._perm is not None and not self._permits(Action.REQUEST, key):
+                self.transport.send_request_ack(request_id, 0)  # no replier took it
+                return
             with router._lock:
                 if not self._attached:
                     return
@@ -583,8 +637,10 @@ class RemoteParty:
         request_cls = type(incoming.request)
         if type(reply) is not Reply and not request_cls.allows_reply(type(reply)):
             self.unexpected += 1
-            logger.warning(
-                "remote node {} answered {} with a {} it does not allow; dropped",
+            self.router.peer_log.warning(
+                (self.name, "reply type"),
+                "remote node {} answered {} with a {} it does not allow; dropped and "
+                "counted (unexpected)",
                 self.name,
                 request_cls.__qualname__,
                 type(reply).__qualname__,
@@ -605,11 +661,76 @@ class RemoteParty:
             handle.cancel()
 
     def _unexpected(self, key: MessageKey, text: str) -> None:
-        """Count something the peer should not have sent; log it once per key."""
+        """Count something the peer should not have sent; log it at most once per
+        period for this peer (with how many more like it)."""
         self.unexpected += 1
-        if key not in self._logged:
-            self._logged.add(key)
-            logger.warning("remote node {}: " + text.replace("{key}", "{}"), self.name, key)
+        self.router.peer_log.warning(
+            (self.name, "unexpected"),
+            "remote node {}: " + text.replace("{key}", "{}"),
+            self.name,
+            key,
+        )
+
+    # ------------------------------------------------------------ authorization
+    def _permits(self, action: Action, key: MessageKey) -> bool:
+        """True if the permissions let the peer take ``action`` on ``key``; else
+        the refusal is counted, logged and reported."""
+        perm = self._perm
+        assert perm is not None
+        rule = perm.decide(action, key)
+        if rule is not None and rule.allow:
+            return True
+        self._refuse(action, str(key), str(rule) if rule is not None else DEFAULT_DENY)
+        return False
+
+    def _refuse(self, action: Action, what: str, rule: str) -> None:
+        self.refused += 1
+        self.router.peer_log.warning(
+            (self.name, "refused"),
+            "remote node {}: may not {} {}, refused by {}",
+            self.name,
+            action.value,
+            what,
+            rule,
+        )
+        told = (action, what)
+        if told in self._told or len(self._told) >= MAX_REFUSALS_TOLD:
+            return
+        self._told.add(told)
+        publish = self.router.system_publish
+        if publish is not None:
+            try:
+                publish(
+                    AccessRefused(
+                        SYSTEM_SUBJECT,
+                        peer_node=self.name,
+                        action=action.value,
+                        key=what,
+                        rule=rule,
+                    )
+                )
+            except Error:  # the bus is closing: nobody is listening
+                pass
+
+    def _narrowed(self, watch: PatternWatch, key: MessageKey) -> bool:
+        """(under the lock) True if ``watch``'s pattern may follow ``key``; the
+        first key a pattern is refused is reported once (for the pattern)."""
+        perm = self._perm
+        if perm is None:
+            return True
+        rule = perm.decide(Action.SUBSCRIBE, key)
+        if rule is not None and rule.allow:
+            return True
+        if not watch.narrowed:
+            watch.narrowed = True
+            what = f"{watch.message_class.__type_name__}:{shown(watch.wildcard.text)} (pattern)"
+            self._refuse(
+                Action.SUBSCRIBE,
+                what,
+                f"{rule if rule is not None else DEFAULT_DENY}; the pattern follows only "
+                f"the keys it allows (first held back: {key})",
+            )
+        return False
 
     def detach(self, reason: str) -> None:
         """The link is gone: every feed it carried goes away (subscribers see DOWN,
@@ -652,17 +773,24 @@ class PatternWatch:
     for each key the pattern matches (those there when the peer subscribed and
     each new one), and the party keeps a proxy subscriber for it."""
 
-    __slots__ = ("keys", "party")
+    __slots__ = ("keys", "message_class", "narrowed", "party", "wildcard")
 
-    def __init__(self, party: RemoteParty) -> None:
+    def __init__(
+        self, party: RemoteParty, message_class: type[Message], wildcard: Wildcard
+    ) -> None:
         self.party = party
+        self.message_class = message_class
+        self.wildcard = wildcard
         self.keys: set[MessageKey] = set()
+        #: a key it matched was held back by the permissions (reported once)
+        self.narrowed = False
 
     def matched(self, key: MessageKey) -> None:
-        """(under the router lock)"""
-        if key not in self.keys and self.party._attached:
+        """(under the router lock) Follow ``key``, if the peer may subscribe to it."""
+        party = self.party
+        if key not in self.keys and party._attached and party._narrowed(self, key):
             self.keys.add(key)
-            self.party._ref_sub(key)
+            party._ref_sub(key)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

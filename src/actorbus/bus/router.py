@@ -44,6 +44,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._log import RateLimitedLog
 from ..errors import RequestError, UsageError
 from ._stamp import restamp as _restamp
 from ._stamp import stamped as _stamped
@@ -57,12 +58,17 @@ from .feeds import (
     RequestHandle,
     SubscribeFeed,
 )
-from .message import Message, MessageKey
+from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
+from .permissions import Permissions
 from .queues import QueueTotals, _Group
 from .scope import CAT_REMOTE, MATCH, MATCHING
 from .sender import Sender
 from .subjects import Wildcard, WildcardIndex
+
+#: Lines a remote peer can make the bus log go out at most once per this many
+#: seconds per peer and kind (the rest are counted and said with the next).
+PEER_LOG_PERIOD = 10.0
 
 __all__ = ["PartyTransport", "RemoteParty", "Role", "Router"]
 
@@ -157,6 +163,10 @@ class Router:
         self._patterns: dict[tuple[type[Message], Wildcard], int] = {}
         #: every queue group's drop and re-offer counts
         self.queue_totals = QueueTotals()
+        #: what remote peers can make the bus log (bus/party.py), rate-limited per peer
+        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
+        #: publishes a system notification (AccessRefused); the node installs it
+        self.system_publish: Callable[[Notification], object] | None = None
         #: this node's id, named by the Sender of every message sent here (the
         #: node sets it)
         self.node_id = ""
@@ -636,10 +646,14 @@ class Router:
         return len(self._requests)
 
     # ------------------------------------------------------------ remote parties
-    def attach(self, name: str, transport: PartyTransport) -> RemoteParty:
+    def attach(
+        self, name: str, transport: PartyTransport, permissions: Permissions | None = None
+    ) -> RemoteParty:
         """Add a remote peer; it is told every remote-capable advertisement now and
-        every change from then on."""
-        party = RemoteParty(self, name, transport)
+        every change from then on.  ``permissions``: what the peer may publish,
+        subscribe to, request and reply on (None: everything); the party checks
+        them (bus/party.py, "Authorization")."""
+        party = RemoteParty(self, name, transport, permissions)
         with self._lock:
             self._parties.append(party)
             for entry in self._entries.values():

@@ -17,6 +17,7 @@ from .message import Notification
 __all__ = [
     "SYSTEM_MESSAGES",
     "SYSTEM_SUBJECT",
+    "AccessRefused",
     "ConnectionAccepted",
     "LinkLoggedOff",
     "LinkLoggedOn",
@@ -58,9 +59,26 @@ class LinkLoggedOff(Notification, type_name="actorbus.LinkLoggedOff"):
     reason: str
 
 
+class AccessRefused(Notification, type_name="actorbus.AccessRefused"):
+    """A peer was refused an action on a key by the link's permissions
+    (``actorbus.bus.permissions``).  Published once per peer, action and key
+    (or pattern) for each of its links; every refusal is counted in the link's
+    ``authz_refusals``."""
+
+    peer_node: str
+    #: "publish", "subscribe", "request" or "reply"
+    action: str
+    #: the key (``TypeName:"subject"``), or a pattern subscription narrowed to the
+    #: keys allowed (``TypeName:"/..." (pattern)``)
+    key: str
+    #: the rule that refused it (``file:line: deny ...``), or why none allowed it
+    rule: str
+
+
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     ConnectionAccepted,
     ServiceStarted,
     LinkLoggedOn,
     LinkLoggedOff,
+    AccessRefused,
 )

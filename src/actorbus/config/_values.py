@@ -220,6 +220,23 @@ def _secret_file(field: str, *, holds_one: bool = True) -> _Setting:
     return _Setting(field, parse, expected)
 
 
+def _permissions_file(field: str) -> _Setting:
+    expected = (
+        "expected the path of a permissions file ('allow|deny ACTIONS PEERS SUBJECT [TYPE]' "
+        "lines; its rules are read when the service or connection opens)"
+    )
+
+    def parse(text: str) -> str:
+        if not text:
+            raise _Invalid(expected)
+        if not os.path.isfile(text):
+            what = "is not a regular file" if os.path.exists(text) else "does not exist"
+            raise _Invalid(f"{text} {what}; {expected}")
+        return text
+
+    return _Setting(field, parse, expected)
+
+
 _AUTH_MODES = ("auto", "none")
 
 

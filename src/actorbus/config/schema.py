@@ -257,6 +257,9 @@ class ServiceConfig:
     #: "auto": without a secret the service may listen on loopback only; "none":
     #: links without a secret are accepted on any address (logged once)
     auth: str = "auto"
+    #: a file of allow/deny rules: what each peer may publish, subscribe to,
+    #: request and reply on (None: everything)
+    permissions_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +285,8 @@ class ConnectionConfig:
     input_backlog: int = 10_000
     #: a file holding the secret this link proves at logon (the path, never the secret)
     secret_file: str | None = None
+    #: a file of allow/deny rules: what the peer may do on this link (None: everything)
+    permissions_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Final, cast
 
+from .._log import shown
 from ..bus import codec
 from ..bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from ._address import endpoint
@@ -46,6 +47,8 @@ __all__ = ["_Connection"]
 _MIN_READ_BUFFER: Final = 4_096
 #: How long an orderly close waits for the socket to drain before aborting it.
 _CLOSE_GRACE: Final = 1.0
+#: Characters of a node id a peer claims that a log line or a reason shows.
+NODE_ID_SHOWN: Final = 80
 
 
 class _Connection(Inbound):
@@ -92,6 +95,7 @@ class _Connection(Inbound):
             corrupt_frames=c.corrupt_frames + self.corrupt,
             unknown_types=c.unknown_type + self.unknown,
             unexpected=party.unexpected if party is not None else 0,
+            authz_refusals=party.refused if party is not None else 0,
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,
@@ -231,8 +235,13 @@ class _Connection(Inbound):
         refusal = self.net.claim(self, peer, run_id)
         if refusal is not None:
             self.refused_logons += 1
-            self._log.info(
-                "link {} ({}): refusing node {}: {}", self.name, self.address, peer, refusal
+            self.net.peer_log.info(
+                (self._origin(), "refused logon"),
+                "link {} ({}): refusing node {}: {}",
+                self.name,
+                self.address,
+                peer,
+                refusal,
             )
             proto.reject_logon(refusal)
             self._end(f"logon rejected here: {refusal}", TELL)
@@ -243,8 +252,9 @@ class _Connection(Inbound):
         received, lost = self.net.receipts.logon(peer, run_id)
         if lost:
             link.count_lost(lost)
-            self._log.warning(
-                "link {}: node {} restarted (new run id {!r}); {} data messages written to "
+            self.net.peer_log.warning(
+                (self._origin(), "restarted"),
+                "link {}: node {} restarted (new run id {}); {} data messages written to "
                 "its previous run were never acknowledged and are counted as lost",
                 self.name,
                 peer,
@@ -252,7 +262,8 @@ class _Connection(Inbound):
                 lost,
             )
         proto.receipt(received)
-        party = self.net.router.attach(peer, self)  # queues every advertisement now
+        # queues every advertisement now; the party checks the link's permissions
+        party = self.net.router.attach(peer, self, link.permissions)
         self.party = self._unexpected_party = party
         self._drain(proto)
         proto.complete_logon()
@@ -266,28 +277,30 @@ class _Connection(Inbound):
         anything of this node (the protocol queued "authentication failed" for
         it and counted it)."""
         link = self.link
+        node = repr(claimed) if len(claimed) <= NODE_ID_SHOWN else shown(claimed, NODE_ID_SHOWN)
         if link.initiator:
             what = (
-                f"the node at {self.address} (claiming to be node {claimed!r}) did not prove "
+                f"the node at {self.address} (claiming to be node {node}) did not prove "
                 "this link's secret"
             )
         else:
-            what = (
-                f"a peer at {self.address} claiming to be node {claimed!r} did not prove the secret"
-            )
-        held = self.net.auth_reports.allow(link.service.name if link.service else link.name)
-        if held is not None:
-            more = f" ({held} more since the last report)" if held else ""
-            self._log.warning(
-                "link {}: authentication failed: {}; refused, nothing of this node was sent "
-                "to it{}. Both nodes must hold the same secret (a node without one proves "
-                "none); failures from unknown hosts may be an attack (auth_failures counts "
-                "them; docs/security.md)",
-                self.name,
-                what,
-                more,
-            )
+            what = f"a peer at {self.address} claiming to be node {node} did not prove the secret"
+        self.net.peer_log.warning(
+            (self._origin(), "auth"),
+            "link {}: authentication failed: {}; refused, nothing of this node was sent "
+            "to it. Both nodes must hold the same secret (a node without one proves "
+            "none); failures from unknown hosts may be an attack (auth_failures counts "
+            "them; docs/security.md)",
+            self.name,
+            what,
+        )
         self._end(f"authentication failed: {what}", TELL)
+
+    def _origin(self) -> str:
+        """What a peer's log lines are rate-limited by: the service that accepted
+        the connection (a stranger reconnecting is one origin), else the link."""
+        service = self.link.service
+        return f"service {service.name}" if service is not None else f"link {self.name}"
 
     def _receipt(self, received: int) -> None:
         """The peer's RECEIPT: count what the earlier connections lost in flight."""
@@ -297,7 +310,8 @@ class _Connection(Inbound):
         lost = self.net.receipts.receipt(peer, run_id, received)
         if lost:
             self.link.count_lost(lost)
-            self._log.warning(
+            self.net.peer_log.warning(
+                (self._origin(), "receipt"),
                 "link {}: node {} read {} data messages from this node in total; {} written "
                 "to a connection that broke never arrived and are counted as lost (nothing is resent)",
                 self.name,
@@ -316,7 +330,7 @@ class _Connection(Inbound):
         link = self.link
         how = "dialled" if link.initiator else "accepted"
         self._log.info(
-            "link {}: logged on with node {} at {} ({})", self.name, peer, self.address, how
+            "link {}: logged on with node {} at {} ({})", self.name, shown(peer), self.address, how
         )
         link.connection_logged_on(peer)
         self.net.publish(
@@ -421,8 +435,16 @@ class _Connection(Inbound):
         self.scheduled = False
         link = self.link
         net = self.net
-        log = self._log.info if how in (ORDERLY, CLOSE) else self._log.warning
-        log("link {} ({}, peer {}): closed: {}", self.name, self.address, self.peer, reason)
+        # a peer decides how often its connections end, and part of the reason
+        self.net.peer_log.log(
+            "INFO" if how in (ORDERLY, CLOSE) else "WARNING",
+            (self._origin(), "closed", self.peer),
+            "link {} ({}, peer {}): closed: {}",
+            self.name,
+            self.address,
+            self.peer,
+            reason,
+        )
         party, self.party = self.party, None
         if party is not None:
             party.detach(reason)

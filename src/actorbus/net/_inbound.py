@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from .._log import shown
 from ..bus import codec
 from ..bus.message import (
     Message,
@@ -101,6 +102,8 @@ _DATA_EVENTS: Final = frozenset(
 _UNRESOLVED: Final[Any] = object()
 
 _from_wire = codec.from_wire
+#: type names a connection remembers having logged (a peer may define many)
+_UNKNOWN_REMEMBERED: Final = 1_024
 
 
 def _known_message_type(type_name: str) -> bool:
@@ -215,7 +218,9 @@ class Inbound(Outbound):
                 touched_add(key)
             return True
         except ProtocolError as exc:
-            self._log.warning("link {} ({}): {}", self.name, self.address, exc)
+            self.net.peer_log.warning(
+                (self._origin(), "protocol"), "link {} ({}): {}", self.name, self.address, exc
+            )
             self._end(f"protocol error: {exc}", TELL)
             return False
 
@@ -361,7 +366,8 @@ class Inbound(Outbound):
                 else:
                     party.unsubscribe_pattern(cls, event.wildcard)
         elif type(event) is SequenceGap:
-            self._log.warning(
+            self.net.peer_log.warning(
+                (self._origin(), "gap"),
                 "link {}: frames {}..{} from node {} never arrived",
                 self.name,
                 event.expected,
@@ -375,7 +381,7 @@ class Inbound(Outbound):
         elif type(event) is LogonComplete:
             self._maybe_logged_on()
         elif type(event) is LogoffReceived:
-            self._end(f"logged off by the peer: {event.reason}", CLOSE)
+            self._end(f"logged off by the peer: {shown(event.reason)}", CLOSE)
             return False
         elif type(event) is LogonRejected:
             hint = ""
@@ -384,7 +390,7 @@ class Inbound(Outbound):
                     "; this link's secret is not the peer's (or one of them has none): "
                     "give both the same secret"
                 )
-            self._end(f"logon rejected by the peer: {event.reason}{hint}", CLOSE)
+            self._end(f"logon rejected by the peer: {shown(event.reason)}{hint}", CLOSE)
             return False
         elif type(event) is AuthenticationFailed:
             self._auth_failed(event.claimed_node_id)
@@ -453,11 +459,15 @@ class Inbound(Outbound):
         return False
 
     def _unknown_type(self, type_name: str, why: str) -> None:
-        """Log once per link and type name why its frames are dropped."""
-        if type_name in self._unknown_logged:
+        """Say why a type's frames are dropped: once per link and type name, and
+        at most once per period for the peer (a peer may define thousands)."""
+        unknown = self._unknown_logged
+        if type_name in unknown:
             return
-        self._unknown_logged.add(type_name)
-        self._log.warning(
+        if len(unknown) < _UNKNOWN_REMEMBERED:
+            unknown.add(type_name)
+        self.net.peer_log.warning(
+            (self._origin(), "unknown type", self.peer),
             "link {}: node {} sends {} messages, {}; they are dropped and counted (unknown_types)",
             self.name,
             self.peer,
@@ -507,7 +517,8 @@ class Inbound(Outbound):
         """Close the link for a body that does not decode; ``dropped`` messages read
         after it, and no longer in the protocol, are dropped with it."""
         self.corrupt += 1
-        self._log.warning(
+        self.net.peer_log.warning(
+            (self._origin(), "corrupt"),
             "link {} ({}, peer {}): a {} body does not decode ({}); closing the link",
             self.name,
             self.address,

@@ -38,6 +38,9 @@ class LinkStats:
     unknown_types: int = 0
     #: Messages from the peer on keys it never advertised (dropped by the router).
     unexpected: int = 0
+    #: Actions the link's permissions refused the peer (advertisements,
+    #: subscriptions, group joins, requests; a pattern narrowed once).
+    authz_refusals: int = 0
     #: Sequence-number gaps and duplicates seen in what the peer sent.
     gaps: int = 0
     duplicates: int = 0

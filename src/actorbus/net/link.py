@@ -50,6 +50,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Final, Literal
 
 from .._log import Throttle, logger, report
+from ..bus.permissions import Permissions
 from ..errors import LinkClosedError, UsageError
 from ._address import endpoint
 from ._auth import KeyLookup
@@ -197,6 +198,7 @@ class Link:
         connect_timeout: float = 10.0,
         service: Service | None = None,
         credentials: Secret | Credentials | None = None,
+        permissions: Permissions | None = None,
     ) -> None:
         self.name = name
         self.initiator = initiator
@@ -204,6 +206,9 @@ class Link:
         #: what the logon proves (a dialled link: its secret) or checks (an
         #: accepted link: its service's credentials); None: no secret
         self.credentials = credentials
+        #: what the peer may publish, subscribe, request and reply on (None:
+        #: everything); handed to the router with each logon
+        self.permissions = permissions
         #: the I/O thread the link runs on (configured as its "selector")
         self.selector = selector
         self.reconnect = reconnect

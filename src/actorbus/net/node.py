@@ -48,7 +48,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._log import Throttle, logger
+from .._log import RateLimitedLog, logger
+from ..bus.permissions import Permissions
 from ..config.schema import (
     ConnectionConfig,
     DispatcherKind,
@@ -80,9 +81,11 @@ __all__ = ["DEFAULT_SELECTOR", "NodeNet"]
 
 #: Name of the I/O thread (selector) made when the configuration names none.
 DEFAULT_SELECTOR = "default"
-#: Failed authentications are logged at most once per this many seconds per
-#: service (or dialled link); every one is counted.
-AUTH_REPORT_INTERVAL = 10.0
+#: What a peer (or a stranger at a service) can make the network side log goes
+#: out at most once per this many seconds per service or link and kind (failed
+#: authentications, refused logons, protocol errors, accept failures ...);
+#: every one is counted, and the next line says how many were held back.
+PEER_LOG_PERIOD = 10.0
 
 T = TypeVar("T")
 
@@ -119,7 +122,8 @@ class NodeNet:
         self._closed = False
         self._counter = 0
         #: throttles the warnings of failed authentications (a stranger may repeat them)
-        self.auth_reports = Throttle(AUTH_REPORT_INTERVAL)
+        #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
+        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
 
     def __repr__(self) -> str:
         return f"<NodeNet {self.node_id} links={len(self._links)} services={len(self._services)}>"
@@ -255,6 +259,7 @@ class NodeNet:
                 secret_file=c.secret_file,
                 peer_secrets_file=c.peer_secrets_file,
                 auth=c.auth,
+                permissions=_permissions_file(c.permissions_file, f"actorbus.service.{c.name}."),
                 config_prefix=f"actorbus.service.{c.name}.",
             )
 
@@ -272,6 +277,7 @@ class NodeNet:
                 connect_timeout=c.connect_timeout_ms / 1000,
                 selector=c.selector,
                 secret_file=c.secret_file,
+                permissions=_permissions_file(c.permissions_file, f"actorbus.connection.{c.name}."),
                 config_prefix=f"actorbus.connection.{c.name}.",
             )
 
@@ -303,6 +309,7 @@ class NodeNet:
         peer_secrets: Mapping[str, bytes | Secret] | None = None,
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: str = "auto",
+        permissions: Permissions | None = None,
         config_prefix: str | None = None,
     ) -> Service:
         """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
@@ -326,6 +333,7 @@ class NodeNet:
             connection_selector=conn_selector,
             credentials=credentials,
             auth=auth,
+            permissions=_permissions(permissions, "listen"),
             config_prefix=config_prefix,
         )
         with self._lock:
@@ -353,6 +361,7 @@ class NodeNet:
         selector: str | None = None,
         secret: bytes | Secret | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        permissions: Permissions | None = None,
         config_prefix: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
@@ -388,6 +397,7 @@ class NodeNet:
             reconnect_delay=float(reconnect_delay),
             connect_timeout=float(connect_timeout),
             credentials=own,
+            permissions=_permissions(permissions, "connect"),
         )
         with self._lock:
             self._links.append(link)
@@ -431,6 +441,7 @@ class NodeNet:
             port=port,
             service=service,
             credentials=service.credentials,
+            permissions=service.permissions,
         )
         with self._lock:
             if self.closing:
@@ -636,6 +647,7 @@ class NodeNet:
                 future.cancel()
         for selector in self._selectors.values():
             selector.stop(timeout)
+        self.peer_log.close()  # how many lines were held back
         with self._lock:
             self._links.clear()
             self._peers.clear()
@@ -712,6 +724,23 @@ def _credentials(  # noqa: PLR0917 (listen()'s and connect()'s arguments, in the
     if shared is None and not peers:
         return None
     return Credentials(shared, peers)
+
+
+def _permissions(permissions: object, call: str) -> Permissions | None:
+    if permissions is None or isinstance(permissions, Permissions):
+        return permissions
+    raise UsageError(
+        f"{call}(permissions={permissions!r}): expected a Permissions, e.g. "
+        "Permissions(['allow publish node-a /fx/...']) or Permissions.from_file(path)"
+    )
+
+
+def _permissions_file(path: str | None, prefix: str) -> Permissions | None:
+    """A configured service's or connection's permissions file, read now (its
+    errors name the file, the line and the key)."""
+    if path is None:
+        return None
+    return Permissions.from_file(path, f"{prefix}permissionsFile")
 
 
 def _byte_order(value: str) -> Any:

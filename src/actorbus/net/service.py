@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .._log import logger
+from ..bus.permissions import Permissions
 from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
 from ..errors import ConfigError, UsageError
 from ._address import endpoint
@@ -91,6 +92,7 @@ class Service:
         connection_selector: IOThread,
         credentials: Credentials | None = None,
         auth: str = "auto",
+        permissions: Permissions | None = None,
         config_prefix: str | None = None,
     ) -> None:
         if type(port) is not int or not 0 <= port <= 65535:
@@ -112,6 +114,8 @@ class Service:
         #: what every logon must prove (None: no secret; only peers without one link)
         self.credentials = credentials
         self.auth = auth
+        #: what each peer may publish, subscribe, request and reply on (None: everything)
+        self.permissions = permissions
         #: "actorbus.service.NAME." for a service from a properties file (errors name its keys)
         self.config_prefix = config_prefix
         self.name = name
@@ -267,14 +271,27 @@ class Service:
         assert listener is not None
         while True:
             try:
-                sock, peer = await loop.sock_accept(listener)
+                sock, peer = await self._accept_one(loop, listener)
             except OSError as exc:
-                logger.warning(
-                    "service {}: accept failed ({}); trying again", self.name, exc.strerror or exc
+                # out of file descriptors (EMFILE) repeats every retry: said once a period
+                self._net.peer_log.warning(
+                    (self.name, "accept"),
+                    "service {}: accept failed ({}); trying again every {:g} s (too many "
+                    "open files: raise the limit, ulimit -n, or close idle links)",
+                    self.name,
+                    exc.strerror or exc,
+                    _ACCEPT_RETRY,
                 )
                 await asyncio.sleep(_ACCEPT_RETRY)
                 continue
             self._admit(sock, peer)
+
+    @staticmethod
+    async def _accept_one(
+        loop: asyncio.AbstractEventLoop, listener: socket.socket
+    ) -> tuple[socket.socket, Any]:
+        """One accepted connection (a seam for tests: accept failing at will)."""
+        return await loop.sock_accept(listener)
 
     def _admit(self, sock: socket.socket, peer: Any) -> None:
         host, port = str(peer[0]), int(peer[1])
@@ -283,7 +300,8 @@ class Service:
             with self._lock:
                 self._refused += 1  # counted before the peer can see the close
             sock.close()
-            logger.warning(
+            self._net.peer_log.warning(
+                (self.name, "filtered"),
                 "service {}: refused a connection from {}: not in the address filter {}",
                 self.name,
                 address,
@@ -292,7 +310,9 @@ class Service:
             return
         with self._lock:
             self._accepted += 1
-        logger.info("service {}: accepted a connection from {}", self.name, address)
+        self._net.peer_log.info(
+            (self.name, "accepted"), "service {}: accepted a connection from {}", self.name, address
+        )
         self._net.publish(
             ConnectionAccepted(SYSTEM_SUBJECT, service=self.name, remote_address=address)
         )

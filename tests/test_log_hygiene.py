@@ -1,0 +1,116 @@
+"""The helpers that keep what a peer can make us log few and honest:
+RateLimitedLog (one line per key per period, "N more like this") and shown()
+(peer text escaped and cut, so it cannot forge a line)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from actorbus._log import RateLimitedLog, logger, shown
+
+
+class Lines:
+    """A RateLimitedLog's sink with a hand-driven clock."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.lines: list[tuple[str, str]] = []
+
+    def sink(self, level: str, text: str, *args: object) -> None:
+        self.lines.append((level, text.format(*args)))
+
+    def log(self, period: float = 10.0, **kwargs: object) -> RateLimitedLog:
+        return RateLimitedLog(period, clock=lambda: self.now, sink=self.sink, **kwargs)
+
+
+def test_one_line_per_key_per_period_then_the_count_held_back() -> None:
+    out = Lines()
+    limited = out.log()
+    for i in range(65_536):
+        limited.warning(("node-a", "unexpected"), "node {} sent {}", "node-a", i)
+    assert limited.warning(("node-b", "unexpected"), "node {} sent {}", "node-b", 0)  # per key
+    assert out.lines == [("WARNING", "node node-a sent 0"), ("WARNING", "node node-b sent 0")]
+    assert limited.held(("node-a", "unexpected")) == 65_535
+    out.now += 10
+    assert limited.warning(("node-a", "unexpected"), "node {} sent {}", "node-a", "x")
+    assert out.lines[-1] == (
+        "WARNING",
+        "node node-a sent x (65,535 more like this since the last such line)",
+    )
+    assert limited.held(("node-a", "unexpected")) == 0
+
+
+def test_close_says_how_many_each_key_held_back() -> None:
+    out = Lines()
+    limited = out.log()
+    limited.info("k", "first {}", 1)
+    limited.info("k", "second {}", 2)
+    limited.info("k", "third {}", 3)
+    limited.warning("quiet", "only {}", 1)
+    limited.close()
+    assert out.lines == [
+        ("INFO", "first 1"),
+        ("WARNING", "only 1"),
+        ("INFO", "third 3 ... and 2 more like this"),
+    ]
+    limited.close()  # nothing left to say
+    assert len(out.lines) == 3
+
+
+def test_keys_a_peer_makes_up_are_bounded() -> None:
+    out = Lines()
+    limited = out.log(max_keys=3)
+    for i in range(1_000):
+        limited.warning(("peer", i), "line {}", i)
+    # three keys of their own, then every other key shares one overflow key
+    assert [text for _, text in out.lines] == ["line 0", "line 1", "line 2", "line 3"]
+    assert limited.held(RateLimitedLog.OVERFLOW) == 996
+
+
+def test_arguments_are_escaped_so_a_line_stays_one_line() -> None:
+    out = Lines()
+    limited = out.log()
+    limited.warning("k", "node {} logged off: {} ({} frames)", "evil\nFORGED LINE", "\x1b[2J", 7)
+    ((_, text),) = out.lines
+    assert "\n" not in text and "\x1b" not in text
+    assert text == "node 'evil\\nFORGED LINE' logged off: '\\x1b[2J' (7 frames)"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("node-a", "node-a"),
+        ("a b:c", "a b:c"),  # printable text stays as it is
+        ("a\nb", "'a\\nb'"),
+        ("a\r\nb", "'a\\r\\nb'"),
+        ("\x1b[31mred", "'\\x1b[31mred'"),
+        ("rtl\u202eevil", "'rtl\\u202eevil'"),  # bidi override
+        ("line\u2028sep", "'line\\u2028sep'"),
+        ("x" * 130, repr("x" * 120) + "...(10 more characters)"),
+    ],
+)
+def test_shown_escapes_and_cuts_peer_text(value: str, expected: str) -> None:
+    assert shown(value) == expected
+    assert shown(value).isprintable()
+
+
+@pytest.fixture
+def records() -> Iterator[list[str]]:
+    found: list[str] = []
+    logger.enable("actorbus")
+    sink = logger.add(lambda m: found.append(m.record["message"]), level="DEBUG")
+    try:
+        yield found
+    finally:
+        logger.remove(sink)
+        logger.disable("actorbus")
+
+
+def test_lines_go_to_loguru_under_the_library_name(records: list[str]) -> None:
+    limited = RateLimitedLog(60.0)
+    limited.warning("k", "peer {} misbehaves", "a\nb")
+    limited.warning("k", "peer {} misbehaves", "c")
+    limited.close()
+    assert records == ["peer 'a\\nb' misbehaves", "peer c misbehaves ... and 1 more like this"]
