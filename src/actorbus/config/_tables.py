@@ -32,6 +32,7 @@ from actorbus.config._values import (
     _reference,
     _secret_file,
     _Setting,
+    _tls_file,
 )
 from actorbus.config.schema import (
     DEFAULT_DISPATCHER,
@@ -125,6 +126,9 @@ _SERVICES: _Section[ServiceConfig] = _Section(
         "secretFile": _secret_file("secret_file"),
         "peerSecretsFile": _secret_file("peer_secrets_file", holds_one=False),
         "auth": _auth("auth"),
+        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
+        "tlsKeyFile": _tls_file("tls_key_file", "key"),
+        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
     },
     required=("port",),
     unnamed="default",
@@ -145,6 +149,10 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
         "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
         **_link_settings(),
         "secretFile": _secret_file("secret_file"),
+        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
+        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
+        "tlsKeyFile": _tls_file("tls_key_file", "key"),
+        "tlsServerName": _host("tls_server_name"),
     },
     aliases={"reconnectTime": "reconnectDelay"},
     required=("host", "port"),
