@@ -31,6 +31,7 @@ import enum
 import os
 import queue
 import socket
+import ssl
 import threading
 import uuid
 import weakref
@@ -464,6 +465,7 @@ class Bus:
         peer_secrets: Mapping[str, bytes] | None = None,
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: Literal["auto", "none"] = "auto",
+        tls: ssl.SSLContext | None = None,
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -487,6 +489,12 @@ class Bus:
         secrets of their own.  Without any, only peers without a secret link,
         and the service may listen on a loopback host only, unless
         ``auth="none"`` (unauthenticated links accepted knowingly, one warning).
+
+        ``tls``: every link the service accepts speaks TLS with this server
+        context (``actorbus.net.tls_server_context(cert_file, key_file,
+        ca_file=None)``; with a CA file clients must present a certificate it
+        signed, and then no secret is needed beyond loopback).  TLS and the
+        secret are independent (docs/security.md).
         Raises ConfigError when the port cannot be bound or a secret is missing
         or unfit.  Returns the service handle; ``close()`` stops listening."""
         from .net.link import LinkSettings
@@ -513,6 +521,7 @@ class Bus:
             peer_secrets=peer_secrets,
             peer_secrets_file=peer_secrets_file,
             auth=auth,
+            tls=tls,
         )
         return service
 
@@ -537,6 +546,8 @@ class Bus:
         selector: str | None = None,
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_server_name: str | None = None,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
 
@@ -550,8 +561,12 @@ class Bus:
         a failed dial.  ``bind_host``/``bind_port`` choose the local address.
         ``secret`` / ``secret_file``: the secret this link proves at logon (the
         service's, or this node's own one if the service has one per node);
-        without one it links only to services without a secret.  Other
-        settings as for :meth:`listen`."""
+        without one it links only to services without a secret.  ``tls``: the
+        link speaks TLS with this client context
+        (``actorbus.net.tls_client_context(ca_file, cert_file=None,
+        key_file=None)``), which always verifies the service's certificate and
+        that it names ``tls_server_name`` (default: ``host``).  Other settings
+        as for :meth:`listen`."""
         from .net.link import LinkSettings
 
         settings = LinkSettings(
@@ -576,6 +591,8 @@ class Bus:
             selector=selector,
             secret=secret,
             secret_file=secret_file,
+            tls=tls,
+            tls_server_name=tls_server_name,
         )
         return link
 

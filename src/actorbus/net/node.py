@@ -43,6 +43,7 @@ import contextlib
 import functools
 import os
 import secrets
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -66,6 +67,7 @@ from ._credentials import (
 )
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
+from ._tls import check_client_context, check_server_context, client_context, server_context
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -256,6 +258,7 @@ class NodeNet:
                 peer_secrets_file=c.peer_secrets_file,
                 auth=c.auth,
                 config_prefix=f"actorbus.service.{c.name}.",
+                tls=_service_tls(c),
             )
 
     def _connect_config(self, c: ConnectionConfig) -> None:
@@ -273,6 +276,8 @@ class NodeNet:
                 selector=c.selector,
                 secret_file=c.secret_file,
                 config_prefix=f"actorbus.connection.{c.name}.",
+                tls=_connection_tls(c),
+                tls_server_name=c.tls_server_name,
             )
 
     @contextlib.contextmanager
@@ -304,10 +309,13 @@ class NodeNet:
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: str = "auto",
         config_prefix: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> Service:
         """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
         ("actorbus.service.NAME.") makes errors name the properties keys."""
         self._check_open("listen()")
+        if tls is not None:
+            tls = check_server_context(tls, "listen(tls=...)")
         if name is None:
             name = f"service-{self._next()}"
         credentials = _credentials(
@@ -327,6 +335,7 @@ class NodeNet:
             credentials=credentials,
             auth=auth,
             config_prefix=config_prefix,
+            tls=tls,
         )
         with self._lock:
             self._services.append(service)
@@ -354,9 +363,19 @@ class NodeNet:
         secret: bytes | Secret | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         config_prefix: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_server_name: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
         self._check_open("connect()")
+        if tls is not None:
+            tls = check_client_context(tls, "connect(tls=...)")
+        elif tls_server_name is not None:
+            raise UsageError(
+                f"connect(tls_server_name={tls_server_name!r}) without tls=: the name is "
+                "checked against the service's TLS certificate; pass tls= too "
+                "(actorbus.net.tls_client_context(ca_file))"
+            )
         credentials = _credentials(secret, secret_file, None, None, config_prefix, "connect")
         own = credentials.secret if credentials is not None else None
         if type(port) is not int or not 0 < port <= 65535:
@@ -388,6 +407,8 @@ class NodeNet:
             reconnect_delay=float(reconnect_delay),
             connect_timeout=float(connect_timeout),
             credentials=own,
+            tls=tls,
+            tls_server_name=tls_server_name,
         )
         with self._lock:
             self._links.append(link)
@@ -431,6 +452,7 @@ class NodeNet:
             port=port,
             service=service,
             credentials=service.credentials,
+            tls=service.tls,
         )
         with self._lock:
             if self.closing:
@@ -712,6 +734,47 @@ def _credentials(  # noqa: PLR0917 (listen()'s and connect()'s arguments, in the
     if shared is None and not peers:
         return None
     return Credentials(shared, peers)
+
+
+def _service_tls(c: ServiceConfig) -> ssl.SSLContext | None:
+    """The TLS context of a configured service (None: it has no TLS keys)."""
+    if c.tls_cert_file is None and c.tls_key_file is None and c.tls_ca_file is None:
+        return None
+    prefix = f"actorbus.service.{c.name}."
+    if c.tls_cert_file is None or c.tls_key_file is None:
+        missing = "tlsCertFile" if c.tls_cert_file is None else "tlsKeyFile"
+        raise ConfigError(
+            f"{prefix}{missing}: missing; a service speaks TLS with a certificate and its "
+            "private key (tlsCertFile and tlsKeyFile; tlsCaFile only adds client certificates)",
+            key=prefix + missing,
+        )
+    return server_context(
+        c.tls_cert_file,
+        c.tls_key_file,
+        c.tls_ca_file,
+        (f"{prefix}tlsCertFile", f"{prefix}tlsKeyFile"),
+        f"{prefix}tlsCaFile",
+    )
+
+
+def _connection_tls(c: ConnectionConfig) -> ssl.SSLContext | None:
+    """The TLS context of a configured connection (None: it has no TLS keys)."""
+    prefix = f"actorbus.connection.{c.name}."
+    if c.tls_ca_file is None:
+        if c.tls_cert_file is None and c.tls_key_file is None and c.tls_server_name is None:
+            return None
+        raise ConfigError(
+            f"{prefix}tlsCaFile: missing; TLS on a connection needs the CA that signs the "
+            "service's certificate (its certificate is always verified)",
+            key=f"{prefix}tlsCaFile",
+        )
+    return client_context(
+        c.tls_ca_file,
+        c.tls_cert_file,
+        c.tls_key_file,
+        f"{prefix}tlsCaFile",
+        (f"{prefix}tlsCertFile", f"{prefix}tlsKeyFile"),
+    )
 
 
 def _byte_order(value: str) -> Any:
