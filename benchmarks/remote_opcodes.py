@@ -153,15 +153,19 @@ class _CountedRequestor(remote._Requestor):
             self.counter.on = False
 
 
-def count_ours(config: BusConfig, n: int, warmup: int) -> tuple[Opcodes, int]:
-    """Bytecodes of ``n`` round trips between two linked buses; (counts, lost)."""
+def count_ours(config: BusConfig, n: int, warmup: int, tls: bool = False) -> tuple[Opcodes, int]:
+    """Bytecodes of ``n`` round trips between two linked buses; (counts, lost).
+    With ``tls`` the link runs over TLS (``remote.py``'s certificates, which
+    ``remote._tls_files()`` must have made)."""
     counter = Opcodes()
+    server = remote._tls(True) if tls else None
+    client = remote._tls(False) if tls else None
     with counter.tracing(), Bus(config, node_id="rep") as b, Bus(config, node_id="req") as a:
-        service = b.listen(0)
+        service = b.listen(0, tls=server)
         replier = remote._Replier(name="replier")
         b.register(replier)
         b.startup(replier).wait(10)
-        a.connect("127.0.0.1", service.port).wait_logged_on(10)
+        a.connect("127.0.0.1", service.port, tls=client).wait_logged_on(10)
         requestor = _CountedRequestor(n, warmup, counter)
         a.register(requestor)
         a.startup(requestor).wait(10)
@@ -268,27 +272,41 @@ def main(argv: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     threaded: Opcodes | None = None
     layers: dict[str, dict[str, float]] = {}
-    for name, config, budget in (
-        ("threaded actors (default)", remote._BUSES["ours"], BUDGET_THREADED),
-        ("actors on the link's loop", remote._BUSES["loop"], BUDGET_SHARED_LOOP),
-    ):
-        counter, lost = count_ours(config, n, warmup)
-        if threaded is None:
-            threaded = counter
-        per_rt = sum(counter.ops().values()) / n
-        layers[name] = per_layer(counter, n)
-        rows.append(
-            row(
-                f"request/reply round trip, bytecodes, {name}",
-                per_rt,
-                "ops",
-                baseline_name="raw uvloop echo, bytecodes",
-                baseline_value=raw_per_rt,
-                note=f"{n} round trips after {warmup} of warm-up, both nodes in one "
-                f"process; lost requests: {lost}; budget <= {budget:,}: "
-                f"{'met' if per_rt <= budget else 'missed'}",
+    plain: dict[str, float] = {}
+    with remote._tls_files() as has_tls:
+        for name, config, budget, tls in (
+            ("threaded actors (default)", remote._BUSES["ours"], BUDGET_THREADED, False),
+            ("actors on the link's loop", remote._BUSES["loop"], BUDGET_SHARED_LOOP, False),
+            ("threaded actors (default), TLS", remote._BUSES["ours"], None, True),
+            ("actors on the link's loop, TLS", remote._BUSES["loop"], None, True),
+        ):
+            if tls and not has_tls:
+                continue  # (no openssl command to make the certificates)
+            counter, lost = count_ours(config, n, warmup, tls)
+            if threaded is None:
+                threaded = counter
+            per_rt = sum(counter.ops().values()) / n
+            layers[name] = per_layer(counter, n)
+            note = (
+                f"{n} round trips after {warmup} of warm-up, both nodes in one process; "
+                f"lost requests: {lost}"
             )
-        )
+            if budget is None:
+                plain_name = name.removesuffix(", TLS")
+                note += f"; the same without TLS: {plain[plain_name]:,.1f}"
+            else:
+                plain[name] = per_rt
+                note += f"; budget <= {budget:,}: {'met' if per_rt <= budget else 'missed'}"
+            rows.append(
+                row(
+                    f"request/reply round trip, bytecodes, {name}",
+                    per_rt,
+                    "ops",
+                    baseline_name="raw uvloop echo, bytecodes",
+                    baseline_value=raw_per_rt,
+                    note=note,
+                )
+            )
     print_table(rows)
     names = list(layers)
     print("\nby layer (bytecodes per round trip, both nodes)")

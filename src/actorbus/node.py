@@ -31,6 +31,7 @@ import enum
 import os
 import queue
 import socket
+import ssl
 import threading
 import uuid
 import weakref
@@ -468,6 +469,7 @@ class Bus:
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: Literal["auto", "none"] = "auto",
         permissions: Permissions | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -495,6 +497,12 @@ class Bus:
         reply on which keys (``Permissions([...])`` or
         ``Permissions.from_file(path)``; docs/security.md, "Authorization");
         None lets every peer do everything.
+
+        ``tls``: every link the service accepts speaks TLS with this server
+        context (``actorbus.net.tls_server_context(cert_file, key_file,
+        ca_file=None)``; with a CA file clients must present a certificate it
+        signed, and then no secret is needed beyond loopback).  TLS and the
+        secret are independent (docs/security.md).
         Raises ConfigError when the port cannot be bound or a secret is missing
         or unfit.  Returns the service handle; ``close()`` stops listening."""
         from .net.link import LinkSettings
@@ -522,6 +530,7 @@ class Bus:
             peer_secrets_file=peer_secrets_file,
             auth=auth,
             permissions=permissions,
+            tls=tls,
         )
         return service
 
@@ -547,6 +556,8 @@ class Bus:
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         permissions: Permissions | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_server_name: str | None = None,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
 
@@ -562,7 +573,12 @@ class Bus:
         service's, or this node's own one if the service has one per node);
         without one it links only to services without a secret.
         ``permissions``: what the peer may do on this link (as for
-        :meth:`listen`).  Other settings as for :meth:`listen`."""
+        :meth:`listen`).  ``tls``: the
+        link speaks TLS with this client context
+        (``actorbus.net.tls_client_context(ca_file, cert_file=None,
+        key_file=None)``), which always verifies the service's certificate and
+        that it names ``tls_server_name`` (default: ``host``).  Other settings
+        as for :meth:`listen`."""
         from .net.link import LinkSettings
 
         settings = LinkSettings(
@@ -588,6 +604,8 @@ class Bus:
             secret=secret,
             secret_file=secret_file,
             permissions=permissions,
+            tls=tls,
+            tls_server_name=tls_server_name,
         )
         return link
 

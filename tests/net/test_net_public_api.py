@@ -25,6 +25,8 @@ EXPECTED = {
     "ServiceStats",
     "Side",
     "WireCounters",
+    "tls_client_context",
+    "tls_server_context",
 }
 
 

@@ -33,6 +33,7 @@ from actorbus.config._values import (
     _reference,
     _secret_file,
     _Setting,
+    _tls_file,
 )
 from actorbus.config.schema import (
     DEFAULT_DISPATCHER,
@@ -127,6 +128,9 @@ _SERVICES: _Section[ServiceConfig] = _Section(
         "peerSecretsFile": _secret_file("peer_secrets_file", holds_one=False),
         "auth": _auth("auth"),
         "permissionsFile": _permissions_file("permissions_file"),
+        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
+        "tlsKeyFile": _tls_file("tls_key_file", "key"),
+        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
     },
     required=("port",),
     unnamed="default",
@@ -148,6 +152,10 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
         **_link_settings(),
         "secretFile": _secret_file("secret_file"),
         "permissionsFile": _permissions_file("permissions_file"),
+        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
+        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
+        "tlsKeyFile": _tls_file("tls_key_file", "key"),
+        "tlsServerName": _host("tls_server_name"),
     },
     aliases={"reconnectTime": "reconnectDelay"},
     required=("host", "port"),

@@ -19,7 +19,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorbus.config.schema import DispatcherKind, node_id_problem, secret_file_problem
+from actorbus.config.schema import (
+    TLS_FILE_KINDS,
+    DispatcherKind,
+    node_id_problem,
+    secret_file_problem,
+    tls_file_problem,
+)
 
 _WS = " \t\f"
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -232,6 +238,20 @@ def _permissions_file(field: str) -> _Setting:
         if not os.path.isfile(text):
             what = "is not a regular file" if os.path.exists(text) else "does not exist"
             raise _Invalid(f"{text} {what}; {expected}")
+        return text
+
+    return _Setting(field, parse, expected)
+
+
+def _tls_file(field: str, kind: str) -> _Setting:
+    expected = f"expected the path of the file holding {TLS_FILE_KINDS[kind]}"
+
+    def parse(text: str) -> str:
+        if not text:
+            raise _Invalid(expected)
+        problem = tls_file_problem(text, kind)
+        if problem is not None:
+            raise _Invalid(problem)
         return text
 
     return _Setting(field, parse, expected)

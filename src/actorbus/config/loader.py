@@ -59,7 +59,15 @@ from actorbus.config._values import _check_name, _Invalid, _resolve, _Setting, _
 # re-exported: actorbus.cli imports it from here
 from actorbus.config._values import _no_module_hint as _no_module_hint  # noqa: PLC0414
 from actorbus.config.properties import Property, format_property, read_properties
-from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind, SelectorConfig
+from actorbus.config.schema import (
+    BusConfig,
+    ConnectionConfig,
+    DispatcherConfig,
+    DispatcherKind,
+    SelectorConfig,
+    ServiceConfig,
+    tls_pair_problem,
+)
 from actorbus.errors import ConfigError
 
 __all__ = [
@@ -431,6 +439,55 @@ class _Loader:
             f"selector of dispatcher {selector.dispatcher!r}",
         )
 
+    def check_tls(
+        self, services: tuple[ServiceConfig, ...], connections: tuple[ConnectionConfig, ...]
+    ) -> None:
+        """TLS keys that only make sense together: a certificate with its key (and
+        the key with that certificate), a service's CA with its certificate, a
+        connection's certificate and server name with its CA."""
+        for service in services:
+            self._tls_pair("service", service.name, service.tls_cert_file, service.tls_key_file)
+            if service.tls_ca_file is not None and service.tls_cert_file is None:
+                raise self.error(
+                    self._tls_entry("service", service.name, "tlsCaFile"),
+                    "verifying the clients' certificates needs a service that speaks TLS; "
+                    "set tlsCertFile and tlsKeyFile on this service too",
+                )
+        for connection in connections:
+            self._tls_pair(
+                "connection", connection.name, connection.tls_cert_file, connection.tls_key_file
+            )
+            if connection.tls_ca_file is not None:
+                continue
+            for attr in ("tlsCertFile", "tlsKeyFile", "tlsServerName"):
+                entry = self.entries.get(("item", "connection", connection.name, attr))
+                if entry is not None:
+                    raise self.error(
+                        entry,
+                        "TLS on a connection needs the CA that signs the service's "
+                        "certificate (its certificate is always verified): set tlsCaFile on "
+                        "this connection too",
+                    )
+
+    def _tls_pair(self, noun: str, name: str, cert: str | None, key: str | None) -> None:
+        if cert is not None and key is None:
+            raise self.error(
+                self._tls_entry(noun, name, "tlsCertFile"),
+                "a certificate needs its private key: set tlsKeyFile too",
+            )
+        if key is not None and cert is None:
+            raise self.error(
+                self._tls_entry(noun, name, "tlsKeyFile"),
+                "a private key needs its certificate: set tlsCertFile too",
+            )
+        if cert is not None and key is not None:
+            problem = tls_pair_problem(cert, key)
+            if problem is not None:
+                raise self.error(self._tls_entry(noun, name, "tlsKeyFile"), problem)
+
+    def _tls_entry(self, noun: str, name: str, attr: str) -> _Entry:
+        return self.entries[("item", noun, name, attr)]
+
     def top_level(self) -> dict[str, Any]:
         """The top-level settings the file sets, as :class:`BusConfig` fields."""
         fields: dict[str, Any] = {}
@@ -458,11 +515,14 @@ def config_from_properties(props: Iterable[Property], path: str = "<string>") ->
     loader.check_pins(dispatchers)
     selectors = loader.build(_SELECTORS)
     loader.check_selector_loops(dispatchers, selectors)
+    services = loader.build(_SERVICES)
+    connections = loader.build(_CONNECTIONS)
+    loader.check_tls(services, connections)
     return BusConfig(
         dispatchers=dispatchers,
         selectors=selectors,
-        services=loader.build(_SERVICES),
-        connections=loader.build(_CONNECTIONS),
+        services=services,
+        connections=connections,
         actors=loader.build(_ACTORS),
         spark=loader.spark(),
         **loader.top_level(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
+import ssl
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ __all__ = [
     "ServiceConfig",
     "node_id_problem",
     "secret_file_problem",
+    "tls_file_problem",
+    "tls_pair_problem",
 ]
 
 #: The longest node id in UTF-8 bytes: a node id crosses the wire in LOGON.
@@ -101,6 +104,83 @@ def secret_file_problem(path: str, *, holds_one: bool = True) -> str | None:
             f"short secret can be guessed from one recorded logon: generate one with {GENERATE}"
         )
     return None
+
+
+#: What each kind of TLS file holds, for :func:`tls_file_problem` and its messages.
+TLS_FILE_KINDS = {
+    "cert": "the certificate (PEM) this end presents, followed by any intermediate CA certificates",
+    "key": "the private key (PEM) of the certificate",
+    "ca": "the CA certificates (PEM) that sign the peer's certificate",
+}
+
+
+def tls_file_problem(path: str, kind: str) -> str | None:
+    """Why the file at ``path`` cannot serve as a TLS file of ``kind`` ("cert",
+    "key" or "ca"; :data:`TLS_FILE_KINDS`), or None: it does not exist, is not
+    a regular file or cannot be read; a certificate or CA file holds no PEM
+    certificate; a key file holds no PEM private key or every user of the
+    machine may read or change it (like a secret file)."""
+    holds = TLS_FILE_KINDS[kind]
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return f"the TLS file {path!r} does not exist; give the path of the file holding {holds}"
+    except OSError as exc:
+        return (
+            f"the TLS file {path!r} cannot be read ({exc.strerror or exc}); check the path "
+            "and that this user may read it"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path!r} is not a regular file; give the path of the file holding {holds}"
+    if kind == "key" and os.name == "posix" and info.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+        who = "read" if info.st_mode & stat.S_IROTH else "changed"
+        return (
+            f"the private key file {path!r} can be {who} by every user of this machine (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 {path} (or 640 for the node's "
+            "group), and replace the key and its certificate if others may have read it"
+        )
+    try:
+        with open(path, "rb") as file:
+            text = file.read()
+    except OSError as exc:
+        return (
+            f"the TLS file {path!r} cannot be read ({exc.strerror or exc}); check that this "
+            "user may read it"
+        )
+    if kind == "key":
+        if b"PRIVATE KEY-----" not in text:
+            return (
+                f"the file {path!r} holds no PEM private key (a '-----BEGIN ... PRIVATE "
+                f"KEY-----' block); give the path of the file holding {holds}"
+            )
+        return None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except (ssl.SSLError, ValueError) as exc:
+        return (
+            f"the file {path!r} holds no PEM certificate that loads ({exc}); give the path "
+            f"of the file holding {holds}"
+        )
+    return None
+
+
+def tls_pair_problem(cert: str, key: str) -> str | None:
+    """Why the certificate file ``cert`` and the private key file ``key`` (each
+    fit on its own, :func:`tls_file_problem`) do not load as one certificate
+    chain — the key is not the certificate's, or is encrypted — or None."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=_no_password)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        return (
+            f"the private key in {key!r} does not load with the certificate in {cert!r} ({exc}); "
+            "give the key the certificate was made for, unencrypted (chmod 600 protects it)"
+        )
+    return None
+
+
+def _no_password() -> str:
+    """An encrypted key file fails to load instead of asking on the terminal."""
+    raise ValueError("the key is encrypted with a password")
 
 
 DEFAULT_DISPATCHER = "default"
@@ -260,6 +340,13 @@ class ServiceConfig:
     #: a file of allow/deny rules: what each peer may publish, subscribe to,
     #: request and reply on (None: everything)
     permissions_file: str | None = None
+    #: TLS: the service's certificate (PEM, its chain after it) and its private
+    #: key; both set = every link it accepts speaks TLS
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    #: TLS: the CA certificates that sign the clients' certificates; set = mutual
+    #: TLS (every client must present a certificate they sign)
+    tls_ca_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +374,14 @@ class ConnectionConfig:
     secret_file: str | None = None
     #: a file of allow/deny rules: what the peer may do on this link (None: everything)
     permissions_file: str | None = None
+    #: TLS: the CA certificates that sign the service's certificate; set = the
+    #: link speaks TLS and verifies the service's certificate and host name
+    tls_ca_file: str | None = None
+    #: TLS: this node's client certificate and key, for a service that asks for one
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    #: TLS: the name the service's certificate must carry (None: ``host``)
+    tls_server_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 from typing import TYPE_CHECKING, Final, cast
 
 from .._log import shown
@@ -35,6 +36,7 @@ from ._address import endpoint
 from ._connection_base import ABORT, CLOSE, ORDERLY, TELL, locked
 from ._inbound import BACKLOG_RECHECK, Inbound
 from ._link_stats import LinkStats
+from ._tls import handshake_failure
 from .protocol import LinkProtocol, ProtocolState, Side
 
 if TYPE_CHECKING:
@@ -124,6 +126,10 @@ class _Connection(Inbound):
             # (when the link is idle) through a descriptor of our own: the
             # transport's may be closed and reused on the loop at any time.
             self.wfd = os.dup(sock.fileno())
+            if link.tls is not None:
+                # TLS records are the transport's to make, on the loop: another
+                # thread encodes its frame and hands the bytes over (_outbound.py)
+                self._write_direct = self._write_via_loop  # type: ignore[method-assign]
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:
             self.address = endpoint(peername[0], peername[1])
@@ -204,11 +210,16 @@ class _Connection(Inbound):
         self.lost = True
         self._close_wfd()
         if not self.ended:
-            reason = (
-                f"connection lost: {exc}"
-                if exc is not None
-                else "the peer closed the connection without logging off"
-            )
+            link = self.link
+            if isinstance(exc, ssl.SSLError) and not self.logged_on:
+                # an alert right after the handshake: with TLS 1.3 a client learns
+                # only now that the service refused its certificate (or had none)
+                reason = handshake_failure(exc, link.initiator)
+                link.tls_failed(reason)
+            elif exc is not None:
+                reason = f"connection lost: {exc}"
+            else:
+                reason = self._peer_closed()
             self._end(reason, CLOSE)
         self._closed()
 

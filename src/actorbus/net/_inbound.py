@@ -100,6 +100,9 @@ _DATA_EVENTS: Final = frozenset(
     }
 )
 _UNRESOLVED: Final[Any] = object()
+#: A TLS client's first bytes: a handshake record (content type 22) of TLS 1.x
+_TLS_HANDSHAKE_RECORD: Final = 0x16
+_TLS_MAJOR_VERSION: Final = 0x03
 
 _from_wire = codec.from_wire
 #: type names a connection remembers having logged (a peer may define many)
@@ -218,11 +221,61 @@ class Inbound(Outbound):
                 touched_add(key)
             return True
         except ProtocolError as exc:
-            self.net.peer_log.warning(
-                (self._origin(), "protocol"), "link {} ({}): {}", self.name, self.address, exc
-            )
-            self._end(f"protocol error: {exc}", TELL)
+            self._protocol_error(exc)
             return False
+
+    def _protocol_error(self, exc: ProtocolError) -> None:
+        """The peer broke the protocol: say so and close.  A peer whose first
+        bytes are a TLS handshake record dialled this plain service with TLS:
+        that is said, and counted in ``tls_failures``, rather than garbage."""
+        proto = self.proto
+        link = self.link
+        if (
+            link.tls is None
+            and not link.initiator
+            and proto is not None
+            and not proto.counters.frames_in
+            and self.view[0] == _TLS_HANDSHAKE_RECORD
+            and self.view[1] == _TLS_MAJOR_VERSION
+        ):
+            reason = (
+                "TLS failed: the client speaks TLS to this service, which does not; give "
+                "the service tlsCertFile and tlsKeyFile (listen(tls=...)), or dial it "
+                "without TLS"
+            )
+            link.tls_failed(reason)
+            self._end(reason, TELL)
+            return
+        self.net.peer_log.warning(
+            (self._origin(), "protocol"), "link {} ({}): {}", self.name, self.address, exc
+        )
+        self._end(f"protocol error: {exc}", TELL)
+
+    def _peer_closed(self) -> str:
+        """Why the connection ended when the peer closed it without a logoff.  A
+        service that closes a dialled connection before answering its logon at
+        all most likely refused it at the TLS level: a plain dialler met a TLS
+        service, or (TLS 1.3, where the client's handshake ends before the
+        service checks its certificate) a TLS service refused this node's
+        certificate, which is counted in ``tls_failures``."""
+        reason = "the peer closed the connection without logging off"
+        link = self.link
+        proto = self.proto
+        if not link.initiator or self.logged_on or proto is None or proto.counters.bytes_in:
+            return reason
+        if link.tls is None:
+            return reason + (
+                " (it closed before answering the logon: a service that speaks TLS closes "
+                "plain connections so; if it does, give this connection tlsCaFile (tls=))"
+            )
+        reason = (
+            "TLS failed: the service closed the connection right after the TLS handshake, "
+            "before answering the logon: it most likely refused this node's certificate "
+            "(it requires one signed by a CA it trusts: give this connection tlsCertFile and "
+            "tlsKeyFile; the service's log says why)"
+        )
+        link.tls_failed(reason)
+        return reason
 
     # -------------------------------------------- the protocol's data sinks
 
@@ -396,7 +449,7 @@ class Inbound(Outbound):
             self._auth_failed(event.claimed_node_id)
             return False
         elif type(event) is ConnectionClosed:
-            self._end("the peer closed the connection without logging off", CLOSE)
+            self._end(self._peer_closed(), CLOSE)
             return False
         elif type(event) is HeartbeatTimeout:
             self._end(f"heartbeat timeout: nothing received for {event.silent_for:.3f} s", TELL)

@@ -56,6 +56,10 @@ class LinkStats:
     #: secret, none, or a stranger claiming a node's id); nothing of this node's
     #: identity or feeds was sent to it.
     auth_failures: int = 0
+    #: TLS handshakes that failed: a certificate refused (either way), a peer
+    #: that does not speak TLS to a node that does, or one that closed the
+    #: connection during the handshake.
+    tls_failures: int = 0
     #: Dial attempts after the first (a client link that lost or never got its
     #: connection and tried again).
     reconnects: int = 0

@@ -28,6 +28,9 @@ and calls ``os.write`` on a ``dup`` of the socket's descriptor (the transport's
 own may be closed and reused on the loop at any moment; the dup is closed when
 the connection ends, before the transport closes).  Whatever the socket does
 not take at once goes to ``tail``, which the loop writes before anything else.
+On a TLS link only the transport may write (it makes the TLS records, on the
+loop): another thread still encodes its frame at once, but hands the bytes to
+the loop as ``tail`` (``_write_via_loop``) instead of writing them itself.
 Mutual exclusion is the connection's write lock
 (:mod:`~actorbus.net._connection_base`): the loop holds it in every callback
 that touches the protocol or writes, a sending thread only *tries* it (and
@@ -380,6 +383,17 @@ class Outbound(ConnectionBase):
                 self._call_soon_threadsafe(self._flush)
             except RuntimeError:  # the loop is closed: the node is gone
                 self.tail = b""
+
+    def _write_via_loop(self, data: bytes) -> None:
+        """(holding wlock, not on the loop) ``_write_direct`` of a TLS connection:
+        only its transport makes TLS records, so ``data`` goes to ``tail`` and the
+        loop writes it (before anything else)."""
+        self.tail += data
+        self.scheduled = True
+        try:
+            self._call_soon_threadsafe(self._flush)
+        except RuntimeError:  # the loop is closed: the node is gone
+            self.tail = b""
 
     def _take_tail(self, data: bytes) -> bytes:
         """(loop, holding wlock) ``data`` behind what a direct write left over."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from ._auth import KeyLookup
 from ._connection import _Connection
 from ._credentials import Credentials, Secret
 from ._link_stats import LinkStats
+from ._tls import handshake_failure
 from .protocol import DEFAULT_MAX_FRAME_SIZE, ProtocolSettings
 
 if TYPE_CHECKING:
@@ -167,6 +169,7 @@ class _Totals:
     connections: int = 0
     logons: int = 0
     reconnects: int = 0
+    tls_failures: int = 0
     closed: LinkStats = field(default_factory=LinkStats)
 
 
@@ -199,6 +202,8 @@ class Link:
         service: Service | None = None,
         credentials: Secret | Credentials | None = None,
         permissions: Permissions | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_server_name: str | None = None,
     ) -> None:
         self.name = name
         self.initiator = initiator
@@ -209,6 +214,11 @@ class Link:
         #: what the peer may publish, subscribe, request and reply on (None:
         #: everything); handed to the router with each logon
         self.permissions = permissions
+        #: the TLS context the connection speaks (a dialled link: a client context,
+        #: an accepted one: its service's); None: plain TCP
+        self.tls = tls
+        #: (a dialled TLS link) the name the service's certificate must carry
+        self.tls_server_name = tls_server_name if tls_server_name is not None else host
         #: the I/O thread the link runs on (configured as its "selector")
         self.selector = selector
         self.reconnect = reconnect
@@ -282,6 +292,7 @@ class Link:
                     connections=totals.connections,
                     logons=totals.logons,
                     reconnects=totals.reconnects,
+                    tls_failures=totals.tls_failures,
                 )
             )
 
@@ -460,6 +471,23 @@ class Link:
             with self._cond:
                 self._totals.lost += n
 
+    def tls_failed(self, reason: str, report: bool = True) -> None:
+        """(loop) A TLS handshake of this link failed (or the peer refused it by an
+        alert right after): count it, and say why — a service's links at most
+        once per the authentication report interval, as a stranger may repeat it."""
+        with self._cond:
+            self._totals.tls_failures += 1
+        if not report:
+            return
+        where = f"service {self.service.name}" if self.service is not None else f"link {self.name}"
+        self._net.peer_log.warning(
+            (where, "tls"),
+            "link {} ({}): {}; counted in tls_failures (docs/security.md)",
+            self.name,
+            self._address,
+            reason,
+        )
+
     def count_dropped(self, n: int) -> None:
         """``n`` data messages never reached the socket (any thread)."""
         if n:
@@ -478,15 +506,26 @@ class Link:
     async def _connect(self) -> None:
         connection = _Connection(self, self._net)
         timeout = self.connect_timeout or None
+        # with TLS the handshake is part of the dial (connect_timeout covers both)
+        server_name = self.tls_server_name if self.tls is not None else None
         try:
             await asyncio.wait_for(
                 self._loop.create_connection(
-                    lambda: connection, self._host, self._port, local_addr=self._local
+                    lambda: connection,
+                    self._host,
+                    self._port,
+                    local_addr=self._local,
+                    ssl=self.tls,
+                    server_hostname=server_name,
                 ),
                 timeout,
             )
         except OSError as exc:  # (TimeoutError included: ours or the OS's)
-            reason = f"cannot connect to {self._address}: {_dial_failure(exc, timeout)}"
+            if self.tls is not None and _in_handshake(exc):
+                reason = f"cannot connect to {self._address}: {handshake_failure(exc, True)}"
+                self.tls_failed(reason, report=False)
+            else:
+                reason = f"cannot connect to {self._address}: {_dial_failure(exc, timeout)}"
             self._report_dial_failure(reason)
             self.connection_over(None, reason)
             if not self.reconnect and not self._closing:
@@ -513,11 +552,20 @@ class Link:
 
     async def _adopt_socket(self, sock: socket.socket) -> None:
         connection = _Connection(self, self._net)
+        # a peer that never finishes the TLS handshake is closed at the logon timeout
+        timeout = (self.settings.logon_timeout or None) if self.tls is not None else None
         try:
-            await self._loop.connect_accepted_socket(lambda: connection, sock)
+            await self._loop.connect_accepted_socket(
+                lambda: connection, sock, ssl=self.tls, ssl_handshake_timeout=timeout
+            )
         except OSError as exc:
             sock.close()
-            self.connection_over(None, f"accepted connection failed: {exc.strerror or exc}")
+            if self.tls is not None and _in_handshake(exc):
+                reason = handshake_failure(exc, False)
+                self.tls_failed(reason)
+            else:
+                reason = f"accepted connection failed: {exc.strerror or exc}"
+            self.connection_over(None, reason)
         except asyncio.CancelledError:
             sock.close()
             self.connection_over(None, "closed while connecting")
@@ -534,6 +582,12 @@ class Link:
         base = self.reconnect_delay
         cap = max(base, min(base * RECONNECT_BACKOFF_FACTOR, MAX_RECONNECT_BACKOFF))
         return float(min(base * (2 ** min(self._failures, 32)), cap))
+
+
+def _in_handshake(exc: OSError) -> bool:
+    """A dial or accept with TLS failed in the handshake (not in the TCP connect):
+    an SSL error, or the peer closing the connection while it ran."""
+    return isinstance(exc, ssl.SSLError | ConnectionResetError | ConnectionAbortedError)
 
 
 def _dial_failure(exc: OSError, timeout: float | None) -> str:

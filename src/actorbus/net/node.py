@@ -43,6 +43,7 @@ import contextlib
 import functools
 import os
 import secrets
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -58,15 +59,20 @@ from ..config.schema import (
 )
 from ..errors import ConfigError, Error, UsageError
 from ._address import endpoint
+from ._configured import (
+    connection_tls,
+    credentials_of,
+    permissions_arg,
+    permissions_from_file,
+    service_tls,
+    settings_of,
+)
 from ._credentials import (
-    Credentials,
     Secret,
-    read_peer_secrets,
-    read_secret_file,
-    secret_of,
 )
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
+from ._tls import check_client_context, check_server_context
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -246,7 +252,7 @@ class NodeNet:
         return selector
 
     def _listen_config(self, c: ServiceConfig) -> None:
-        settings = _settings_of(c)
+        settings = settings_of(c)
         with self._config_errors():
             self.listen(
                 c.port,
@@ -259,12 +265,15 @@ class NodeNet:
                 secret_file=c.secret_file,
                 peer_secrets_file=c.peer_secrets_file,
                 auth=c.auth,
-                permissions=_permissions_file(c.permissions_file, f"actorbus.service.{c.name}."),
+                permissions=permissions_from_file(
+                    c.permissions_file, f"actorbus.service.{c.name}."
+                ),
                 config_prefix=f"actorbus.service.{c.name}.",
+                tls=service_tls(c),
             )
 
     def _connect_config(self, c: ConnectionConfig) -> None:
-        settings = _settings_of(c)
+        settings = settings_of(c)
         with self._config_errors():
             self.connect(
                 c.host,
@@ -277,8 +286,12 @@ class NodeNet:
                 connect_timeout=c.connect_timeout_ms / 1000,
                 selector=c.selector,
                 secret_file=c.secret_file,
-                permissions=_permissions_file(c.permissions_file, f"actorbus.connection.{c.name}."),
+                permissions=permissions_from_file(
+                    c.permissions_file, f"actorbus.connection.{c.name}."
+                ),
                 config_prefix=f"actorbus.connection.{c.name}.",
+                tls=connection_tls(c),
+                tls_server_name=c.tls_server_name,
             )
 
     @contextlib.contextmanager
@@ -311,13 +324,16 @@ class NodeNet:
         auth: str = "auto",
         permissions: Permissions | None = None,
         config_prefix: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> Service:
         """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
         ("actorbus.service.NAME.") makes errors name the properties keys."""
         self._check_open("listen()")
+        if tls is not None:
+            tls = check_server_context(tls, "listen(tls=...)")
         if name is None:
             name = f"service-{self._next()}"
-        credentials = _credentials(
+        credentials = credentials_of(
             secret, secret_file, peer_secrets, peer_secrets_file, config_prefix, "listen"
         )
         selector = self._selector(service_selector, f"service {name!r}")
@@ -333,8 +349,9 @@ class NodeNet:
             connection_selector=conn_selector,
             credentials=credentials,
             auth=auth,
-            permissions=_permissions(permissions, "listen"),
+            permissions=permissions_arg(permissions, "listen"),
             config_prefix=config_prefix,
+            tls=tls,
         )
         with self._lock:
             self._services.append(service)
@@ -363,10 +380,20 @@ class NodeNet:
         secret_file: str | os.PathLike[str] | None = None,
         permissions: Permissions | None = None,
         config_prefix: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_server_name: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
         self._check_open("connect()")
-        credentials = _credentials(secret, secret_file, None, None, config_prefix, "connect")
+        if tls is not None:
+            tls = check_client_context(tls, "connect(tls=...)")
+        elif tls_server_name is not None:
+            raise UsageError(
+                f"connect(tls_server_name={tls_server_name!r}) without tls=: the name is "
+                "checked against the service's TLS certificate; pass tls= too "
+                "(actorbus.net.tls_client_context(ca_file))"
+            )
+        credentials = credentials_of(secret, secret_file, None, None, config_prefix, "connect")
         own = credentials.secret if credentials is not None else None
         if type(port) is not int or not 0 < port <= 65535:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
@@ -397,7 +424,9 @@ class NodeNet:
             reconnect_delay=float(reconnect_delay),
             connect_timeout=float(connect_timeout),
             credentials=own,
-            permissions=_permissions(permissions, "connect"),
+            permissions=permissions_arg(permissions, "connect"),
+            tls=tls,
+            tls_server_name=tls_server_name,
         )
         with self._lock:
             self._links.append(link)
@@ -442,6 +471,7 @@ class NodeNet:
             service=service,
             credentials=service.credentials,
             permissions=service.permissions,
+            tls=service.tls,
         )
         with self._lock:
             if self.closing:
@@ -687,77 +717,3 @@ def _setter(future: asyncio.Future[None]) -> Callable[[], None]:
             future.set_result(None)
 
     return done
-
-
-def _credentials(  # noqa: PLR0917 (listen()'s and connect()'s arguments, in their order)
-    secret: bytes | Secret | None,
-    secret_file: str | os.PathLike[str] | None,
-    peer_secrets: Mapping[str, bytes | Secret] | None,
-    peer_secrets_file: str | os.PathLike[str] | None,
-    prefix: str | None,
-    call: str,
-) -> Credentials | None:
-    """What a service checks (or a dialled link proves), from the arguments of
-    listen() / connect() or the keys of a properties file; None: no secret."""
-
-    def name(arg: str, key: str) -> str:
-        return f"{prefix}{key}" if prefix else f"{call}({arg}=...)"
-
-    if secret is not None and secret_file is not None:
-        raise ConfigError(
-            f"{call}(): secret= and secret_file= both given; give one (the file is "
-            "better: the secret stays out of the code)"
-        )
-    shared: Secret | None = None
-    if secret is not None:
-        shared = secret_of(secret, name("secret", "secret"))
-    elif secret_file is not None:
-        shared = read_secret_file(secret_file, name("secret_file", "secretFile"))
-    peers: dict[str, Secret] = {}
-    if peer_secrets is not None:
-        for node_id, value in peer_secrets.items():
-            peers[node_id] = secret_of(value, f"{call}(peer_secrets[{node_id!r}])")
-    if peer_secrets_file is not None:
-        peers.update(
-            read_peer_secrets(peer_secrets_file, name("peer_secrets_file", "peerSecretsFile"))
-        )
-    if shared is None and not peers:
-        return None
-    return Credentials(shared, peers)
-
-
-def _permissions(permissions: object, call: str) -> Permissions | None:
-    if permissions is None or isinstance(permissions, Permissions):
-        return permissions
-    raise UsageError(
-        f"{call}(permissions={permissions!r}): expected a Permissions, e.g. "
-        "Permissions(['allow publish node-a /fx/...']) or Permissions.from_file(path)"
-    )
-
-
-def _permissions_file(path: str | None, prefix: str) -> Permissions | None:
-    """A configured service's or connection's permissions file, read now (its
-    errors name the file, the line and the key)."""
-    if path is None:
-        return None
-    return Permissions.from_file(path, f"{prefix}permissionsFile")
-
-
-def _byte_order(value: str) -> Any:
-    order = value.lower()
-    if order not in ("big", "little"):
-        raise ConfigError(f"byteOrder={value!r}: expected big or little")
-    return order
-
-
-def _settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
-    """The link settings a configured service or connection gives its links."""
-    return LinkSettings(
-        heartbeat_delay=c.heartbeat_delay_ms / 1000,
-        heartbeat_reply_delay=c.heartbeat_reply_delay_ms / 1000,
-        message_queue_size=c.message_queue_size,
-        input_buffer_size=c.input_buffer_size,
-        output_buffer_size=c.output_buffer_size,
-        byte_order=_byte_order(c.byte_order),
-        input_backlog=c.input_backlog,
-    )

@@ -17,7 +17,15 @@ CHALLENGE/PROOF, :mod:`~actorbus.net._auth`).  A service without a secret
 accepts only peers without one, so such a service may listen on a loopback
 address only: one bound beyond it refuses to open, naming the setting to add,
 unless its ``auth`` is ``"none"`` (unauthenticated links accepted knowingly;
-one warning when it opens).
+one warning when it opens).  A service that requires client certificates
+(mutual TLS) authenticates its peers' hosts and may listen beyond loopback
+without a secret.
+
+**TLS.**  A service with a TLS context (:mod:`~actorbus.net._tls`) hands it to
+every link it accepts: the socket from ``accept()`` is wrapped by the event
+loop (``connect_accepted_socket(ssl=...)``), which runs the handshake before
+the link's logon starts.  A failed handshake ends that link only; it is logged
+and counted in ``tls_failures``.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -74,6 +83,11 @@ class ServiceStats:
         """Logons refused because the peer did not prove the service's secret."""
         return self.links.auth_failures
 
+    @property
+    def tls_failures(self) -> int:
+        """TLS handshakes that failed on links this service accepted."""
+        return self.links.tls_failures
+
 
 class Service:
     """A listening port (see the module docstring).  Made by :meth:`Bus.listen`
@@ -94,6 +108,7 @@ class Service:
         auth: str = "auto",
         permissions: Permissions | None = None,
         config_prefix: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if type(port) is not int or not 0 <= port <= 65535:
             raise UsageError(
@@ -113,6 +128,8 @@ class Service:
             )
         #: what every logon must prove (None: no secret; only peers without one link)
         self.credentials = credentials
+        #: the TLS context of every link it accepts (None: plain TCP)
+        self.tls = tls
         self.auth = auth
         #: what each peer may publish, subscribe, request and reply on (None: everything)
         self.permissions = permissions
@@ -138,6 +155,11 @@ class Service:
 
     def __repr__(self) -> str:
         return f"<Service {self.name!r} {self.address}>"
+
+    @property
+    def mutual_tls(self) -> bool:
+        """Every client must present a certificate the service's CA signed."""
+        return self.tls is not None and self.tls.verify_mode is ssl.CERT_REQUIRED
 
     @property
     def address(self) -> str:
@@ -207,7 +229,7 @@ class Service:
 
     def _check_auth(self, bound: str) -> None:
         """A service without a secret listens on loopback only, unless auth is "none"."""
-        if self.credentials is not None:
+        if self.credentials is not None or self.mutual_tls:
             return
         ip = _normalise(bound)
         if ip is not None and ip.is_loopback:
