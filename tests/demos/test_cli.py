@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from actorbus import SYSTEM_SUBJECT, Bus, LinkLoggedOff, LinkLoggedOn
 from actorbus.cli import main
@@ -18,6 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SM = ROOT / "demos" / "calculator" / "calculator.sm"
 #: the installed console script (its sys.path does not start with the working directory)
 ACTORBUS = Path(sys.executable).with_name("actorbus")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_before() -> Iterator[None]:
+    """``main()`` turns logging on to this test's captured stderr; later tests
+    must not inherit a handler writing to a closed stream."""
+    yield
+    logger.remove()
+    logger.add(sys.__stderr__)  # loguru's own default handler
+    logger.disable("actorbus")
 
 
 def test_diagram_writes_svg_and_mermaid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
