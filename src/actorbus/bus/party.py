@@ -476,13 +476,8 @@ class RemoteParty:
         one local member of the group gets it (``sender`` as for notify)."""
         if key is None:
             key = MessageKey.of(message)
-        pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
-            self._unexpected(
-                key,
-                "sent a queue-group notification on {key} without advertising it (or while "
-                "its feed is DOWN); dropped and counted (unexpected)",
-            )
+        pub = self._advertised(key, "a queue-group notification")
+        if pub is None:
             return
         if not self.router._group_notify(key, group, message, sender or pub._sender):
             self._unexpected(
@@ -490,6 +485,19 @@ class RemoteParty:
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
                 f"member here; dropped and counted (unexpected)",
             )
+
+    def _advertised(self, key: MessageKey, what: str) -> PublishFeed[Any] | None:
+        """The peer's proxy publisher of ``key`` if it advertised the key and its
+        feed is UP; else None, and ``what`` it sent is counted unexpected."""
+        pub = self._pubs.get(key)
+        if pub is None or not pub._declared:
+            self._unexpected(
+                key,
+                f"sent {what} on {{key}} without advertising it (or while its feed is "
+                f"DOWN); dropped and counted (unexpected)",
+            )
+            return None
+        return pub
 
     def notify(
         self, message: Message, key: MessageKey | None = None, sender: Sender | None = None
@@ -502,13 +510,8 @@ class RemoteParty:
         see the peer's node, one hop away)."""
         if key is None:
             key = MessageKey.of(message)
-        pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
-            self._unexpected(
-                key,
-                "sent a notification on {key} without advertising it (or while its feed "
-                "is DOWN); dropped and counted (unexpected)",
-            )
+        pub = self._advertised(key, "a notification")
+        if pub is None:
             return
         if sender is None:
             pub.publish(message)  # the proxy publisher: the bus's one publish loop
