@@ -255,6 +255,9 @@ class NodeNet:
                 secret_file=c.secret_file,
                 peer_secrets_file=c.peer_secrets_file,
                 auth=c.auth,
+                max_connections=c.max_connections,
+                max_connections_per_host=c.max_connections_per_host,
+                accept_backlog=c.accept_backlog,
                 config_prefix=f"actorbus.service.{c.name}.",
             )
 
@@ -303,6 +306,9 @@ class NodeNet:
         peer_secrets: Mapping[str, bytes | Secret] | None = None,
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: str = "auto",
+        max_connections: int = 512,
+        max_connections_per_host: int = 128,
+        accept_backlog: int = 1_024,
         config_prefix: str | None = None,
     ) -> Service:
         """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
@@ -326,6 +332,9 @@ class NodeNet:
             connection_selector=conn_selector,
             credentials=credentials,
             auth=auth,
+            max_connections=max_connections,
+            max_connections_per_host=max_connections_per_host,
+            accept_backlog=accept_backlog,
             config_prefix=config_prefix,
         )
         with self._lock:
@@ -433,14 +442,18 @@ class NodeNet:
             credentials=service.credentials,
         )
         with self._lock:
-            if self.closing:
-                sock.close()
-                return
-            self._links.append(link)
+            closing = self.closing
+            if not closing:
+                self._links.append(link)
+        if closing:
+            sock.close()
+            service.release(host)
+            return
         if selector.on_loop_thread():
             link.adopt(sock)
         elif not selector.call(link.adopt, sock):
             sock.close()
+            self.forget(link)  # (its service no longer counts it)
 
     def claim(self, connection: _Connection, peer: str, peer_run_id: str = "") -> str | None:
         """(the connection's loop) Claim ``peer`` for ``connection`` (the one-link
@@ -731,4 +744,13 @@ def _settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
         output_buffer_size=c.output_buffer_size,
         byte_order=_byte_order(c.byte_order),
         input_backlog=c.input_backlog,
+        logon_timeout=c.logon_timeout_ms / 1000,
+        frame_timeout=c.frame_timeout_ms / 1000,
+        max_frame_size=c.max_frame_size,
+        max_keys=c.max_keys,
+        max_subject_length=c.max_subject_length,
+        max_feeds=c.max_feeds,
+        max_patterns=c.max_patterns,
+        max_groups=c.max_groups,
+        message_queue_bytes=c.message_queue_bytes,
     )
