@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
 import functools
 import os
 import secrets
@@ -83,6 +84,30 @@ DEFAULT_SELECTOR = "default"
 #: Failed authentications are logged at most once per this many seconds per
 #: service (or dialled link); every one is counted.
 AUTH_REPORT_INTERVAL = 10.0
+#: After a link closes, free memory is returned to the system this many
+#: seconds later (once for all the links that close meanwhile).
+TRIM_DELAY = 1.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None on a C library without it."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Give the memory the C allocator holds free back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere).  Python's own small-object arenas
+    are returned when empty; this covers the buffers above them."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
 
 T = TypeVar("T")
 
@@ -118,6 +143,8 @@ class NodeNet:
         self._started = False
         self._closed = False
         self._counter = 0
+        #: a release of free memory is scheduled (see forget)
+        self._trim_due = False
         #: throttles the warnings of failed authentications (a stranger may repeat them)
         self.auth_reports = Throttle(AUTH_REPORT_INTERVAL)
 
@@ -528,6 +555,21 @@ class NodeNet:
             if link.service is not None:
                 # under the same lock, so the service's counters never miss it
                 link.service.retire(link)
+            trim = not self._trim_due and not self.closing
+            if trim:
+                self._trim_due = True
+        if trim:
+            # A connection's buffers (its read buffer, a frame it held) are
+            # freed when it ends, but the C allocator keeps freed memory for
+            # reuse: give it back to the system, at most once per TRIM_DELAY.
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                link.selector.loop.call_later(TRIM_DELAY, self._trim)
+
+    def _trim(self) -> None:
+        """(a loop) Return the memory the C allocator holds free to the system."""
+        with self._lock:
+            self._trim_due = False
+        release_free_memory()
 
     def links_of(self, service: Service, read: Callable[[], T]) -> tuple[list[Link], T]:
         """The open links ``service`` accepted, and ``read()``, in one step: a link
