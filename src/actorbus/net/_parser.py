@@ -328,6 +328,19 @@ class Parser(FrameChecks):
         self._drop_partial_frame()
         self._events.append(Failure(error, f"protocol error: {rejection.wire_reason}"))
 
+    def _frame_timeout(self, waited: float) -> OverLimit:
+        timeout = self.settings.frame_timeout
+        if self._frame_len >= 0:
+            what = f"{self._buffered} of the {self._frame_len} body bytes of a frame"
+        else:
+            what = f"{self._buffered} of the 4 bytes of a length prefix"
+        return OverLimit(
+            f"frame timeout: {what} arrived {waited:.3f} s ago and the rest did not, "
+            f"over frame_timeout={timeout:g} s; the peer stalls in the middle of a "
+            "frame (raise frame_timeout for very slow networks)",
+            "frame timeout",
+        )
+
     def _end_of_stream(self) -> None:
         if self._buffered or self._frame_len >= 0:
             if self._frame_len >= 0:

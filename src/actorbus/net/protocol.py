@@ -193,7 +193,6 @@ from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     LOGON_FRAME_LIMIT,
     PREFIX,
-    OverLimit,
     length_packer,
     length_reader,
     length_reader_from,
@@ -623,19 +622,6 @@ class LinkProtocol(Parser, Commands):
             if deadline is None or frame < deadline:
                 deadline = frame
         return deadline
-
-    def _frame_timeout(self, waited: float) -> OverLimit:
-        timeout = self.settings.frame_timeout
-        if self._frame_len >= 0:
-            what = f"{self._buffered} of the {self._frame_len} body bytes of a frame"
-        else:
-            what = f"{self._buffered} of the 4 bytes of a length prefix"
-        return OverLimit(
-            f"frame timeout: {what} arrived {waited:.3f} s ago and the rest did not, "
-            f"over frame_timeout={timeout:g} s; the peer stalls in the middle of a "
-            "frame (raise frame_timeout for very slow networks)",
-            "frame timeout",
-        )
 
     def _heartbeat_deadline(self) -> float | None:
         settings = self.settings
