@@ -461,6 +461,15 @@ class Bus:
         output_buffer_size: int = 65_536,
         byte_order: Literal["big", "little"] = "big",
         input_backlog: int = 10_000,
+        logon_timeout: float = 10.0,
+        frame_timeout: float = 30.0,
+        max_frame_size: int = 1_049_600,
+        max_keys: int = 16_384,
+        max_subject_length: int = 1_024,
+        max_feeds: int = 16_384,
+        max_patterns: int = 1_024,
+        max_groups: int = 1_024,
+        message_queue_bytes: int = 64 * 1_048_576,
         service_selector: str | None = None,
         connection_selector: str | None = None,
         secret: bytes | None = None,
@@ -470,6 +479,9 @@ class Bus:
         auth: Literal["auto", "none"] = "auto",
         permissions: Permissions | None = None,
         tls: ssl.SSLContext | None = None,
+        max_connections: int = 512,
+        max_connections_per_host: int = 128,
+        accept_backlog: int = 1_024,
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -485,6 +497,21 @@ class Bus:
         off; see :class:`~actorbus.net.link.LinkSettings`); ``input_backlog`` pauses
         reading a link while a mailbox or inbox it feeds holds more tasks than that (0 =
         never).
+
+        Limits against peers that misbehave (docs/security.md, "What is
+        protected"): at most ``max_connections`` connections at once, and
+        ``max_connections_per_host`` from one source address (more are closed at
+        once and counted in ``over_limit``); ``accept_backlog`` connections may
+        wait to be accepted.  Each link: its whole logon within
+        ``logon_timeout`` s, each frame whole within ``frame_timeout`` s of its
+        first bytes, frames of at most ``max_frame_size`` bytes (4 KiB before the
+        logon), at most ``max_keys`` keys with type names, subjects and patterns
+        of at most ``max_subject_length`` characters, ``max_feeds``
+        advertisements and subscriptions, ``max_patterns`` wildcards and
+        ``max_groups`` queue groups held by the peer (over any: the link closes,
+        counted in ``over_limit``), and at most ``message_queue_bytes`` bytes
+        waiting for a socket that cannot keep up (then the link closes as for
+        ``message_queue_size``; 0 = unlimited).
 
         Every link's logon proves a secret (docs/security.md): ``secret`` (bytes,
         at least 16) or ``secret_file`` (a file holding it, not readable by
@@ -515,6 +542,15 @@ class Bus:
             output_buffer_size=output_buffer_size,
             byte_order=byte_order,
             input_backlog=input_backlog,
+            logon_timeout=logon_timeout,
+            frame_timeout=frame_timeout,
+            max_frame_size=max_frame_size,
+            max_keys=max_keys,
+            max_subject_length=max_subject_length,
+            max_feeds=max_feeds,
+            max_patterns=max_patterns,
+            max_groups=max_groups,
+            message_queue_bytes=message_queue_bytes,
         )
         service: Service = self._start_net().listen(
             port,
@@ -531,6 +567,9 @@ class Bus:
             auth=auth,
             permissions=permissions,
             tls=tls,
+            max_connections=max_connections,
+            max_connections_per_host=max_connections_per_host,
+            accept_backlog=accept_backlog,
         )
         return service
 
@@ -552,6 +591,15 @@ class Bus:
         output_buffer_size: int = 65_536,
         byte_order: Literal["big", "little"] = "big",
         input_backlog: int = 10_000,
+        logon_timeout: float = 10.0,
+        frame_timeout: float = 30.0,
+        max_frame_size: int = 1_049_600,
+        max_keys: int = 16_384,
+        max_subject_length: int = 1_024,
+        max_feeds: int = 16_384,
+        max_patterns: int = 1_024,
+        max_groups: int = 1_024,
+        message_queue_bytes: int = 64 * 1_048_576,
         selector: str | None = None,
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
@@ -589,6 +637,15 @@ class Bus:
             output_buffer_size=output_buffer_size,
             byte_order=byte_order,
             input_backlog=input_backlog,
+            logon_timeout=logon_timeout,
+            frame_timeout=frame_timeout,
+            max_frame_size=max_frame_size,
+            max_keys=max_keys,
+            max_subject_length=max_subject_length,
+            max_feeds=max_feeds,
+            max_patterns=max_patterns,
+            max_groups=max_groups,
+            message_queue_bytes=message_queue_bytes,
         )
         link: Link = self._start_net().connect(
             host,

@@ -47,6 +47,17 @@ def test_direct_writes_keep_order_and_finish_partial_writes() -> None:
         assert a_conn.transport is not None
         sock = a_conn.transport.get_extra_info("socket")
         link.selector.run(sock.setsockopt, socket.SOL_SOCKET, socket.SO_SNDBUF, 8_192)
+        # each side's first request or reply goes through the loop, which then
+        # opens the descriptor direct writes use (one descriptor per connection
+        # until a link carries requests)
+        assert a_conn.wfd < 0 and b_conn.wfd < 0
+        f.request(Fetch("/f", size=1))
+        [warm] = [e[1] for e in rep.log.wait_count("request", 1) if e[0] == "request"]
+        warm.reply(Blob("/f", data=content(1)))
+        req.log.wait_count("reply", 1)
+        wait_for(lambda: a_conn.wfd >= 0 and b_conn.wfd >= 0, "both descriptors are open")
+        req.log.clear()
+        rep.log.clear()
         for size in sizes:  # from this thread, neither the link's nor an actor's
             f.request(Fetch("/f", size=size))
         taken = [e[1] for e in rep.log.wait_count("request", len(sizes)) if e[0] == "request"]

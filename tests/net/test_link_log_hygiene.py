@@ -39,7 +39,8 @@ def test_65536_warnings_from_a_peer_make_a_few_lines_and_a_count(lines: list[str
     are keys the peer never advertised (unexpected): each used to log a line."""
     half = 32_768
     with buses("here") as (here,):
-        service = here.listen(0)
+        # above the default key-table limit, which would close the link first
+        service = here.listen(0, max_keys=2 * half + 16)
         with RawPeer.connect(service.port, "flood") as raw:
             raw.logon()
             for i in range(half):

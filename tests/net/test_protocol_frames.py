@@ -225,8 +225,10 @@ def test_duplicate_key_id_is_a_protocol_error() -> None:
 def test_too_many_keys_is_a_protocol_error() -> None:
     srv = accepted_server(is_known_type=all_types_known, settings=ProtocolSettings(max_peer_keys=2))
     srv.receive_data(b"".join(encode_frame(KEY_DEF, i, "T", str(i)) for i in range(3)), 0.0)
-    with pytest.raises(ProtocolError, match="more than max_peer_keys=2"):
+    with pytest.raises(ProtocolError, match="over max_peer_keys=2 keys"):
         srv.next_event()
+    assert srv.counters.over_limit == 1
+    assert srv.counters.corrupt_frames == 0
 
 
 # ------------------------------------------------------------ unknown types

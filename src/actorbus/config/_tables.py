@@ -75,6 +75,15 @@ def _link_settings() -> dict[str, _Setting]:
         "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
         "heartbeatReplyDelay": _integer("heartbeat_reply_delay_ms", 0, unit="milliseconds"),
         "inputBacklog": _integer("input_backlog", 0, unit="messages, 0 = never pause"),
+        "logonTimeout": _integer("logon_timeout_ms", 0, unit="milliseconds, 0 = never"),
+        "frameTimeout": _integer("frame_timeout_ms", 0, unit="milliseconds, 0 = never"),
+        "maxFrameSize": _integer("max_frame_size", 1_024, 0xFFFF_FFFB, unit="bytes"),
+        "maxKeys": _integer("max_keys", 1, unit="keys"),
+        "maxSubjectLength": _integer("max_subject_length", 1, unit="characters"),
+        "maxFeeds": _integer("max_feeds", 1, unit="advertisements and subscriptions"),
+        "maxPatterns": _integer("max_patterns", 1, unit="wildcard subscriptions"),
+        "maxGroups": _integer("max_groups", 1, unit="queue groups"),
+        "messageQueueBytes": _integer("message_queue_bytes", 0, unit="bytes, 0 = unlimited"),
     }
 
 
@@ -124,6 +133,9 @@ _SERVICES: _Section[ServiceConfig] = _Section(
         "serviceSelector": _reference("service_selector", "selector"),
         "connectionSelector": _reference("connection_selector", "selector"),
         **_link_settings(),
+        "maxConnections": _integer("max_connections", 1, unit="connections"),
+        "maxConnectionsPerHost": _integer("max_connections_per_host", 1, unit="connections"),
+        "acceptBacklog": _integer("accept_backlog", 1, unit="connections"),
         "secretFile": _secret_file("secret_file"),
         "peerSecretsFile": _secret_file("peer_secrets_file", holds_one=False),
         "auth": _auth("auth"),

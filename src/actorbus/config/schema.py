@@ -330,6 +330,25 @@ class ServiceConfig:
     #: input back-pressure: stop reading a link while a mailbox or inbox it feeds holds more
     #: than this many tasks (resume below half); 0 = never pause.
     input_backlog: int = 10_000
+    #: the whole logon must finish within this long (ms).
+    logon_timeout_ms: int = 10_000
+    #: a frame must be whole this long after its first bytes (ms, 0 = never).
+    frame_timeout_ms: int = 30_000
+    #: largest frame accepted or sent (bytes).
+    max_frame_size: int = 1_049_600
+    #: what the peer may hold on one link (over any: the link closes).
+    max_keys: int = 16_384
+    max_subject_length: int = 1_024
+    max_feeds: int = 16_384
+    max_patterns: int = 1_024
+    max_groups: int = 1_024
+    #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
+    message_queue_bytes: int = 64 * 1_048_576
+    #: most connections open at once, and from one source address; more are closed at once.
+    max_connections: int = 512
+    max_connections_per_host: int = 128
+    #: connections the kernel may hold waiting to be accepted.
+    accept_backlog: int = 1_024
     #: a file holding the secret every peer proves at logon (the path, never the secret)
     secret_file: str | None = None
     #: a file of ``node-id = secret`` lines: the nodes that prove a secret of their own
@@ -370,6 +389,20 @@ class ConnectionConfig:
     heartbeat_reply_delay_ms: int = 0
     #: input back-pressure (see ServiceConfig.input_backlog).
     input_backlog: int = 10_000
+    #: the whole logon must finish within this long (ms).
+    logon_timeout_ms: int = 10_000
+    #: a frame must be whole this long after its first bytes (ms, 0 = never).
+    frame_timeout_ms: int = 30_000
+    #: largest frame accepted or sent (bytes).
+    max_frame_size: int = 1_049_600
+    #: what the peer may hold on one link (over any: the link closes).
+    max_keys: int = 16_384
+    max_subject_length: int = 1_024
+    max_feeds: int = 16_384
+    max_patterns: int = 1_024
+    max_groups: int = 1_024
+    #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
+    message_queue_bytes: int = 64 * 1_048_576
     #: a file holding the secret this link proves at logon (the path, never the secret)
     secret_file: str | None = None
     #: a file of allow/deny rules: what the peer may do on this link (None: everything)

@@ -144,4 +144,13 @@ def settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
         output_buffer_size=c.output_buffer_size,
         byte_order=byte_order(c.byte_order),
         input_backlog=c.input_backlog,
+        logon_timeout=c.logon_timeout_ms / 1000,
+        frame_timeout=c.frame_timeout_ms / 1000,
+        max_frame_size=c.max_frame_size,
+        max_keys=c.max_keys,
+        max_subject_length=c.max_subject_length,
+        max_feeds=c.max_feeds,
+        max_patterns=c.max_patterns,
+        max_groups=c.max_groups,
+        message_queue_bytes=c.message_queue_bytes,
     )

@@ -24,7 +24,6 @@ moved earlier, never re-armed per received batch.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import ssl
 from typing import TYPE_CHECKING, Final, cast
@@ -73,8 +72,10 @@ class _Connection(Inbound):
 
     def __init__(self, link: Link, net: NodeNet) -> None:
         self._init_state(link, net)
-        size = max(link.settings.input_buffer_size, _MIN_READ_BUFFER)
-        self.view = memoryview(bytearray(size))
+        # Until the peer has logged on it sends handshake frames only (4 KiB at
+        # most): a small read buffer, so a connection that never logs on costs
+        # little.  The configured one replaces it at logon.
+        self.view = memoryview(bytearray(_MIN_READ_BUFFER))
         # on a loop shared with the actors' dispatcher a paused connection looks
         # again right after the mailbox runs this loop has scheduled (they drain
         # on this very thread)
@@ -105,6 +106,7 @@ class _Connection(Inbound):
             refused_logons=self.refused_logons,
             auth_failures=c.auth_failures,
             input_pauses=self.input_pauses,
+            over_limit=c.over_limit + self.limit_closes,
         )
 
     # ------------------------------------------------------------ asyncio side
@@ -123,9 +125,10 @@ class _Connection(Inbound):
             # uvloop sets it; asyncio skips sockets that accept() made.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # Requests and replies made on other threads may be written from there
-            # (when the link is idle) through a descriptor of our own: the
-            # transport's may be closed and reused on the loop at any time.
-            self.wfd = os.dup(sock.fileno())
+            # (when the link is idle) through a descriptor of our own, opened
+            # on the link's first one (_open_wfd): one descriptor per connection
+            # until then.
+            self.direct_ok = True
             if link.tls is not None:
                 # TLS records are the transport's to make, on the loop: another
                 # thread encodes its frame and hands the bytes over (_outbound.py)
@@ -226,6 +229,7 @@ class _Connection(Inbound):
     @locked
     def pause_writing(self) -> None:
         self.paused = True
+        self.queued = (0, 0)  # the protocol's output was handed over: count afresh
 
     @locked
     def resume_writing(self) -> None:
@@ -273,6 +277,10 @@ class _Connection(Inbound):
                 lost,
             )
         proto.receipt(received)
+        size = max(link.settings.input_buffer_size, _MIN_READ_BUFFER)
+        if size > len(self.view):
+            # (the read being handled holds a slice of the small buffer, not this)
+            self.view = memoryview(bytearray(size))
         # queues every advertisement now; the party checks the link's permissions
         party = self.net.router.attach(peer, self, link.permissions)
         self.party = self._unexpected_party = party

@@ -181,6 +181,14 @@ class ConnectionBase(asyncio.BufferedProtocol):
     wlock: threading.RLock
     #: a dup of the socket's descriptor for direct writes (-1: none / closed)
     wfd: int
+    #: the socket is TCP: direct writes may open ``wfd`` (on the loop, once asked)
+    direct_ok: bool
+    #: a request or reply found no ``wfd``: the loop opens it at its next flush
+    want_wfd: bool
+    #: (frames, bytes) of the protocol's output counted so far while paused
+    queued: tuple[int, int]
+    #: times this connection was closed over an output queue limit
+    limit_closes: int
     #: bytes a direct write could not write at once; the loop writes them first
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
@@ -240,6 +248,10 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.watched = []
         self.wlock = threading.RLock()
         self.wfd = -1
+        self.direct_ok = False
+        self.want_wfd = False
+        self.queued = (0, 0)
+        self.limit_closes = 0
         self.tail = b""
         self.direct_writes = 0
         self.direct_partial = 0

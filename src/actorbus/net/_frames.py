@@ -11,7 +11,7 @@ cursor through the table of :mod:`~actorbus.net._handshake`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from ..bus.party import Role
 from ..bus.subjects import Wildcard
@@ -50,7 +50,7 @@ from ._events import (
     Subscribed,
     Unsubscribed,
 )
-from ._framing import Reject
+from ._framing import OverLimit, Reject
 from ._handshake import MOVES, SHOWN, Move, Side, Step
 from ._protocol_base import (
     MAX_ACTOR_NAME,
@@ -243,6 +243,7 @@ class FrameChecks(ProtocolBase):
             names = ", ".join(f"{name}={code}" for code, name in DIALECTS.items())
             raise self._malformed(frame, f"dialect is {show(value)}, expected one of {names}")
         text = self._text(frame, index + 1, "pattern")
+        self._check_length(text, "pattern")
         try:
             return build(text)
         except SubjectPatternError as exc:
@@ -252,6 +253,34 @@ class FrameChecks(ProtocolBase):
             if len(rule) > _RULE_SHOWN:
                 rule = f"{rule[: _RULE_SHOWN - 3]}..."
             raise self._malformed(frame, f"{dialect} pattern {show(text)}: {rule}") from exc
+
+    def _check_length(self, text: str, what: str) -> None:
+        """A type name, subject or pattern the peer sent is within max_subject_length."""
+        longest = self.settings.max_subject_length
+        if len(text) > longest:
+            raise OverLimit(
+                f"the peer sent a {what} of {len(text)} characters ({show(text)}), over "
+                f"max_subject_length={longest}; raise max_subject_length on this node if "
+                "the peer is trusted and needs longer ones",
+                f"{what} too long",
+            )
+
+    def _over(self, setting: str, what: str, wire: str) -> OverLimit:
+        """The peer went over the ``setting`` limit on what it may hold on one link."""
+        most = getattr(self.settings, setting)
+        return OverLimit(
+            f"the peer went over {setting}={most} {what} on one link; raise {setting} "
+            "on this node if the peer is trusted and needs more",
+            f"too many {wire}",
+        )
+
+    def _hold(self, held: set[Any], item: object, setting: str, what: str) -> None:
+        """The peer holds ``item`` (an advertisement, subscription, pattern or
+        group) from now on, within the ``setting`` limit."""
+        if item not in held:
+            if len(held) >= getattr(self.settings, setting):
+                raise self._over(setting, what, what)
+            held.add(item)
 
     def _key(self, frame: _Frame, index: int) -> WireKey | None:
         """The key a frame names; None when its type is unknown here."""
@@ -470,14 +499,12 @@ class FrameChecks(ProtocolBase):
         subject = self._text(frame, 3, "subject")
         if not type_name:
             raise self._malformed(frame, "type name is empty")
+        self._check_length(type_name, "type name")
+        self._check_length(subject, "subject")
         if kid in self._in_keys or kid in self._in_unknown:
             raise Reject(f"the peer defined key id {kid} twice", "duplicate key id")
         if len(self._in_keys) + len(self._in_unknown) >= self.settings.max_peer_keys:
-            raise Reject(
-                f"the peer defined more than max_peer_keys={self.settings.max_peer_keys} "
-                "keys on one link",
-                "too many keys",
-            )
+            raise self._over("max_peer_keys", "keys", "keys")
         key = (type_name, subject)
         if self._is_known_type(type_name):
             self._in_keys[kid] = key
@@ -499,6 +526,7 @@ class FrameChecks(ProtocolBase):
             )
         up = self._flag(frame, 5, "feed state")
         if self._in_sequence(frame):
+            self._hold(self._in_feeds, (frame[2], role), "max_peer_feeds", "feeds")
             if key is None:
                 self.counters.unknown_type += 1
             else:
@@ -523,6 +551,10 @@ class FrameChecks(ProtocolBase):
         key = self._key(frame, 2)
         role = self._role(frame, 3, allowed)
         if self._in_sequence(frame):
+            if event is Subscribed:
+                self._hold(self._in_feeds, (frame[2], role), "max_peer_feeds", "feeds")
+            else:
+                self._in_feeds.discard((frame[2], role))
             if key is None:
                 self.counters.unknown_type += 1
             else:
@@ -544,8 +576,14 @@ class FrameChecks(ProtocolBase):
         type_name = self._text(frame, 2, "type name")
         if not type_name:
             raise self._malformed(frame, "type name is empty")
+        self._check_length(type_name, "type name")
         wildcard = self._wildcard(frame, 3)
         if self._in_sequence(frame):
+            pattern = (type_name, frame[3], wildcard.text)
+            if event is PatternSubscribed:
+                self._hold(self._in_patterns, pattern, "max_peer_patterns", "patterns")
+            else:
+                self._in_patterns.discard(pattern)
             if self._is_known_type(type_name):
                 self._events.append(event(type_name, wildcard))
             else:
@@ -557,6 +595,10 @@ class FrameChecks(ProtocolBase):
         group = self._group(frame, 3)
         members = self._uint(frame, 4, "members")
         if self._in_sequence(frame):
+            if members:
+                self._hold(self._in_groups, (frame[2], group), "max_peer_groups", "groups")
+            else:
+                self._in_groups.discard((frame[2], group))
             if key is None:
                 self.counters.unknown_type += 1
             else:

@@ -27,9 +27,11 @@ __all__ = [
     "DECODE_ERRORS",
     "DEFAULT_MAX_FRAME_SIZE",
     "ENCODE_ERRORS",
+    "LOGON_FRAME_LIMIT",
     "MAX_PREFIX_VALUE",
     "MIN_FRAME_SIZE",
     "PREFIX",
+    "OverLimit",
     "Reject",
     "bad_body",
     "bad_length",
@@ -51,6 +53,15 @@ MIN_FRAME_SIZE: Final = 1024
 MAX_PREFIX_VALUE: Final = 0xFFFF_FFFF
 #: Bytes of the length prefix.
 PREFIX: Final = 4
+#: Largest frame body accepted before the logon is accepted: the handshake's
+#: frames (LOGON, CHALLENGE, PROOF, LOGON_ACCEPT/REJECT, LOGOFF) hold ids,
+#: nonces and proofs of fixed bounds and a reason cut to 512 bytes, so a
+#: stranger cannot make a connection buffer more than this before it proved
+#: anything.
+LOGON_FRAME_LIMIT: Final = 4_096
+#: Bytes a new packer or unpacker allocates at first; each grows when a frame
+#: needs more (so a connection that never carries big frames stays small).
+_FIRST_BUFFER: Final = 4_096
 
 # msgpack's decoding failures: its own exception tree plus the ValueErrors it
 # raises for bad UTF-8, bad map keys and bad timestamps; CodecError is what an
@@ -77,6 +88,11 @@ class Reject(Exception):
         self.wire_reason = wire_reason
 
 
+class OverLimit(Reject):
+    """A received frame went over one of the link's limits (counted apart from
+    broken rules, in ``over_limit``)."""
+
+
 def _order(byte_order: Literal["big", "little"]) -> str:
     return ">I" if byte_order == "big" else "<I"
 
@@ -101,7 +117,7 @@ def length_reader_from(
 def new_packer(pack_default: Callable[[object], object] | None) -> Callable[[object], bytes]:
     """``pack(frame)``: one frame body (bin type for bytes; no datetime conversion)."""
     pack: Callable[[object], bytes] = msgpack.Packer(
-        use_bin_type=True, datetime=False, default=pack_default
+        use_bin_type=True, datetime=False, default=pack_default, buf_size=_FIRST_BUFFER
     ).pack
     return pack
 
@@ -119,6 +135,7 @@ def new_unpacker(
         raw=False,
         strict_map_key=True,
         max_buffer_size=buffer_limit,
+        read_size=min(_FIRST_BUFFER, buffer_limit),
         **options,
     )
 
@@ -148,8 +165,17 @@ def bad_body(size: int) -> str:
     )
 
 
-def bad_length(need: int, max_frame: int) -> Reject:
-    """The rejection of a length prefix out of 1..``max_frame``."""
+def bad_length(need: int, max_frame: int, logged_on: bool = True) -> Reject:
+    """The rejection of a length prefix out of 1..``max_frame`` (``logged_on``
+    False: the limit is :data:`LOGON_FRAME_LIMIT`, the logon is not accepted)."""
+    if need and not logged_on:
+        return Reject(
+            f"the peer announced a frame of {need} bytes before its logon was accepted, "
+            f"above the handshake's limit of {max_frame} bytes (max_frame_size applies "
+            "once logged on); its byte stream is not this protocol's logon, or the two "
+            "nodes disagree on byte_order",
+            f"frame of {need} bytes before logon exceeds the limit of {max_frame}",
+        )
     if need:
         return Reject(
             f"the peer announced a frame of {need} bytes, above "

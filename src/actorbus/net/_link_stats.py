@@ -66,6 +66,11 @@ class LinkStats:
     #: Times the link stopped reading because a mailbox or inbox it feeds was over
     #: ``input_backlog`` (input back-pressure).
     input_pauses: int = 0
+    #: Connections closed because the peer went over a limit: keys, subject
+    #: length, feeds, patterns or groups it may hold, a frame not whole within
+    #: ``frame_timeout``, or an output queue over ``message_queue_size`` /
+    #: ``message_queue_bytes``.
+    over_limit: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

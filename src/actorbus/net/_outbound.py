@@ -25,8 +25,10 @@ items are pending (they are written first, in order), and the transport has
 nothing buffered (uvloop's ``get_write_buffer_size()`` counts libuv's write
 queue too, so the socket is ours alone).  The thread encodes into the protocol
 and calls ``os.write`` on a ``dup`` of the socket's descriptor (the transport's
-own may be closed and reused on the loop at any moment; the dup is closed when
-the connection ends, before the transport closes).  Whatever the socket does
+own may be closed and reused on the loop at any moment; the dup is opened on
+the loop at the flush after the connection's first request or reply, so a
+connection that carries none holds one descriptor, and closed when the
+connection ends, before the transport closes).  Whatever the socket does
 not take at once goes to ``tail``, which the loop writes before anything else.
 On a TLS link only the transport may write (it makes the TLS records, on the
 loop): another thread still encodes its frame at once, but hands the bytes to
@@ -39,10 +41,13 @@ I/O thread on each node.
 
 **Flow control and the queue limit.**  When the socket cannot keep up the
 transport calls ``pause_writing``; the connection then keeps encoding into the
-protocol without writing.  The data messages waiting there (notify, group notify,
-request, request ack, reply, cancel — never link-level frames) are the *output queue*;
-past ``message_queue_size`` the connection is aborted, the waiting messages
-are dropped and counted, and a client link reconnects if configured.
+protocol without writing (a few items at a time, measuring as it goes).  What
+waits there is the *output queue*: past ``message_queue_size`` data messages
+(notify, group notify, request, request ack, reply, cancel) or past
+``message_queue_bytes`` bytes (every frame, heartbeat replies and feed
+management included, with what the transport holds) the connection is
+aborted, the waiting messages are dropped and counted, and a client link
+reconnects if configured.
 
 **Acknowledgements ride on replies.**  After a read whose requests our repliers
 took, their acknowledgements wait (``ACK_DELAY``, up to a tick more) for the
@@ -105,6 +110,9 @@ def _is_data(item: Any) -> bool:
 
 #: Most pending items encoded per write; more wait for the next turn of the loop.
 _MAX_BATCH: Final = 512
+#: Items encoded between two checks of the output queue limits while the
+#: socket cannot keep up.
+_PAUSED_BATCH: Final = 16
 #: How long a request acknowledgement waits for a reply to share its write (s).
 ACK_DELAY: Final = 0.001
 #: The event loop's timer tick (s): libuv keeps time and timers in whole
@@ -200,28 +208,40 @@ class Outbound(ConnectionBase):
         self._push((OP_UNSUBSCRIBE, key), False)
 
     def send_request(self, request_id: int, message: Message) -> None:
-        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message, None):
-            return
+        if self.wfd >= 0:
+            if self._write_at_once(OP_REQUEST, request_id, message, None):
+                return
+        elif self.direct_ok:
+            self.want_wfd = True  # the flush opens it: the next ones may go directly
         self._push((OP_REQUEST, request_id, message), True)
 
     def send_request_from(self, sender: Sender, request_id: int, message: Message) -> None:
         """``send_request`` naming the requestor (as ``send_notify_from``)."""
-        if self.wfd >= 0 and self._write_at_once(OP_REQUEST, request_id, message, sender):
-            return
+        if self.wfd >= 0:
+            if self._write_at_once(OP_REQUEST, request_id, message, sender):
+                return
+        elif self.direct_ok:
+            self.want_wfd = True  # the flush opens it: the next ones may go directly
         self._extend((sender, (OP_REQUEST, request_id, message)), True)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._push((OP_REQUEST_ACK, request_id, taken), True)
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
-        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply, None):
-            return
+        if self.wfd >= 0:
+            if self._write_at_once(OP_REPLY, request_id, reply, None):
+                return
+        elif self.direct_ok:
+            self.want_wfd = True
         self._push((OP_REPLY, request_id, reply), True)
 
     def send_reply_from(self, sender: Sender, request_id: int, reply: Reply) -> None:
         """``send_reply`` naming the replier (as ``send_notify_from``)."""
-        if self.wfd >= 0 and self._write_at_once(OP_REPLY, request_id, reply, sender):
-            return
+        if self.wfd >= 0:
+            if self._write_at_once(OP_REPLY, request_id, reply, sender):
+                return
+        elif self.direct_ok:
+            self.want_wfd = True  # the flush opens it: the next ones may go directly
         self._extend((sender, (OP_REPLY, request_id, reply)), True)
 
     def send_cancel(self, request_id: int) -> None:
@@ -396,8 +416,26 @@ class Outbound(ConnectionBase):
             return tail + data
         return data
 
+    def _open_wfd(self) -> None:
+        """(loop, holding wlock) Open the descriptor direct writes use: a ``dup``
+        of the socket's (the transport's own may be closed and reused on the
+        loop at any time, while a sending thread writes).  Opened on the loop,
+        where the transport's descriptor cannot be closed meanwhile, once a
+        request or reply asked for it: a connection that carries none (or has
+        not logged on) holds one descriptor, not two."""
+        self.want_wfd = False
+        transport = self.transport
+        if self.wfd >= 0 or self.ended or self.lost or transport is None:
+            return
+        if transport.is_closing():
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.fileno() >= 0:
+            self.wfd = os.dup(sock.fileno())
+
     def _close_wfd(self) -> None:
         """(holding wlock) No more direct writes: close the descriptor's dup."""
+        self.direct_ok = False
         fd, self.wfd = self.wfd, -1
         if fd >= 0:
             os.close(fd)
@@ -425,18 +463,16 @@ class Outbound(ConnectionBase):
             if proto is not None and proto.has_output:
                 self._write()
             return
+        if self.want_wfd:
+            self._open_wfd()
         if self.paused:
-            # The socket cannot keep up: everything waits here, and the queue
-            # limit applies to the data messages among it.
-            limit = self.link.settings.message_queue_size
-            if limit and self._waiting(proto, limit) > limit:
-                self._end(
-                    f"output queue limit: {self._waiting(proto, limit)} data messages wait "
-                    f"for a socket that cannot keep up, over message_queue_size={limit}; "
-                    "the peer does not read fast enough",
-                    ABORT,
-                )
-            return  # resume_writing() flushes
+            # The socket cannot keep up: everything waits here, encoded (a few
+            # items at a time, so what waits is measured as it grows), and the
+            # queue limits apply to it.
+            while True:
+                if self._over_queue_limit(proto) or not self.pending:
+                    return  # resume_writing() flushes
+                self._drain(proto, _PAUSED_BATCH)
         self._drain(proto, _MAX_BATCH)
         data = proto.data_to_send()
         if self.tail:
@@ -444,11 +480,53 @@ class Outbound(ConnectionBase):
         if data:
             assert self.transport is not None
             self.transport.write(data)
+            if self.paused and self._over_queue_limit(proto):
+                return  # (the write paused it: one batch over the buffer)
         if self.pending and not self.scheduled and not self.ended:
             # More is waiting: write this batch now so the peer can work on it
             # while the next one is encoded (bounded batches pipeline better).
             self.scheduled = True
             self.loop.call_soon(self._flush)
+
+    def _over_queue_limit(self, proto: LinkProtocol) -> bool:
+        """(loop, paused) Close the connection when what waits for the socket is
+        over ``message_queue_size`` data messages or ``message_queue_bytes``
+        bytes (every frame: data, feed management, heartbeat replies); True if
+        it did."""
+        settings = self.link.settings
+        limit = settings.message_queue_size
+        if limit and self._waiting(proto, limit) > limit:
+            self.limit_closes += 1
+            self._end(
+                f"output queue limit: {self._waiting(proto, limit)} data messages wait "
+                f"for a socket that cannot keep up, over message_queue_size={limit}; "
+                "the peer does not read fast enough",
+                ABORT,
+            )
+            return True
+        most = settings.message_queue_bytes
+        if not most:
+            return False
+        frames, size = self.queued
+        now, more = proto.output_size(frames)
+        if now < frames:  # (handed over since: count afresh)
+            now, more = proto.output_size(0)
+            size = 0
+        size += more
+        self.queued = (now, size)
+        transport = self.transport
+        waiting = size + len(self.tail)
+        if transport is not None:
+            waiting += transport.get_write_buffer_size()
+        if waiting <= most:
+            return False
+        self.limit_closes += 1
+        self._end(
+            f"output queue limit: {waiting} bytes wait for a socket that cannot keep up, "
+            f"over message_queue_bytes={most}; the peer does not read fast enough",
+            ABORT,
+        )
+        return True
 
     def _waiting(self, proto: LinkProtocol, limit: int) -> int:
         """Data messages waiting: encoded in the protocol, and still pending."""

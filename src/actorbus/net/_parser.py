@@ -17,7 +17,7 @@ from collections.abc import Callable
 from ..errors import ProtocolError
 from ._events import ConnectionClosed, ReplyReceived, RequestAcknowledged, RequestReceived
 from ._frames import FrameChecks
-from ._framing import BAD_BODY, DECODE_ERRORS, Reject, bad_body, bad_length
+from ._framing import BAD_BODY, DECODE_ERRORS, OverLimit, Reject, bad_body, bad_length
 from ._handshake import Step
 from ._protocol_base import Failure, Run
 from ._wire import REPLY_STATUSES, FrameType, WireKey, WireValue
@@ -65,22 +65,30 @@ class Parser(FrameChecks):
             # unpacker, which is cheaper per frame once fed.
             self._parse(data)
             return
+        frames = self.counters.frames_in
         room = self._buffer_limit - self._buffered
         if size <= room:
             self._unpacker.feed(data)
             self._buffered += size
             self._parse(None)
-            return
-        # More than the buffer may hold: feed it in pieces, parsing in between,
-        # so at most one max-size frame plus its prefix is ever buffered.
-        view = memoryview(data)
-        pos = 0
-        while pos < size and not self._rx_done:
-            piece = view[pos : pos + self._buffer_limit - self._buffered]
-            self._unpacker.feed(piece)
-            self._buffered += len(piece)
-            pos += len(piece)
-            self._parse(None)
+        else:
+            # More than the buffer may hold: feed it in pieces, parsing in between,
+            # so at most one max-size frame plus its prefix is ever buffered.
+            view = memoryview(data)
+            pos = 0
+            while pos < size and not self._rx_done:
+                piece = view[pos : pos + self._buffer_limit - self._buffered]
+                self._unpacker.feed(piece)
+                self._buffered += len(piece)
+                pos += len(piece)
+                self._parse(None)
+        # A frame not whole yet must be whole within frame_timeout of its first
+        # bytes: a new one started in this read if a frame ended in it.
+        if self._buffered or self._frame_len >= 0:
+            if self._partial_since is None or self.counters.frames_in != frames:
+                self._partial_since = now
+        else:
+            self._partial_since = None
 
     def _parse(self, data: bytes | bytearray | memoryview | None) -> None:
         """Turn every complete frame into events (the hot loop): of ``data``, a
@@ -102,7 +110,7 @@ class Parser(FrameChecks):
         # (deliver_data_to) while nothing is queued before them.
         sink_request, sink_reply, sink_ack = self._sinks
         rejection: Reject | None = None
-        max_frame = self._max_frame
+        max_frame = self._max_in
         if data is None:
             unpacker = self._unpacker
             read_bytes = unpacker.read_bytes
@@ -123,7 +131,7 @@ class Parser(FrameChecks):
                         break
                     need = self._read_len_from(data, at)[0]
                     if not 0 < need <= max_frame:
-                        raise bad_length(need, max_frame)
+                        raise bad_length(need, max_frame, rx_open)
                     end = at + 4 + need
                     if end > stop:
                         break
@@ -142,7 +150,7 @@ class Parser(FrameChecks):
                         buffered -= 4
                         at += 4
                         if not 0 < need <= max_frame:
-                            raise bad_length(need, max_frame)
+                            raise bad_length(need, max_frame, rx_open)
                     if buffered < need:
                         break
                     # A body that is not exactly one msgpack value either fails to
@@ -267,6 +275,7 @@ class Parser(FrameChecks):
                     break
                 run_key = None  # it may have queued anything: look again at the next one
                 rx_open = self._rx_open
+                max_frame = self._max_in  # (the logon may have been accepted)
         except Reject as exc:
             rejection = exc
         finally:
@@ -311,10 +320,26 @@ class Parser(FrameChecks):
             f"{rejection.message}; the link is closed"
         )
         error.__cause__ = rejection.__cause__
-        self.counters.corrupt_frames += 1
+        if isinstance(rejection, OverLimit):
+            self.counters.over_limit += 1
+        else:
+            self.counters.corrupt_frames += 1
         self._rx_to(Step.CLOSED)
         self._drop_partial_frame()
         self._events.append(Failure(error, f"protocol error: {rejection.wire_reason}"))
+
+    def _frame_timeout(self, waited: float) -> OverLimit:
+        timeout = self.settings.frame_timeout
+        if self._frame_len >= 0:
+            what = f"{self._buffered} of the {self._frame_len} body bytes of a frame"
+        else:
+            what = f"{self._buffered} of the 4 bytes of a length prefix"
+        return OverLimit(
+            f"frame timeout: {what} arrived {waited:.3f} s ago and the rest did not, "
+            f"over frame_timeout={timeout:g} s; the peer stalls in the middle of a "
+            "frame (raise frame_timeout for very slow networks)",
+            "frame timeout",
+        )
 
     def _end_of_stream(self) -> None:
         if self._buffered or self._frame_len >= 0:

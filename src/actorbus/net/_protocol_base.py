@@ -28,6 +28,8 @@ from ._wire import FrameType, WireKey, WireValue
 if TYPE_CHECKING:
     from functools import partial
 
+    from ..bus.party import Role
+
 __all__ = [
     "MAX_ACTOR_NAME",
     "MAX_COUNT",
@@ -179,6 +181,16 @@ class ProtocolBase:
     _events: deque[QueueItem]
     _has_events: partial[bool]
     _buffer_limit: int
+    #: largest frame body accepted now: LOGON_FRAME_LIMIT until the logon is
+    #: accepted, max_frame_size after
+    _max_in: int
+    #: (loop time) when the first bytes of the frame not whole yet arrived, or None
+    _partial_since: float | None
+    #: what the peer holds on this link: (key id, role) advertisements and
+    #: subscriptions, (type name, dialect, pattern) wildcards, (key id, group) groups
+    _in_feeds: set[tuple[int, Role]]
+    _in_patterns: set[tuple[str, int, str]]
+    _in_groups: set[tuple[int, str]]
     _unpacker: msgpack.Unpacker
     _buffered: int
     _frame_len: int
@@ -205,8 +217,10 @@ class ProtocolBase:
     def _rx_to(self, step: Step) -> None:
         """Move the parser's cursor (``_handshake.OPEN`` steps take any frame)."""
         self._rx = step
-        self._rx_open = step in OPEN
+        self._rx_open = open_ = step in OPEN
         self._rx_done = step is Step.CLOSED
+        if open_:
+            self._max_in = self._max_frame  # the logon is accepted: frames of any size
 
     def _closed_error(self, what: str) -> LinkClosedError:
         return LinkClosedError(
@@ -300,6 +314,7 @@ class ProtocolBase:
         self._unpacker = closed_unpacker()
         self._buffered = 0
         self._frame_len = -1
+        self._partial_since = None
 
     def _close(self, reason: str) -> None:
         self._to(Step.CLOSED)

@@ -26,10 +26,22 @@ class ProtocolSettings:
     heartbeat_delay: float = 0.0
     #: Close the link when nothing arrives this long after a HEARTBEAT; 0 = never.
     heartbeat_reply_delay: float = 0.0
-    #: Close the link when the logon is not accepted this long after creation.
-    logon_timeout: float = 30.0
+    #: Close the link when the whole logon (authentication, receipts, both
+    #: LOGON_COMPLETEs) has not finished this long after creation.
+    logon_timeout: float = 10.0
+    #: Close the link when a frame whose first bytes arrived has not arrived
+    #: whole this long after; 0 = never.
+    frame_timeout: float = 30.0
     #: Most keys the peer may define with KEY_DEF on one link.
-    max_peer_keys: int = 65_536
+    max_peer_keys: int = 16_384
+    #: Longest type name, subject or wildcard pattern the peer may send, in characters.
+    max_subject_length: int = 1_024
+    #: Most advertisements and subscriptions the peer may hold at once on one link.
+    max_peer_feeds: int = 16_384
+    #: Most wildcard subscriptions the peer may hold at once on one link.
+    max_peer_patterns: int = 1_024
+    #: Most queue groups (key and group name) the peer may hold at once on one link.
+    max_peer_groups: int = 1_024
     #: Byte order of the 4-byte length prefix (msgpack itself is always big-endian).
     byte_order: Literal["big", "little"] = "big"
 
@@ -40,17 +52,23 @@ class ProtocolSettings:
                 f"ProtocolSettings.max_frame_size={size!r}: expected an int from "
                 f"{MIN_FRAME_SIZE} to {MAX_PREFIX_VALUE - PREFIX}"
             )
-        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout"):
+        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout", "frame_timeout"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
                 raise UsageError(
                     f"ProtocolSettings.{name}={value!r}: expected a finite number of "
                     "seconds >= 0 (0 disables the timer)"
                 )
-        if type(self.max_peer_keys) is not int or self.max_peer_keys < 1:
-            raise UsageError(
-                f"ProtocolSettings.max_peer_keys={self.max_peer_keys!r}: expected an int >= 1"
-            )
+        for name in (
+            "max_peer_keys",
+            "max_subject_length",
+            "max_peer_feeds",
+            "max_peer_patterns",
+            "max_peer_groups",
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise UsageError(f"ProtocolSettings.{name}={value!r}: expected an int >= 1")
         if self.byte_order not in ("big", "little"):
             raise UsageError(
                 f"ProtocolSettings.byte_order={self.byte_order!r}: expected 'big' or 'little'"
@@ -84,3 +102,6 @@ class WireCounters:
     heartbeats_in: int = 0
     #: Logons refused because the peer's proof did not match this side's key.
     auth_failures: int = 0
+    #: Links closed because the peer went over a limit (keys, subject length,
+    #: feeds, patterns, groups, a frame not finished in time).
+    over_limit: int = 0

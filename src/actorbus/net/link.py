@@ -103,10 +103,29 @@ class LinkSettings:
     output_buffer_size: int = 65_536
     #: Byte order of the 4-byte frame length prefix.
     byte_order: Literal["big", "little"] = "big"
-    #: Largest frame accepted or sent, in bytes.
+    #: Largest frame accepted or sent, in bytes (before the logon is accepted,
+    #: frames are at most 4 KiB whatever this says).
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    #: Close a connection that has not logged on within this many seconds.
-    logon_timeout: float = 30.0
+    #: Close a connection whose whole logon (authentication and both
+    #: LOGON_COMPLETEs) has not finished within this many seconds.
+    logon_timeout: float = 10.0
+    #: Close a link when a frame whose first bytes arrived is not whole this
+    #: many seconds later (a peer stalling mid-frame holds its buffer); 0 = never.
+    frame_timeout: float = 30.0
+    #: Most keys (type and subject) the peer may define on one link.
+    max_keys: int = 16_384
+    #: Longest type name, subject or wildcard pattern the peer may send, in characters.
+    max_subject_length: int = 1_024
+    #: Most advertisements and subscriptions the peer may hold at once.
+    max_feeds: int = 16_384
+    #: Most wildcard subscriptions the peer may hold at once.
+    max_patterns: int = 1_024
+    #: Most queue groups (key and group name) the peer may hold at once.
+    max_groups: int = 1_024
+    #: Most bytes waiting for a socket that cannot keep up (every frame counted:
+    #: data, feed management and link-level frames such as heartbeat replies);
+    #: past it the link is closed as for ``message_queue_size``.  0 = unlimited.
+    message_queue_bytes: int = 64 * 1_048_576
     #: Input back-pressure: when a mailbox (or inbox) the link delivers the peer's
     #: notifications to holds more than this many tasks, the link stops reading
     #: the socket until it is below half of it; TCP then pushes back on the
@@ -114,7 +133,7 @@ class LinkSettings:
     input_backlog: int = 10_000
 
     def __post_init__(self) -> None:
-        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout"):
+        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout", "frame_timeout"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not 0 <= value < float("inf"):
                 raise UsageError(
@@ -126,10 +145,18 @@ class LinkSettings:
             "input_buffer_size",
             "output_buffer_size",
             "input_backlog",
+            "message_queue_bytes",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise UsageError(f"LinkSettings.{name}={value!r}: expected an int >= 0")
+        for name in ("max_keys", "max_subject_length", "max_feeds", "max_patterns", "max_groups"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise UsageError(
+                    f"LinkSettings.{name}={value!r}: expected an int >= 1 (a limit on what "
+                    "the peer may hold on one link)"
+                )
         # ProtocolSettings checks max_frame_size and byte_order with its own words.
         self.protocol_settings()
 
@@ -141,6 +168,12 @@ class LinkSettings:
             heartbeat_delay=float(self.heartbeat_delay),
             heartbeat_reply_delay=float(reply_delay),
             logon_timeout=float(self.logon_timeout),
+            frame_timeout=float(self.frame_timeout),
+            max_peer_keys=self.max_keys,
+            max_subject_length=self.max_subject_length,
+            max_peer_feeds=self.max_feeds,
+            max_peer_patterns=self.max_patterns,
+            max_peer_groups=self.max_groups,
             byte_order=self.byte_order,
         )
 
@@ -265,6 +298,11 @@ class Link:
     def peer_node(self) -> str | None:
         """The remote node's id, once a logon told it (kept after the link drops)."""
         return self._peer
+
+    @property
+    def host(self) -> str:
+        """The host dialled (a client link), or the peer's address (an accepted one)."""
+        return self._host
 
     @property
     def address(self) -> str:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ctypes
 import functools
 import os
 import secrets
@@ -92,6 +93,30 @@ DEFAULT_SELECTOR = "default"
 #: authentications, refused logons, protocol errors, accept failures ...);
 #: every one is counted, and the next line says how many were held back.
 PEER_LOG_PERIOD = 10.0
+#: After a link closes, free memory is returned to the system this many
+#: seconds later (once for all the links that close meanwhile).
+TRIM_DELAY = 1.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None on a C library without it."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Give the memory the C allocator holds free back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere).  Python's own small-object arenas
+    are returned when empty; this covers the buffers above them."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
 
 T = TypeVar("T")
 
@@ -127,6 +152,8 @@ class NodeNet:
         self._started = False
         self._closed = False
         self._counter = 0
+        #: a release of free memory is scheduled (see forget)
+        self._trim_due = False
         #: throttles the warnings of failed authentications (a stranger may repeat them)
         #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
         self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
@@ -268,6 +295,9 @@ class NodeNet:
                 permissions=permissions_from_file(
                     c.permissions_file, f"actorbus.service.{c.name}."
                 ),
+                max_connections=c.max_connections,
+                max_connections_per_host=c.max_connections_per_host,
+                accept_backlog=c.accept_backlog,
                 config_prefix=f"actorbus.service.{c.name}.",
                 tls=service_tls(c),
             )
@@ -323,6 +353,9 @@ class NodeNet:
         peer_secrets_file: str | os.PathLike[str] | None = None,
         auth: str = "auto",
         permissions: Permissions | None = None,
+        max_connections: int = 512,
+        max_connections_per_host: int = 128,
+        accept_backlog: int = 1_024,
         config_prefix: str | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> Service:
@@ -350,6 +383,9 @@ class NodeNet:
             credentials=credentials,
             auth=auth,
             permissions=permissions_arg(permissions, "listen"),
+            max_connections=max_connections,
+            max_connections_per_host=max_connections_per_host,
+            accept_backlog=accept_backlog,
             config_prefix=config_prefix,
             tls=tls,
         )
@@ -474,14 +510,18 @@ class NodeNet:
             tls=service.tls,
         )
         with self._lock:
-            if self.closing:
-                sock.close()
-                return
-            self._links.append(link)
+            closing = self.closing
+            if not closing:
+                self._links.append(link)
+        if closing:
+            sock.close()
+            service.release(host)
+            return
         if selector.on_loop_thread():
             link.adopt(sock)
         elif not selector.call(link.adopt, sock):
             sock.close()
+            self.forget(link)  # (its service no longer counts it)
 
     def claim(self, connection: _Connection, peer: str, peer_run_id: str = "") -> str | None:
         """(the connection's loop) Claim ``peer`` for ``connection`` (the one-link
@@ -556,6 +596,21 @@ class NodeNet:
             if link.service is not None:
                 # under the same lock, so the service's counters never miss it
                 link.service.retire(link)
+            trim = not self._trim_due and not self.closing
+            if trim:
+                self._trim_due = True
+        if trim:
+            # A connection's buffers (its read buffer, a frame it held) are
+            # freed when it ends, but the C allocator keeps freed memory for
+            # reuse: give it back to the system, at most once per TRIM_DELAY.
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                link.selector.loop.call_later(TRIM_DELAY, self._trim)
+
+    def _trim(self) -> None:
+        """(a loop) Return the memory the C allocator holds free to the system."""
+        with self._lock:
+            self._trim_due = False
+        release_free_memory()
 
     def links_of(self, service: Service, read: Callable[[], T]) -> tuple[list[Link], T]:
         """The open links ``service`` accepted, and ``read()``, in one step: a link

@@ -191,6 +191,7 @@ from ._events import (
 )
 from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
+    LOGON_FRAME_LIMIT,
     PREFIX,
     length_packer,
     length_reader,
@@ -372,7 +373,13 @@ class LinkProtocol(Parser, Commands):
         self._events = deque()
         self._has_events = partial(truth, self._events)  # (see has_events)
         self._buffer_limit = self._max_frame + PREFIX
+        # frames before the logon is accepted are handshake frames, all small
+        self._max_in = min(self._max_frame, LOGON_FRAME_LIMIT)
         self._unpacker = new_unpacker(self._buffer_limit, ext_hook)
+        self._partial_since = None  # when the first bytes of a frame not whole yet arrived
+        self._in_feeds = set()
+        self._in_patterns = set()
+        self._in_groups = set()
         self._buffered = 0  # bytes fed to the unpacker and not consumed yet
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
@@ -591,18 +598,35 @@ class LinkProtocol(Parser, Commands):
         self._data_queued = 0
         return data
 
+    def output_size(self, start: int) -> tuple[int, int]:
+        """How many frames wait for ``data_to_send()``, and the bytes of those
+        from the ``start``-th on (a shell keeps the running total while it
+        cannot write)."""
+        out = self._out
+        return len(out), sum(map(len, out[start:]))
+
     # -------------------------------------------------------------------- timers
 
     def next_deadline(self) -> float | None:
         """When ``tick()`` next has work to do (same clock as ``now``), or None."""
         if self._rx_done or self._step is Step.CLOSED:
             return None
+        deadline = self._heartbeat_deadline()
         settings = self.settings
-        if not self._can_send:
-            if settings.logon_timeout > 0:
-                return self._created + settings.logon_timeout
-            return None
-        if settings.heartbeat_delay <= 0:
+        if self._step is not Step.CONNECTED and settings.logon_timeout > 0:
+            logon = self._created + settings.logon_timeout
+            if deadline is None or logon < deadline:
+                deadline = logon
+        since = self._partial_since
+        if since is not None and settings.frame_timeout > 0:
+            frame = since + settings.frame_timeout
+            if deadline is None or frame < deadline:
+                deadline = frame
+        return deadline
+
+    def _heartbeat_deadline(self) -> float | None:
+        settings = self.settings
+        if not self._can_send or settings.heartbeat_delay <= 0:
             return None
         if self._hb_sent_at is not None:
             return self._hb_sent_at + settings.heartbeat_reply_delay
@@ -611,23 +635,41 @@ class LinkProtocol(Parser, Commands):
     def tick(self, now: float) -> None:
         """Run the timers: send a HEARTBEAT when idle, or report a timeout.
 
-        A timeout queues :class:`HeartbeatTimeout` / :class:`LogonTimeout`; take
-        it with ``next_event()`` (which closes the link), then send
-        ``data_to_send()``.
+        A timeout queues :class:`HeartbeatTimeout` / :class:`LogonTimeout` (a
+        frame not finished within ``frame_timeout``: a failure, as a broken
+        rule is); take it with ``next_event()`` (which closes the link), then
+        send ``data_to_send()``.
         """
         deadline = self.next_deadline()
         if deadline is None or now < deadline:
             return
-        if not self._can_send:
+        settings = self.settings
+        since = self._partial_since
+        if (
+            since is not None
+            and settings.frame_timeout > 0
+            and now >= since + settings.frame_timeout
+        ):
+            self._fail(self._frame_timeout(now - since))
+            return
+        if (
+            self._step is not Step.CONNECTED
+            and settings.logon_timeout > 0
+            and now >= self._created + settings.logon_timeout
+        ):
             self._rx_to(Step.CLOSED)
             self._events.append(LogonTimeout(waited=now - self._created))
-        elif self._hb_sent_at is not None:
+            return
+        heartbeat = self._heartbeat_deadline()
+        if heartbeat is None or now < heartbeat:
+            return
+        if self._hb_sent_at is not None:
             self._rx_to(Step.CLOSED)
             self._events.append(HeartbeatTimeout(silent_for=now - self._last_rx))
         else:
             self._queue((_HEARTBEAT,), "heartbeat")
             self.counters.heartbeats_out += 1
-            if self.settings.heartbeat_reply_delay > 0:
+            if settings.heartbeat_reply_delay > 0:
                 self._hb_sent_at = now
             else:
                 self._idle_since = now
@@ -648,6 +690,8 @@ class LinkProtocol(Parser, Commands):
             return
         self._last_rx = self._idle_since = now
         self._hb_sent_at = None
+        if self._partial_since is not None:
+            self._partial_since = now  # the frame waited for this side, not the peer
 
     # ----------------------------------------------------------------- handshake
 

@@ -54,10 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTH_MODES", "Service", "ServiceStats"]
 
-_BACKLOG: Final = 128
 #: Pause after accept() fails (out of file descriptors, ...) before trying again.
 _ACCEPT_RETRY: Final = 0.1
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: A service's ``auth``: "auto" (a secret is required beyond loopback) or
@@ -77,6 +75,9 @@ class ServiceStats:
     open_links: int
     #: The counters of every link this service accepted, open or closed, summed.
     links: LinkStats
+    #: Connections closed at once because the service (``max_connections``) or
+    #: their source address (``max_connections_per_host``) had as many open.
+    over_limit: int = 0
 
     @property
     def auth_failures(self) -> int:
@@ -107,6 +108,9 @@ class Service:
         credentials: Credentials | None = None,
         auth: str = "auto",
         permissions: Permissions | None = None,
+        max_connections: int = 512,
+        max_connections_per_host: int = 128,
+        accept_backlog: int = 1_024,
         config_prefix: str | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -114,6 +118,21 @@ class Service:
             raise UsageError(
                 f"service {name!r}: port={port!r}; expected 1..65535, or 0 for any free port"
             )
+        for arg, key, value in (
+            ("max_connections", "maxConnections", max_connections),
+            ("max_connections_per_host", "maxConnectionsPerHost", max_connections_per_host),
+            ("accept_backlog", "acceptBacklog", accept_backlog),
+        ):
+            if type(value) is not int or value < 1:
+                raise ConfigError(
+                    f"service {name!r}: {arg}={value!r}; expected an int >= 1",
+                    key=f"{config_prefix}{key}" if config_prefix else None,
+                )
+        #: most connections open at once, and from one source address
+        self.max_connections = max_connections
+        self.max_connections_per_host = max_connections_per_host
+        #: connections the kernel may hold waiting to be accepted (listen()'s backlog)
+        self.accept_backlog = accept_backlog
         if auth not in AUTH_MODES:
             raise ConfigError(
                 f"service {name!r}: auth={auth!r}; expected 'auto' (a secret is required "
@@ -152,6 +171,10 @@ class Service:
         self._refused = 0
         self._retired = LinkStats()
         self._closed = False
+        #: connections admitted and not closed for good: in all, and by source address
+        self._open = 0
+        self._per_host: dict[str, int] = {}
+        self._over_limit = 0
 
     def __repr__(self) -> str:
         return f"<Service {self.name!r} {self.address}>"
@@ -169,10 +192,10 @@ class Service:
     @property
     def counters(self) -> ServiceStats:
         """Accepted and refused connections, and the summed counters of its links."""
-        links, (total, accepted, refused) = self._net.links_of(self, self._totals)
+        links, (total, accepted, refused, over) = self._net.links_of(self, self._totals)
         for link in links:
             total = total + link.counters
-        return ServiceStats(accepted, refused, len(links), total)
+        return ServiceStats(accepted, refused, len(links), total, over)
 
     @property
     def links(self) -> tuple[Link, ...]:
@@ -212,7 +235,7 @@ class Service:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
-            sock.listen(_BACKLOG)
+            sock.listen(self.accept_backlog)
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
@@ -266,10 +289,23 @@ class Service:
         )
 
     def retire(self, link: Link) -> None:
-        """(under the node's lock) ``link`` closed for good: keep its counters."""
+        """(under the node's lock) ``link`` closed for good: keep its counters;
+        its connection no longer counts against the connection limits."""
         counters = link.counters
         with self._lock:
             self._retired = self._retired + counters
+        self.release(link.host)
+
+    def release(self, host: str) -> None:
+        """A connection from ``host`` admitted by :meth:`_admit` is gone."""
+        key = _host_key(host)
+        with self._lock:
+            self._open -= 1
+            left = self._per_host.get(key, 0) - 1
+            if left > 0:
+                self._per_host[key] = left
+            else:
+                self._per_host.pop(key, None)
 
     async def close_on_loop(self, why: str) -> None:
         """(the service selector's loop) Stop listening, from the loop itself."""
@@ -279,10 +315,11 @@ class Service:
 
     # ------------------------------------------------------------------ inside
 
-    def _totals(self) -> tuple[LinkStats, int, int]:
-        """The retired links' counters, accepted, refused (read under the node's lock)."""
+    def _totals(self) -> tuple[LinkStats, int, int, int]:
+        """The retired links' counters, accepted, refused, over the connection
+        limits (read under the node's lock)."""
         with self._lock:
-            return self._retired, self._accepted, self._refused
+            return self._retired, self._accepted, self._refused, self._over_limit
 
     def _start_accepting(self) -> None:
         self._task = self.selector.loop.create_task(self._accept_loop())
@@ -330,8 +367,27 @@ class Service:
                 ", ".join(self.address_filter),
             )
             return
+        key = _host_key(host)
         with self._lock:
-            self._accepted += 1
+            over = self._over(key)
+            if over is None:
+                self._accepted += 1
+                self._open += 1
+                self._per_host[key] = self._per_host.get(key, 0) + 1
+            else:
+                self._over_limit += 1  # counted before the peer can see the close
+        if over is not None:
+            sock.close()
+            self._net.peer_log.warning(
+                (self.name, "over"),
+                "service {}: closed a connection from {} at once: {}; raise the limit if "
+                "the peers are legitimate, else they may be an attack (over_limit counts "
+                "them; docs/security.md)",
+                self.name,
+                address,
+                over,
+            )
+            return
         self._net.peer_log.info(
             (self.name, "accepted"), "service {}: accepted a connection from {}", self.name, address
         )
@@ -339,6 +395,18 @@ class Service:
             ConnectionAccepted(SYSTEM_SUBJECT, service=self.name, remote_address=address)
         )
         self._net.accepted(self, sock, host, port, address)
+
+    def _over(self, key: str) -> str | None:
+        """(under the lock) Why one more connection from ``key`` is over a limit, or None."""
+        if self._open >= self.max_connections:
+            return f"{self._open} connections are open, max_connections={self.max_connections}"
+        from_host = self._per_host.get(key, 0)
+        if from_host >= self.max_connections_per_host:
+            return (
+                f"{from_host} connections from {key} are open, "
+                f"max_connections_per_host={self.max_connections_per_host}"
+            )
+        return None
 
     def _allowed(self, host: str, port: int) -> bool:
         ip = _normalise(host)
@@ -364,6 +432,12 @@ class Service:
             await asyncio.gather(task, return_exceptions=True)
         if self._sock is not None:
             self._sock.close()
+
+
+def _host_key(host: str) -> str:
+    """The source address ``host`` counts against (IPv4-mapped IPv6 as IPv4)."""
+    ip = _normalise(host)
+    return str(ip) if ip is not None else host
 
 
 def _normalise(host: str) -> IPAddress | None:
