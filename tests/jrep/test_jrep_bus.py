@@ -155,7 +155,7 @@ def test_a_client_replier_answers_a_bus_request() -> None:
         assert replies[-1].status is ReplyStatus.ERROR and replies[-1].reason == "cannot add zeros"
         # a reply to a finished request is refused
         c.send({"ToSubject": request["ReplyTo"], "Value": {"total": 0}})
-        c.error()
+        c.error("NoSuchRequest")
 
 
 def test_the_bus_cancelling_reaches_the_client() -> None:

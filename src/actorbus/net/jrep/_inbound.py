@@ -109,6 +109,12 @@ class ClientSide(SessionBase):
         if subject in self.incoming:
             self._reply(subject, message)
             return
+        if subject.startswith(self.reply_prefix + "/"):
+            raise JrepFault(
+                p.NO_REQUEST,
+                f"{shown(subject)!r} is the ReplyTo of no request waiting for your reply (it "
+                "was answered, cancelled or timed out); reply only to outstanding requests",
+            )
         self._check_subject(subject, "send to")
         cls = self._message_class(message, subject)
         if issubclass(cls, Request):
