@@ -19,18 +19,18 @@ def listed_modules() -> set[str]:
     blocks = re.findall(r"```\n(.*?)```", layout, flags=re.S)
     assert len(blocks) == 2, "Layout holds the repository block, then the module tree"
     found: set[str] = set()
-    package = ""
+    #: the packages open at each indentation (two spaces a level)
+    packages: list[str] = []
     for line in blocks[1].splitlines():
         if not line.strip():
             continue
         name = line.split()[0]
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        del packages[depth:]
         if name.endswith("/"):
-            package = name
-        elif line.startswith("  "):
-            found.add(package + name)
+            packages.append(name)
         else:
-            package = ""
-            found.add(name)
+            found.add("".join(packages) + name)
     return found
 
 

@@ -44,7 +44,7 @@ from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.inbox import Inbox
-from .bus.message import MessageKey, Notification, Reply, Request
+from .bus.message import Message, MessageKey, Notification, Reply, Request
 from .bus.owner import checked_key, find_runtime_with, subscription_key
 from .bus.permissions import Permissions
 from .bus.queues import QueueGroup
@@ -56,6 +56,7 @@ from .config.schema import BusConfig, node_id_problem
 from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
+    from .net.jrep import Gateway, GatewaySettings
     from .net.link import Link
     from .net.service import Service
 
@@ -166,7 +167,7 @@ class Bus:
         self.net: Any = None
         with Bus._open_lock:
             Bus._open.add(self)
-        if self.config.services or self.config.connections:
+        if self.config.services or self.config.connections or self.config.gateways:
             self._start_net()
         if threshold is not None:
             _gc.hold(threshold)
@@ -665,6 +666,56 @@ class Bus:
             tls_server_name=tls_server_name,
         )
         return link
+
+    def serve_jrep(
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        *,
+        name: str | None = None,
+        path: str = "/jrep",
+        allowed_origins: Iterable[str] = (),
+        token: bytes | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        auth: Literal["auto", "none"] = "auto",
+        permissions: Permissions | None = None,
+        static_dir: str | os.PathLike[str] | None = None,
+        types: Mapping[str, type[Message] | str] | None = None,
+        settings: GatewaySettings | None = None,
+        selector: str | None = None,
+    ) -> Gateway:
+        """Serve J.REP (JSON messages over WebSocket, docs/jrep.md) on ``host:port``
+        (``port=0``: any free port; read the bound one from ``gateway.port``): each
+        WebSocket client at ``ws://host:port{path}`` joins the bus as a remote party,
+        and the same port serves ``/actorbus.js`` (the JavaScript client) and the
+        files of ``static_dir`` over plain HTTP.
+
+        ``allowed_origins``: the ``Origin`` values a browser's handshake may carry
+        (``"*"``: any; empty: the gateway's own origin only).  ``token`` (bytes, at
+        least 16) or ``token_file``: every client must give it (``?token=`` or
+        ``Authorization: Bearer``); without one the gateway may listen on a
+        loopback host only, unless ``auth="none"``.  ``permissions``: what the
+        clients may do — they are the peer named ``name``.  ``types``: subject ->
+        message class (or type name) for messages that name no ``Type``.
+        ``settings``: the per-session limits and timers
+        (:class:`~actorbus.net.jrep.GatewaySettings`).  Raises ConfigError when
+        the port cannot be bound or a token is missing or unfit."""
+        gateway: Gateway = self._start_net().serve_jrep(
+            port=port,
+            host=host,
+            name=name,
+            path=path,
+            allowed_origins=allowed_origins,
+            token=token,
+            token_file=token_file,
+            auth=auth,
+            permissions=permissions,
+            static_dir=static_dir,
+            types=types,
+            settings=settings,
+            selector=selector,
+        )
+        return gateway
 
     @property
     def links(self) -> tuple[Link, ...]:

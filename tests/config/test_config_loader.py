@@ -1268,6 +1268,7 @@ def test_the_public_api() -> None:
             "ConnectionConfig",
             "DispatcherConfig",
             "DispatcherKind",
+            "GatewayConfig",
             "Property",
             "SelectorConfig",
             "ServiceConfig",

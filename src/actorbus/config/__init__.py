@@ -29,6 +29,7 @@ from actorbus.config.schema import (
     ConnectionConfig,
     DispatcherConfig,
     DispatcherKind,
+    GatewayConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "ConnectionConfig",
     "DispatcherConfig",
     "DispatcherKind",
+    "GatewayConfig",
     "Property",
     "SelectorConfig",
     "ServiceConfig",

@@ -23,23 +23,27 @@ from actorbus.config._values import (
     _boolean,
     _byte_order,
     _classes,
+    _directory,
     _factory,
     _gc_threshold,
     _host,
     _integer,
     _kind,
     _node_id,
+    _origins,
     _permissions_file,
     _reference,
     _secret_file,
     _Setting,
     _tls_file,
+    _url_path,
 )
 from actorbus.config.schema import (
     DEFAULT_DISPATCHER,
     ActorConfig,
     ConnectionConfig,
     DispatcherConfig,
+    GatewayConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -173,6 +177,35 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
     required=("host", "port"),
 )
 
+_GATEWAYS: _Section[GatewayConfig] = _Section(
+    noun="gateway",
+    list_key="jrep.gateways",
+    item_prefix="jrep.gateway.",
+    factory=GatewayConfig,
+    settings={
+        "port": _integer("port", 0, 65535),
+        "host": _host("host"),
+        "path": _url_path("path"),
+        "allowedOrigins": _origins("allowed_origins"),
+        "tokenFile": _secret_file("token_file"),
+        "auth": _auth("auth"),
+        "permissionsFile": _permissions_file("permissions_file"),
+        "staticDir": _directory("static_dir"),
+        "selector": _reference("selector", "selector"),
+        "maxMessageSize": _integer("max_message_size", 1, unit="bytes"),
+        "maxBatch": _integer("max_batch", 1, unit="messages per wire message"),
+        "maxSubscriptions": _integer("max_subscriptions", 0, unit="keys per session"),
+        "maxRequests": _integer("max_requests", 0, unit="requests per session"),
+        "messageRate": _integer("message_rate", 0, unit="messages per second, 0 = no limit"),
+        "messageBurst": _integer("message_burst", 0, unit="messages, 0 = one second's worth"),
+        "messageQueueSize": _integer("message_queue_size", 1, unit="messages"),
+        "handshakeTimeout": _integer("handshake_timeout_ms", 1, unit="milliseconds"),
+        "idleTimeout": _integer("idle_timeout_ms", 1, unit="milliseconds"),
+        "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
+    },
+    required=("port",),
+)
+
 _ACTORS: _Section[ActorConfig] = _Section(
     noun="actor",
     list_key="actors",
@@ -187,7 +220,14 @@ _ACTORS: _Section[ActorConfig] = _Section(
 )
 
 #: In dependency order: references point to earlier sections only.
-_SECTIONS: tuple[_Section[Any], ...] = (_DISPATCHERS, _SELECTORS, _SERVICES, _CONNECTIONS, _ACTORS)
+_SECTIONS: tuple[_Section[Any], ...] = (
+    _DISPATCHERS,
+    _SELECTORS,
+    _SERVICES,
+    _CONNECTIONS,
+    _GATEWAYS,
+    _ACTORS,
+)
 _SPARK = "spark."
 #: Settings of the whole bus, written right after the prefix (no section, no name).
 _TOP_LEVEL: Mapping[str, _Setting] = MappingProxyType(

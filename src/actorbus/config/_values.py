@@ -275,6 +275,47 @@ def _auth(field: str) -> _Setting:
     return _Setting(field, parse, expected)
 
 
+def _origins(field: str) -> _Setting:
+    expected = (
+        "expected a comma list of origins as browsers send them ('https://app.example.com', "
+        "'http://localhost:8080'), or * for any"
+    )
+
+    def parse(text: str) -> tuple[str, ...]:
+        items = _split_list(text)
+        for item in items:
+            if item != "*" and _ORIGIN.fullmatch(item) is None:
+                raise _Invalid(f"{item!r} is not an origin; {expected}")
+        return tuple(items)
+
+    return _Setting(field, parse, expected)
+
+
+def _url_path(field: str) -> _Setting:
+    expected = "expected an absolute URL path such as /jrep (no spaces, no query)"
+
+    def parse(text: str) -> str:
+        if _URL_PATH.fullmatch(text) is None or text == "/actorbus.js":
+            raise _Invalid(expected + "; /actorbus.js is where the client is served")
+        return text
+
+    return _Setting(field, parse, expected)
+
+
+def _directory(field: str) -> _Setting:
+    expected = "expected the path of a directory"
+
+    def parse(text: str) -> str:
+        if not text or not os.path.isdir(text):
+            what = "is not a directory" if os.path.exists(text) else "does not exist"
+            raise _Invalid(f"{text} {what}; {expected}")
+        return text
+
+    return _Setting(field, parse, expected)
+
+
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/?#]+")
+_URL_PATH = re.compile(r"/[^\s?#]*")
 _MISSING = object()
 
 

@@ -7,9 +7,10 @@ eBus user's file carries over); keys without either prefix are ignored.  What
 follows the prefix is one of:
 
 * a *name list*: ``dispatchers``, ``net.selectors``, ``services``,
-  ``connections``, ``actors``;
+  ``connections``, ``jrep.gateways``, ``actors``;
 * a *per-name setting*: ``SECTION.NAME.SETTING`` where SECTION is
-  ``dispatcher``, ``net.selector``, ``service``, ``connection`` or ``actor``
+  ``dispatcher``, ``net.selector``, ``service``, ``connection``,
+  ``jrep.gateway`` or ``actor``
   (and ``service.SETTING`` for the single unnamed service ``default``);
 * a *top-level setting* of the whole bus: ``gc.threshold``;
 * ``spark.KEY``, kept raw for the Spark pipeline.
@@ -47,6 +48,7 @@ from actorbus.config._tables import (
     _ACTORS,
     _CONNECTIONS,
     _DISPATCHERS,
+    _GATEWAYS,
     _SECTIONS,
     _SELECTORS,
     _SERVICES,
@@ -523,6 +525,7 @@ def config_from_properties(props: Iterable[Property], path: str = "<string>") ->
         selectors=selectors,
         services=services,
         connections=connections,
+        gateways=loader.build(_GATEWAYS),
         actors=loader.build(_ACTORS),
         spark=loader.spark(),
         **loader.top_level(),
@@ -589,6 +592,7 @@ def dump_config(config: BusConfig) -> str:
         (_SELECTORS, config.selectors),
         (_SERVICES, config.services),
         (_CONNECTIONS, config.connections),
+        (_GATEWAYS, config.gateways),
         (_ACTORS, config.actors),
     )
     for section, items in groups:

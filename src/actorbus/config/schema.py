@@ -29,6 +29,7 @@ __all__ = [
     "ConnectionConfig",
     "DispatcherConfig",
     "DispatcherKind",
+    "GatewayConfig",
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
@@ -418,6 +419,43 @@ class ConnectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """A J.REP gateway: WebSocket clients and files on one port (``jrep.gateway.NAME.*``;
+    docs/jrep.md)."""
+
+    name: str
+    port: int
+    host: str = "127.0.0.1"
+    #: the URL path of the J.REP WebSocket endpoint
+    path: str = "/jrep"
+    #: ``Origin`` values a WebSocket handshake may carry ("*": any); empty: same origin only
+    allowed_origins: tuple[str, ...] = ()
+    #: a file holding the token every client gives (the path, never the token)
+    token_file: str | None = None
+    #: "auto": without a token the gateway may listen on loopback only; "none":
+    #: clients without a token accepted on any address (logged once)
+    auth: str = "auto"
+    #: a file of allow/deny rules; the gateway's clients are the peer named like the gateway
+    permissions_file: str | None = None
+    #: a directory whose files are served over plain HTTP on the same port
+    static_dir: str | None = None
+    #: the I/O thread (selector) the gateway runs on (None: the default one)
+    selector: str | None = None
+    max_message_size: int = 1 << 20
+    max_batch: int = 1_000
+    max_subscriptions: int = 1_000
+    max_requests: int = 1_000
+    #: messages per second a session may send on average (0: no limit)
+    message_rate: int = 1_000
+    #: messages a session may send at once above the rate (0: one second's worth)
+    message_burst: int = 0
+    message_queue_size: int = 10_000
+    handshake_timeout_ms: int = 10_000
+    idle_timeout_ms: int = 60_000
+    heartbeat_delay_ms: int = 20_000
+
+
+@dataclass(frozen=True, slots=True)
 class ActorConfig:
     """An actor the ``actorbus run`` command creates (``actor.NAME.*``)."""
 
@@ -440,6 +478,8 @@ class BusConfig:
     selectors: tuple[SelectorConfig, ...] = ()
     services: tuple[ServiceConfig, ...] = ()
     connections: tuple[ConnectionConfig, ...] = ()
+    #: J.REP gateways (``jrep.gateways``)
+    gateways: tuple[GatewayConfig, ...] = ()
     actors: tuple[ActorConfig, ...] = ()
     #: ``spark.*`` keys, raw (the Spark pipeline validates them).
     spark: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import ctypes
 import functools
 import os
 import secrets
@@ -74,6 +73,8 @@ from ._credentials import (
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
+from ._trim import TRIM_DELAY, release_free_memory
+from .jrep._configured import configured_gateway, make_gateway
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from ..bus.router import Router
     from ..node import Bus
     from ._connection import _Connection
+    from .jrep.gateway import Gateway
 
 __all__ = ["DEFAULT_SELECTOR", "NodeNet"]
 
@@ -93,30 +95,6 @@ DEFAULT_SELECTOR = "default"
 #: authentications, refused logons, protocol errors, accept failures ...);
 #: every one is counted, and the next line says how many were held back.
 PEER_LOG_PERIOD = 10.0
-#: After a link closes, free memory is returned to the system this many
-#: seconds later (once for all the links that close meanwhile).
-TRIM_DELAY = 1.0
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None on a C library without it."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def release_free_memory() -> None:
-    """Give the memory the C allocator holds free back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere).  Python's own small-object arenas
-    are returned when empty; this covers the buffers above them."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
 
 T = TypeVar("T")
 
@@ -144,6 +122,7 @@ class NodeNet:
         self._default: str = DEFAULT_SELECTOR
         self._links: list[Link] = []
         self._services: list[Service] = []
+        self._gateways: list[Gateway] = []
         self._peers: dict[str, _Connection] = {}
         #: client links that ended without retrying before they ever logged on
         self._failed: list[tuple[str, str]] = []
@@ -175,6 +154,9 @@ class NodeNet:
                 self._listen_config(service)
             for connection in config.connections:
                 self._connect_config(connection)
+            for gateway in config.gateways:
+                with self._config_errors():
+                    self._open_gateway(configured_gateway(self, gateway))
         except BaseException:
             self.close()
             raise
@@ -277,6 +259,11 @@ class NodeNet:
                 "(configure it under actorbus.net.selectors)"
             )
         return selector
+
+    def selector_named(self, name: str | None, what: str) -> IOThread:
+        """The I/O thread named ``name`` (None: the default one); ``what`` names
+        the service or gateway in the error when there is none."""
+        return self._selector(name, what)
 
     def _listen_config(self, c: ServiceConfig) -> None:
         settings = settings_of(c)
@@ -398,6 +385,29 @@ class NodeNet:
                 self._services.remove(service)
             raise
         return service
+
+    def serve_jrep(self, **kwargs: Any) -> Gateway:
+        """Open a J.REP gateway; see :meth:`Bus.serve_jrep`."""
+        self._check_open("serve_jrep()")
+        if kwargs.get("name") is None:
+            kwargs["name"] = f"jrep-{self._next()}"
+        return self._open_gateway(make_gateway(self, **kwargs))
+
+    def _open_gateway(self, gateway: Gateway) -> Gateway:
+        with self._lock:
+            self._gateways.append(gateway)
+        try:
+            gateway.open()
+        except BaseException:
+            with self._lock:
+                self._gateways.remove(gateway)
+            raise
+        return gateway
+
+    @property
+    def gateways(self) -> tuple[Gateway, ...]:
+        with self._lock:
+            return tuple(self._gateways)
 
     def connect(
         self,
@@ -657,6 +667,7 @@ class NodeNet:
             "selectors": {s.name: s.stats() for s in self.selectors},
             "services": {s.name: s.counters for s in self.services},
             "links": {link.name: link.counters for link in self.links},
+            "gateways": {g.name: g.counters for g in self.gateways},
         }
 
     # ------------------------------------------------------------------ inside
@@ -713,6 +724,9 @@ class NodeNet:
             self.closing = True
             services = list(self._services)
             links = list(self._links)
+            gateways = list(self._gateways)
+        for gateway in gateways:
+            gateway.close(timeout)
         for service in services:
             service.close(timeout)
         by_selector: dict[IOThread, list[Link]] = {}

@@ -1,0 +1,11 @@
+"""J.REP over WebSocket: the gateway that lets browsers (and any WebSocket
+program) join the bus, behind the same seam as TCP links (docs/jrep.md).
+
+``bus.serve_jrep(port, ...)`` (or ``actorbus.jrep.gateway.NAME.*`` keys) opens a
+:class:`Gateway`; each WebSocket session is one remote party of the bus.
+"""
+
+from actorbus.net.jrep._settings import GatewaySettings, GatewayStats
+from actorbus.net.jrep.gateway import Gateway
+
+__all__ = ["Gateway", "GatewaySettings", "GatewayStats"]
