@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-# The suite needs Graphviz, iproute2 and iptables besides Python's packages: installed
+# The suite needs Graphviz, iproute2, iptables and Chromium besides Python's packages: installed
 # here when missing (root + apt-get), else named on one line and the tests needing them fail.
 system-tools:
 	tools/ensure-system-tools.sh

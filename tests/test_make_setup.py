@@ -1,6 +1,6 @@
 """``make test`` on a fresh machine: it first runs tools/ensure-system-tools.sh, which
-installs the Debian packages the suite needs (Graphviz, iproute2, iptables) or names
-what is missing on one line; CI runs nothing but ``make test``.
+installs the Debian packages the suite needs (Graphviz, iproute2, iptables,
+Chromium) or names what is missing on one line; CI runs nothing but ``make test``.
 
 The script runs for real with a PATH of stand-in commands, in its ``--check`` mode
 or where it cannot install (no apt-get on that PATH), so nothing is installed here.
@@ -63,7 +63,7 @@ def test_ci_runs_only_make_test() -> None:
 
 
 def test_check_lists_graphviz_when_dot_is_missing(tmp_path: Path) -> None:
-    done = _script(_path_with(tmp_path, "ip", "iptables"), "--check")
+    done = _script(_path_with(tmp_path, "ip", "iptables", "chromium"), "--check")
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == [
         "needed: graphviz ('dot', for SVG/PNG state machine diagrams and the tests of them)"
@@ -74,15 +74,15 @@ def test_check_lists_every_package_when_nothing_is_there(tmp_path: Path) -> None
     done = _script(_path_with(tmp_path), "--check")
     assert done.returncode == 1, done.stderr
     packages = [line.split()[1] for line in done.stdout.splitlines()]
-    assert packages == ["graphviz", "iproute2", "iptables"]
+    assert packages == ["graphviz", "iproute2", "iptables", "chromium"]
 
 
 def test_check_is_quiet_when_everything_is_there(tmp_path: Path) -> None:
-    done = _script(_path_with(tmp_path, "dot", "ip", "iptables"), "--check")
+    done = _script(_path_with(tmp_path, "dot", "ip", "iptables", "chromium"), "--check")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
-@pytest.mark.parametrize("present", [("ip", "iptables"), ()])
+@pytest.mark.parametrize("present", [("ip", "iptables", "chromium"), ()])
 def test_without_apt_get_one_line_names_what_is_missing_and_make_goes_on(
     tmp_path: Path, present: tuple[str, ...]
 ) -> None:
@@ -95,7 +95,7 @@ def test_without_apt_get_one_line_names_what_is_missing_and_make_goes_on(
     assert line.startswith("ensure-system-tools: missing graphviz ('dot', for SVG/PNG")
     assert "cannot install (no apt-get)" in line
     assert "the tests that need them will fail" in line
-    wanted = ["graphviz"] if present else ["graphviz", "iproute2", "iptables"]
+    wanted = ["graphviz"] if present else ["graphviz", "iproute2", "iptables", "chromium"]
     assert line.endswith("install with: apt-get install " + " ".join(wanted))
 
 

@@ -22,6 +22,7 @@ tools=(
     "graphviz|dot|SVG/PNG state machine diagrams and the tests of them"
     "iproute2|ip|the network-namespace reliability tests"
     "iptables|iptables|packet loss in the network-namespace reliability tests"
+    "chromium|chromium|the web demo's real-browser test"
 )
 
 missing=()   # package names

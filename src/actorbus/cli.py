@@ -5,6 +5,8 @@
   Ctrl-C or SIGTERM (or ``--duration``); then shut the actors down and close the
   bus, so that every link logs off with a reason (see :mod:`actorbus._signals`).
 * ``actorbus demo calculator [...]`` — the moving-average calculator demo.
+* ``actorbus demo web [--port P] [--duration S]`` — the calculator's actors
+  behind a J.REP gateway and a live page (prints its URL).
 * ``actorbus diagram MACHINE -o OUT`` — render a state machine (a ``.sm`` file or
   ``module:Class``) as Mermaid, DOT, SVG or PNG (by the output's extension).
 * ``actorbus topics HOST:PORT [--timeout S]`` — link to the running node that
@@ -115,6 +117,18 @@ def _parser() -> argparse.ArgumentParser:
         help="at the end, write the calculator's machine with its current state highlighted",
     )
 
+    web = demos.add_parser(
+        "web", help="a live page of the moving averages, over J.REP (prints the URL)"
+    )
+    web.add_argument("--port", type=int, default=8080, help="HTTP/WebSocket port (default 8080)")
+    web.add_argument(
+        "--duration", type=float, default=None, help="stop after S seconds (default: Ctrl-C)"
+    )
+    web.add_argument(
+        "--period", type=float, default=100, help="ms between data points (default 100)"
+    )
+    web.add_argument("--window", type=int, default=5, help="moving-average window size (default 5)")
+
     spark = demos.add_parser(
         "spark",
         help="bus feeds -> journal -> Spark windowed averages -> back onto the bus",
@@ -187,6 +201,8 @@ def _cmd_diagram(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.demo == "web":
+        return _cmd_demo_web(args)
     from demos.calculator.run import ROLES, run
 
     _check_duration(args.duration)
@@ -214,6 +230,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"done: {summary['sent']} points sent, {summary['published']} averages published, "
         f"{summary['received']} received; calculator ended in {summary.get('final_state')}"
     )
+    return 0
+
+
+def _cmd_demo_web(args: argparse.Namespace) -> int:
+    from demos.web.run import run
+
+    _check_duration(args.duration)
+    if not 0 <= args.port <= 65535:
+        raise _Fail(f"--port {args.port}: expected 0..65535 (0: any free port)")
+    if args.window < 1:
+        raise _Fail(f"--window {args.window}: expected an integer >= 1")
+    if args.period <= 0:
+        raise _Fail(f"--period {args.period}: expected milliseconds > 0")
+    run(port=args.port, duration=args.duration, period_ms=args.period, window=args.window)
     return 0
 
 

@@ -267,3 +267,12 @@ def test_spark_demo_errors_name_the_actorbus_command(tmp_path: Path) -> None:
     assert "actorbus demo spark: error: unrecognized arguments: --no-such-option" in (
         refused.stderr
     )
+
+
+def test_demo_web_prints_the_page_url_and_stops_after_its_duration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "web", "--port", "0", "--duration", "0.2"]) == 0
+    assert "web demo: open http://127.0.0.1:" in capsys.readouterr().out
+    assert main(["demo", "web", "--port", "70000"]) == 2
+    assert "--port 70000: expected 0..65535" in capsys.readouterr().err

@@ -24,6 +24,8 @@ def test_state_sync_lists_what_the_bus_routes_and_both_sides_finish() -> None:
         assert notice["CapabilitiesFlags"] == "WebSockets"
         assert notice["ReplyPrefix"].startswith(".")
         assert notice["NodeId"] == "gw"
+        # the timing a client follows: heartbeats well within the idle timeout
+        assert (notice["HeartbeatDelay"], notice["IdleTimeout"]) == (20_000, 60_000)
         routes = c.command("RemoteSubscribe")
         assert "/p" in routes["SubjectsList"]
         assert {"Subject": "/p", "Type": PRICE, "Role": "publisher", "State": "UP"} in routes[

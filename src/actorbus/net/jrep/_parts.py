@@ -58,6 +58,8 @@ ERROR_CODE: Final = "ErrorCode"
 REPLY_PREFIX: Final = "ReplyPrefix"
 SESSION_ID: Final = "SessionId"
 NODE_ID: Final = "NodeId"
+HEARTBEAT_DELAY: Final = "HeartbeatDelay"
+IDLE_TIMEOUT: Final = "IdleTimeout"
 
 # -------------------------------------------------------------------- verbs
 CONNECT_TO_QUEUE: Final = "ConnectToQueue"

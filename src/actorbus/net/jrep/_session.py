@@ -299,6 +299,8 @@ class Session(ClientSide):
                 p.REPLY_PREFIX: self.reply_prefix,
                 p.SESSION_ID: self.name,
                 p.NODE_ID: self.gateway.node_id,
+                p.HEARTBEAT_DELAY: round(self.settings.heartbeat_delay * 1000),
+                p.IDLE_TIMEOUT: round(self.settings.idle_timeout * 1000),
             },
             {
                 p.TO_SUBJECT: p.CLIENT_BUS,
