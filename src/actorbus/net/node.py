@@ -74,7 +74,7 @@ from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, release_free_memory
-from .jrep._configured import configured_gateway, make_gateway
+from .jrep._configured import configured_gateway, make_client, make_gateway
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from ..bus.router import Router
     from ..node import Bus
     from ._connection import _Connection
+    from .jrep.client import JrepClient
     from .jrep.gateway import Gateway
 
 __all__ = ["DEFAULT_SELECTOR", "NodeNet"]
@@ -123,6 +124,7 @@ class NodeNet:
         self._links: list[Link] = []
         self._services: list[Service] = []
         self._gateways: list[Gateway] = []
+        self._jrep_clients: list[JrepClient] = []
         self._peers: dict[str, _Connection] = {}
         #: client links that ended without retrying before they ever logged on
         self._failed: list[tuple[str, str]] = []
@@ -403,6 +405,15 @@ class NodeNet:
                 self._gateways.remove(gateway)
             raise
         return gateway
+
+    def connect_jrep(self, url: str, **kwargs: Any) -> JrepClient:
+        """Federate with a node's J.REP gateway; see :meth:`Bus.connect_jrep`."""
+        self._check_open("connect_jrep()")
+        client = make_client(self, url, name=kwargs.pop("name", None) or url, **kwargs)
+        with self._lock:
+            self._jrep_clients.append(client)
+        client.start()
+        return client
 
     @property
     def gateways(self) -> tuple[Gateway, ...]:
@@ -724,7 +735,7 @@ class NodeNet:
             self.closing = True
             services = list(self._services)
             links = list(self._links)
-            gateways = list(self._gateways)
+            gateways: list[Gateway | JrepClient] = [*self._jrep_clients, *self._gateways]
         for gateway in gateways:
             gateway.close(timeout)
         for service in services:
