@@ -67,6 +67,8 @@ class FedSession:
         self._scheduled = False
         #: the session ended: nothing more is queued (what comes is dropped)
         self._ended = False
+        #: its counters went into the client's totals (:meth:`fold`)
+        self._folded = False
         self._wake = asyncio.Event()
         self.prefix = ""
         self.remote_node = ""
@@ -75,6 +77,8 @@ class FedSession:
         self.handed = 0
         self.written = 0
         self.dropped = 0
+        #: notifications the writer holds (taken from the queue, being sent)
+        self.in_hand = 0
         #: J.REP messages received, errors the gateway reported
         self.received = 0
         self.errors = 0
@@ -97,17 +101,27 @@ class FedSession:
     # ------------------------------------------------ PartyTransport (any thread)
 
     def _put(self, item: tuple[Any, ...]) -> None:
+        notify = item[0] == "notify"
         with self._lock:
-            if self._ended:
-                if item[0] == "notify":
-                    self.dropped += 1
+            if not self._ended:
+                if notify:
+                    self.handed += 1
+                self._out.append(item)
+                if self._scheduled:
+                    return
+                self._scheduled = True
+                late = False
+            elif not notify:
                 return
-            if item[0] == "notify":
+            elif not self._folded:
                 self.handed += 1
-            self._out.append(item)
-            if self._scheduled:
+                self.dropped += 1
                 return
-            self._scheduled = True
+            else:  # the client holds the totals now
+                late = True
+        if late:
+            self.client.count_late_drop()
+            return
         try:
             self.loop.call_soon_threadsafe(self._wake.set)
         except RuntimeError:  # the loop is closed: the session is gone with it
@@ -263,9 +277,17 @@ class FedSession:
     async def _write_loop(self) -> None:
         wake = self._wake
         ws = self.ws
+        heartbeat = self.client.heartbeat  # J.REP Heartbeat when idle: the gateway's idle timer
+        beat = dumps([{p.TO_SUBJECT: p.SERVER_BUS, p.COMMAND_TYPE: p.HEARTBEAT}])
         try:
             while True:
-                await wake.wait()
+                if not wake.is_set():
+                    try:
+                        async with asyncio.timeout(heartbeat):
+                            await wake.wait()
+                    except TimeoutError:
+                        await ws.send(beat)
+                        continue
                 wake.clear()
                 with self._lock:
                     items = list(self._out)
@@ -280,9 +302,11 @@ class FedSession:
                         logger.opt(exception=exc).error(
                             "jrep client {}: sending {} failed", self.client.name, item[0]
                         )
+                self.in_hand = notes  # being written: possibly lost if the session breaks now
                 for start in range(0, len(out), _CHUNK):
                     await ws.send(dumps(out[start : start + _CHUNK]))
                 self.written += notes
+                self.in_hand = 0
         except ConnectionClosed:
             return
 
@@ -496,6 +520,19 @@ class FedSession:
         entry = self.incoming.pop(request_id, None)
         if entry is not None:
             self.incoming_ids.pop(entry[0], None)
+
+    def fold(self) -> dict[str, int]:
+        """(once the session ended) Its counters, for the client's totals: what
+        was written, or being written, counts as possibly lost."""
+        with self._lock:
+            self._folded = True
+            return {
+                "handed": self.handed,
+                "possibly_lost": self.written + self.in_hand,
+                "dropped": self.dropped,
+                "received": self.received,
+                "errors": self.errors,
+            }
 
     async def close(self, reason: str) -> None:
         """(loop) Say goodbye (Disconnect) and close the WebSocket."""

@@ -155,7 +155,7 @@ class JrepClient:
             sessions, failed = self._sessions, self._failed
         if s is not None:
             c["handed"] += s.handed
-            c["written"] += s.written
+            c["written"] += s.written + s.in_hand
             c["dropped"] += s.dropped
             c["received"] += s.received
             c["errors"] += s.errors
@@ -248,16 +248,16 @@ class JrepClient:
         with self._lock:
             if self._session is session:
                 self._session = None
-            d = self._done
-            d["handed"] += session.handed
-            d["written"] += 0
-            d["possibly_lost"] += session.written
-            d["dropped"] += session.dropped
-            d["received"] += session.received
-            d["errors"] += session.errors
-            session.written = session.handed = session.dropped = 0
-            session.received = session.errors = 0
+            counts = session.fold()
+            for what, n in counts.items():
+                self._done[what] += n
         self.last_error = reason
+
+    def count_late_drop(self) -> None:
+        """(any thread) A notification handed to a session already gone."""
+        with self._lock:
+            self._done["handed"] += 1
+            self._done["dropped"] += 1
 
     # ------------------------------------------------------------ close
 
