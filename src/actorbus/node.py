@@ -167,7 +167,8 @@ class Bus:
         self.net: Any = None
         with Bus._open_lock:
             Bus._open.add(self)
-        if self.config.services or self.config.connections or self.config.gateways:
+        c = self.config
+        if c.services or c.connections or c.gateways or c.jrep_clients:
             self._start_net()
         if threshold is not None:
             _gc.hold(threshold)

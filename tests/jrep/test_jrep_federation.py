@@ -9,11 +9,14 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import pytest
 from jrep_support import WAIT, Add, Price, Sum
 
-from actorbus import Actor, Bus, FeedState, MessageKey, ReplyStatus
+from actorbus import Actor, Bus, ConfigError, FeedState, MessageKey, ReplyStatus
+from actorbus.config import load_config
 from actorbus.net.jrep import Gateway, JrepClient
 from actorbus.testing import wait_until
 
@@ -146,3 +149,48 @@ def test_a_wrong_token_is_refused_and_counted() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_client_bus_from_a_properties_file(tmp_path: Path) -> None:
+    b = Bus(node_id="B")
+    a: Bus | None = None
+    try:
+        gateway = b.serve_jrep(0, name="fed", token=b"t" * 24)
+        token = tmp_path / "hub.token"
+        token.write_bytes(b"t" * 24)
+        token.chmod(0o600)
+        props = tmp_path / "a.properties"
+        props.write_text(
+            "actorbus.nodeId=A\n"
+            "actorbus.jrep.clients=hub\n"
+            f"actorbus.jrep.client.hub.url={gateway.url}\n"
+            f"actorbus.jrep.client.hub.tokenFile={token}\n"
+            "actorbus.jrep.client.hub.reconnectDelay=50\n"
+            "actorbus.jrep.client.hub.heartbeat=1000\n"
+        )
+        config = load_config(props)
+        (hub,) = config.jrep_clients
+        assert (hub.name, hub.url, hub.reconnect, hub.heartbeat_ms) == (
+            "hub",
+            gateway.url,
+            True,
+            1000,
+        )
+        a = Bus(config)
+        on_a = a.inbox(Price, "/b")
+        pub_b = b.publisher(Price, "/b")
+        assert on_a.wait_up(WAIT)
+        assert wait_until(pub_b.is_feed_up, WAIT)
+        pub_b.publish(Price("/b", value=Decimal(3)))
+        assert on_a.receive(WAIT) is not None
+    finally:
+        if a is not None:
+            a.close()
+        b.close()
+
+
+def test_a_bad_client_url_in_a_properties_file_is_refused(tmp_path: Path) -> None:
+    props = tmp_path / "a.properties"
+    props.write_text("actorbus.jrep.clients=hub\nactorbus.jrep.client.hub.url=http://x/jrep\n")
+    with pytest.raises(ConfigError, match="WebSocket URL"):
+        load_config(props)

@@ -67,14 +67,12 @@ from ._configured import (
     service_tls,
     settings_of,
 )
-from ._credentials import (
-    Secret,
-)
+from ._credentials import Secret
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, release_free_memory
-from .jrep._configured import configured_gateway, make_client, make_gateway
+from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -159,6 +157,9 @@ class NodeNet:
             for gateway in config.gateways:
                 with self._config_errors():
                     self._open_gateway(configured_gateway(self, gateway))
+            for client in config.jrep_clients:
+                with self._config_errors():
+                    self.connect_jrep(client.url, **client_arguments(client))
         except BaseException:
             self.close()
             raise
@@ -410,8 +411,7 @@ class NodeNet:
         """Federate with a node's J.REP gateway; see :meth:`Bus.connect_jrep`."""
         self._check_open("connect_jrep()")
         client = make_client(self, url, name=kwargs.pop("name", None) or url, **kwargs)
-        with self._lock:
-            self._jrep_clients.append(client)
+        self._jrep_clients.append(client)  # (one append: atomic; close() copies the list)
         client.start()
         return client
 

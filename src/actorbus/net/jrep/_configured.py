@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...bus.message import Message
 from ...bus.permissions import Permissions
-from ...config.schema import GatewayConfig
+from ...config.schema import GatewayConfig, JrepClientConfig
 from ...errors import ConfigError, UsageError
 from .._credentials import Secret, read_secret_file, secret_of
 from ._settings import GatewaySettings
@@ -20,7 +20,7 @@ from .gateway import Gateway
 if TYPE_CHECKING:
     from ..node import NodeNet
 
-__all__ = ["configured_gateway", "make_client", "make_gateway"]
+__all__ = ["client_arguments", "configured_gateway", "make_client", "make_gateway"]
 
 
 def make_gateway(
@@ -158,3 +158,24 @@ def make_client(
         max_message_size=max_message_size,
         permissions=permissions,
     )
+
+
+def client_arguments(c: JrepClientConfig) -> dict[str, Any]:
+    """``connect_jrep()`` arguments of a client bus a properties file configures."""
+    prefix = f"actorbus.jrep.client.{c.name}."
+    permissions = (
+        Permissions.from_file(c.permissions_file, f"{prefix}permissionsFile")
+        if c.permissions_file is not None
+        else None
+    )
+    return {
+        "name": c.name,
+        "token_file": c.token_file,
+        "reconnect": c.reconnect,
+        "reconnect_delay": c.reconnect_delay_ms / 1000,
+        "connect_timeout": c.connect_timeout_ms / 1000,
+        "heartbeat": c.heartbeat_ms / 1000,
+        "permissions": permissions,
+        "selector": c.selector,
+        "config_prefix": prefix,
+    }
