@@ -56,7 +56,7 @@ from .config.schema import BusConfig, node_id_problem
 from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
-    from .net.jrep import Gateway, GatewaySettings
+    from .net.jrep import Gateway, GatewaySettings, JrepClient
     from .net.link import Link
     from .net.service import Service
 
@@ -167,7 +167,8 @@ class Bus:
         self.net: Any = None
         with Bus._open_lock:
             Bus._open.add(self)
-        if self.config.services or self.config.connections or self.config.gateways:
+        c = self.config
+        if c.services or c.connections or c.gateways or c.jrep_clients:
             self._start_net()
         if threshold is not None:
             _gc.hold(threshold)
@@ -716,6 +717,45 @@ class Bus:
             selector=selector,
         )
         return gateway
+
+    def connect_jrep(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        token: bytes | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        reconnect: bool = False,
+        reconnect_delay: float = 5.0,
+        connect_timeout: float = 10.0,
+        heartbeat: float = 0.0,
+        permissions: Permissions | None = None,
+        selector: str | None = None,
+    ) -> JrepClient:
+        """Federate with another node's J.REP gateway at ``url`` (its
+        ``gateway.url``, ``ws://host:port/jrep``): this node becomes a client bus
+        of it, and feeds, notifications, requests and replies cross as over a TCP
+        link (docs/jrep.md, "Federation").  Returns at once with the handle;
+        ``client.wait_connected(timeout)`` blocks until feeds flow.  ``token`` /
+        ``token_file``: the gateway's token.  With ``reconnect`` a lost or refused
+        session is dialled again after ``reconnect_delay`` seconds, doubling per
+        failed attempt up to 10x.  ``heartbeat`` (seconds, 0: none): WebSocket
+        pings; a session whose ping is not answered within as long is dropped.
+        ``permissions``: what the remote node may do here (it is the peer
+        ``name``, by default the URL)."""
+        client: JrepClient = self._start_net().connect_jrep(
+            url,
+            name=name,
+            token=token,
+            token_file=token_file,
+            reconnect=reconnect,
+            reconnect_delay=reconnect_delay,
+            connect_timeout=connect_timeout,
+            heartbeat=heartbeat,
+            permissions=permissions,
+            selector=selector,
+        )
+        return client
 
     @property
     def links(self) -> tuple[Link, ...]:

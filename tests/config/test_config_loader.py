@@ -1269,6 +1269,7 @@ def test_the_public_api() -> None:
             "DispatcherConfig",
             "DispatcherKind",
             "GatewayConfig",
+            "JrepClientConfig",
             "Property",
             "SelectorConfig",
             "ServiceConfig",

@@ -30,6 +30,7 @@ from actorbus.config.schema import (
     DispatcherConfig,
     DispatcherKind,
     GatewayConfig,
+    JrepClientConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "DispatcherConfig",
     "DispatcherKind",
     "GatewayConfig",
+    "JrepClientConfig",
     "Property",
     "SelectorConfig",
     "ServiceConfig",

@@ -37,6 +37,7 @@ from actorbus.config._values import (
     _Setting,
     _tls_file,
     _url_path,
+    _ws_url,
 )
 from actorbus.config.schema import (
     DEFAULT_DISPATCHER,
@@ -44,6 +45,7 @@ from actorbus.config.schema import (
     ConnectionConfig,
     DispatcherConfig,
     GatewayConfig,
+    JrepClientConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -206,6 +208,24 @@ _GATEWAYS: _Section[GatewayConfig] = _Section(
     required=("port",),
 )
 
+_JREP_CLIENTS: _Section[JrepClientConfig] = _Section(
+    noun="client",
+    list_key="jrep.clients",
+    item_prefix="jrep.client.",
+    factory=JrepClientConfig,
+    settings={
+        "url": _ws_url("url"),
+        "tokenFile": _secret_file("token_file"),
+        "reconnect": _boolean("reconnect"),
+        "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
+        "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
+        "heartbeat": _integer("heartbeat_ms", 0, unit="milliseconds, 0 = off"),
+        "permissionsFile": _permissions_file("permissions_file"),
+        "selector": _reference("selector", "selector"),
+    },
+    required=("url",),
+)
+
 _ACTORS: _Section[ActorConfig] = _Section(
     noun="actor",
     list_key="actors",
@@ -226,6 +246,7 @@ _SECTIONS: tuple[_Section[Any], ...] = (
     _SERVICES,
     _CONNECTIONS,
     _GATEWAYS,
+    _JREP_CLIENTS,
     _ACTORS,
 )
 _SPARK = "spark."

@@ -302,6 +302,17 @@ def _url_path(field: str) -> _Setting:
     return _Setting(field, parse, expected)
 
 
+def _ws_url(field: str) -> _Setting:
+    expected = "expected a WebSocket URL such as ws://host:8080/jrep (ws:// or wss://)"
+
+    def parse(text: str) -> str:
+        if not text.startswith(("ws://", "wss://")) or " " in text or len(text) < 6:
+            raise _Invalid(expected)
+        return text
+
+    return _Setting(field, parse, expected)
+
+
 def _directory(field: str) -> _Setting:
     expected = "expected the path of a directory"
 

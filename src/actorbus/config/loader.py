@@ -7,10 +7,10 @@ eBus user's file carries over); keys without either prefix are ignored.  What
 follows the prefix is one of:
 
 * a *name list*: ``dispatchers``, ``net.selectors``, ``services``,
-  ``connections``, ``jrep.gateways``, ``actors``;
+  ``connections``, ``jrep.gateways``, ``jrep.clients``, ``actors``;
 * a *per-name setting*: ``SECTION.NAME.SETTING`` where SECTION is
   ``dispatcher``, ``net.selector``, ``service``, ``connection``,
-  ``jrep.gateway`` or ``actor``
+  ``jrep.gateway``, ``jrep.client`` or ``actor``
   (and ``service.SETTING`` for the single unnamed service ``default``);
 * a *top-level setting* of the whole bus: ``gc.threshold``;
 * ``spark.KEY``, kept raw for the Spark pipeline.
@@ -49,6 +49,7 @@ from actorbus.config._tables import (
     _CONNECTIONS,
     _DISPATCHERS,
     _GATEWAYS,
+    _JREP_CLIENTS,
     _SECTIONS,
     _SELECTORS,
     _SERVICES,
@@ -526,6 +527,7 @@ def config_from_properties(props: Iterable[Property], path: str = "<string>") ->
         services=services,
         connections=connections,
         gateways=loader.build(_GATEWAYS),
+        jrep_clients=loader.build(_JREP_CLIENTS),
         actors=loader.build(_ACTORS),
         spark=loader.spark(),
         **loader.top_level(),
@@ -593,6 +595,7 @@ def dump_config(config: BusConfig) -> str:
         (_SERVICES, config.services),
         (_CONNECTIONS, config.connections),
         (_GATEWAYS, config.gateways),
+        (_JREP_CLIENTS, config.jrep_clients),
         (_ACTORS, config.actors),
     )
     for section, items in groups:

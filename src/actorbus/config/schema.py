@@ -30,6 +30,7 @@ __all__ = [
     "DispatcherConfig",
     "DispatcherKind",
     "GatewayConfig",
+    "JrepClientConfig",
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
@@ -456,6 +457,27 @@ class GatewayConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class JrepClientConfig:
+    """A federation with another node's J.REP gateway (``jrep.client.NAME.*``;
+    docs/jrep.md, "Federation")."""
+
+    name: str
+    #: the gateway's WebSocket URL (``ws://host:port/jrep``)
+    url: str
+    #: a file holding the gateway's token (the path, never the token)
+    token_file: str | None = None
+    reconnect: bool = True
+    reconnect_delay_ms: int = 5_000
+    connect_timeout_ms: int = 10_000
+    #: WebSocket pings (and J.REP Heartbeats when idle) every this many ms; 0: none
+    heartbeat_ms: int = 0
+    #: a file of allow/deny rules; the remote node is the peer named like the client
+    permissions_file: str | None = None
+    #: the I/O thread (selector) the client runs on (None: the default one)
+    selector: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ActorConfig:
     """An actor the ``actorbus run`` command creates (``actor.NAME.*``)."""
 
@@ -480,6 +502,8 @@ class BusConfig:
     connections: tuple[ConnectionConfig, ...] = ()
     #: J.REP gateways (``jrep.gateways``)
     gateways: tuple[GatewayConfig, ...] = ()
+    #: federations with other nodes' J.REP gateways (``jrep.clients``)
+    jrep_clients: tuple[JrepClientConfig, ...] = ()
     actors: tuple[ActorConfig, ...] = ()
     #: ``spark.*`` keys, raw (the Spark pipeline validates them).
     spark: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -67,14 +67,12 @@ from ._configured import (
     service_tls,
     settings_of,
 )
-from ._credentials import (
-    Secret,
-)
+from ._credentials import Secret
 from ._io_thread import IOThread, park_delay
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, release_free_memory
-from .jrep._configured import configured_gateway, make_gateway
+from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
 from .link import Link, LinkSettings
 from .service import Service
 
@@ -84,6 +82,7 @@ if TYPE_CHECKING:
     from ..bus.router import Router
     from ..node import Bus
     from ._connection import _Connection
+    from .jrep.client import JrepClient
     from .jrep.gateway import Gateway
 
 __all__ = ["DEFAULT_SELECTOR", "NodeNet"]
@@ -123,6 +122,7 @@ class NodeNet:
         self._links: list[Link] = []
         self._services: list[Service] = []
         self._gateways: list[Gateway] = []
+        self._jrep_clients: list[JrepClient] = []
         self._peers: dict[str, _Connection] = {}
         #: client links that ended without retrying before they ever logged on
         self._failed: list[tuple[str, str]] = []
@@ -157,6 +157,9 @@ class NodeNet:
             for gateway in config.gateways:
                 with self._config_errors():
                     self._open_gateway(configured_gateway(self, gateway))
+            for client in config.jrep_clients:
+                with self._config_errors():
+                    self.connect_jrep(client.url, **client_arguments(client))
         except BaseException:
             self.close()
             raise
@@ -403,6 +406,14 @@ class NodeNet:
                 self._gateways.remove(gateway)
             raise
         return gateway
+
+    def connect_jrep(self, url: str, **kwargs: Any) -> JrepClient:
+        """Federate with a node's J.REP gateway; see :meth:`Bus.connect_jrep`."""
+        self._check_open("connect_jrep()")
+        client = make_client(self, url, name=kwargs.pop("name", None) or url, **kwargs)
+        self._jrep_clients.append(client)  # (one append: atomic; close() copies the list)
+        client.start()
+        return client
 
     @property
     def gateways(self) -> tuple[Gateway, ...]:
@@ -724,7 +735,7 @@ class NodeNet:
             self.closing = True
             services = list(self._services)
             links = list(self._links)
-            gateways = list(self._gateways)
+            gateways: list[Gateway | JrepClient] = [*self._jrep_clients, *self._gateways]
         for gateway in gateways:
             gateway.close(timeout)
         for service in services:

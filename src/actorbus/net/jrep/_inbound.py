@@ -148,7 +148,8 @@ class ClientSide(SessionBase):
                 '{"ToSubject": "ServerBus", "CommandType": "ConnectToQueue"}',
             )
         if command == p.CAPABILITIES_NOTICE:
-            part(message, p.CAPABILITIES_FLAGS, str, "a comma-delimited string")
+            flags = part(message, p.CAPABILITIES_FLAGS, str, "a comma-delimited string") or ""
+            self.federated = p.FEDERATION in (f.strip() for f in flags.split(","))
         elif command == p.FINISH_STATE_SYNC:
             self.client_synced = True
         elif command == p.REMOTE_SUBSCRIBE:
@@ -235,6 +236,9 @@ class ClientSide(SessionBase):
         key = MessageKey(cls, subject)
         party = self.party
         assert party is not None
+        if part(message, p.ROLE, str, '"publisher" or none') == p.PUBLISHER:
+            self._advertise(cls, key, part(message, p.STATE, str, '"UP" or "DOWN"') != "DOWN")
+            return
         if issubclass(cls, Request):
             if key not in self.serving:
                 self._allowed(Action.REPLY, key)
@@ -255,11 +259,33 @@ class ClientSide(SessionBase):
             party.subscribe(key)
         self.put(("state", key), data=False)
 
+    def _advertise(self, cls: type[Message], key: MessageKey, up: bool) -> None:
+        """A client bus's publishers of ``key`` (RemoteSubscribe with Role
+        "publisher", a federation extension): UP or DOWN on the bus before any
+        data, so the bus's subscribers see their state and the client is told
+        when they match (RemoteSubscribe with Role "subscriber")."""
+        party = self.party
+        assert party is not None
+        if not issubclass(cls, Notification):
+            raise JrepFault(p.UNKNOWN_TYPE, f"{cls.__type_name__} is no Notification type")
+        if key in self.published:
+            party.feed_status(key, Role.PUBLISHER, up)
+            return
+        self._allowed(Action.PUBLISH, key)
+        self._room(f"publish on {key}")
+        self.published.add(key)
+        party.advertise(key, Role.PUBLISHER, up)
+
     def _unsubscribe(self, subject: str, message: dict[str, Any]) -> None:
         cls = self._message_class(message, subject)
         key = MessageKey(cls, subject)
         party = self.party
         assert party is not None
+        if part(message, p.ROLE, str, '"publisher" or none') == p.PUBLISHER:
+            if key in self.published:
+                self.published.discard(key)
+                party.retract(key, Role.PUBLISHER)
+            return
         if key in self.serving:
             self.serving.discard(key)
             party.retract(key, Role.REPLIER)

@@ -60,6 +60,9 @@ SESSION_ID: Final = "SessionId"
 NODE_ID: Final = "NodeId"
 HEARTBEAT_DELAY: Final = "HeartbeatDelay"
 IDLE_TIMEOUT: Final = "IdleTimeout"
+#: the Role values of RemoteSubscribe / RemoteUnsubscribe
+PUBLISHER: Final = "publisher"
+SUBSCRIBER: Final = "subscriber"
 
 # -------------------------------------------------------------------- verbs
 CONNECT_TO_QUEUE: Final = "ConnectToQueue"
@@ -88,6 +91,10 @@ CLIENT_VERBS: Final = (
 
 #: the one capability this gateway offers
 CAPABILITIES: Final = "WebSockets"
+#: the flag a client bus (another node) adds to its CapabilitiesNotice: the
+#: gateway then tells it about the bus's subscribers and feed-state changes of
+#: every key (docs/jrep.md, "Federation")
+FEDERATION: Final = "Federation"
 
 # ------------------------------------------------------------- error codes
 #: the frame is not JSON, or not an array of objects

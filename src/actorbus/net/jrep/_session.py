@@ -60,11 +60,15 @@ class Session(ClientSide):
         self.put(("advertise", key, role, up), data=False)
 
     def send_subscribe(self, key: MessageKey) -> None:
-        """A bus subscriber matches the client's publisher: the client publishes
-        regardless, nothing to tell it."""
+        """A bus subscriber matches the client's publisher: a browser publishes
+        regardless; a client bus is told (RemoteSubscribe, Role "subscriber")."""
+        if self.federated:
+            self.put(("interest", key, True), data=False)
 
     def send_unsubscribe(self, key: MessageKey) -> None:
-        """(as send_subscribe)"""
+        """(as send_subscribe: RemoteUnsubscribe, Role "subscriber")"""
+        if self.federated:
+            self.put(("interest", key, False), data=False)
 
     def send_subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
         """The bus's wildcard subscribers join the client's keys on the bus side."""
@@ -276,6 +280,11 @@ class Session(ClientSide):
                     del self.groups[key]
         elif kind == "sync":
             out.extend(self._state_sync())
+        elif kind == "interest":
+            verb = p.REMOTE_SUBSCRIBE if item[2] else p.REMOTE_UNSUBSCRIBE
+            message = _key_message(verb, item[1], Role.PUBLISHER)
+            message[p.ROLE] = p.SUBSCRIBER
+            out.append(message)
 
     def _state_sync(self) -> list[dict[str, Any]]:
         """The answer to ConnectToQueue: capabilities, what the bus can route to,
@@ -314,7 +323,8 @@ class Session(ClientSide):
     def _advert_out(self, key: MessageKey, role: Role, up: bool, out: list[dict[str, Any]]) -> None:
         was = self.adverts.get((key, role))
         self.adverts[key, role] = up
-        if was is None and self.server_synced:
+        changed = was is not None and was != up and self.federated
+        if (was is None or changed) and self.server_synced:
             message = _key_message(p.REMOTE_SUBSCRIBE, key, role)
             message[p.STATE] = "UP" if up else "DOWN"
             out.append(message)

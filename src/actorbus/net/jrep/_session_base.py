@@ -64,6 +64,9 @@ class SessionBase:
         self.client_synced = False
         #: this side sent FinishStateSync
         self.server_synced = False
+        #: the client is another node's client bus (CapabilitiesFlags holds
+        #: "Federation"): it is told the bus's subscribers and every state change
+        self.federated = False
         #: (code, reason) once the session is closing
         self.closing: tuple[int, str] | None = None
         #: the bus's advertisements: (key, role) -> UP

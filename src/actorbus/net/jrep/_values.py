@@ -81,11 +81,28 @@ def message_from_json(cls: type[Message], subject: str, value: object) -> Messag
         ) from None
 
 
+#: per (class, skipped names): its field names, specs by name, the required
+#: ones a Value must give (a message's timestamp defaults to now)
+_SHAPES: dict[tuple[type, tuple[str, ...]], tuple[list[str], dict[str, Any], list[Any]]] = {}
+
+
+def _shape(
+    cls: type[Message] | type[Field], skip: tuple[str, ...]
+) -> tuple[list[str], dict[str, Any], list[Any]]:
+    shape = _SHAPES.get((cls, skip))
+    if shape is None:
+        specs: tuple[FieldSpec, ...] = cls.__fields__
+        by_name = {s.name: s for s in specs if s.name not in skip}
+        stamped = issubclass(cls, Message)
+        required = [s for s in by_name.values() if s.required and not (stamped and s.position == 1)]
+        shape = _SHAPES[cls, skip] = (list(by_name), by_name, required)
+    return shape
+
+
 def _fields_from_json(
     cls: type[Message] | type[Field], value: object, where: str, depth: int, skip: tuple[str, ...]
 ) -> dict[str, Any]:
-    specs: tuple[FieldSpec, ...] = cls.__fields__
-    names = [s.name for s in specs if s.name not in skip]
+    names, by_name, required = _shape(cls, skip)
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -93,22 +110,26 @@ def _fields_from_json(
             f"{where}: expected a JSON object of its fields ({', '.join(names)}), found "
             f"{_kind(value)} {shown_json(value)}"
         )
-    by_name = {s.name: s for s in specs if s.name not in skip}
     out: dict[str, Any] = {}
     for key, item in value.items():
-        if key == STRUCT_TYPE and depth > 0:
-            continue
         spec = by_name.get(key)
         if spec is None:
+            if key == STRUCT_TYPE and depth > 0:
+                continue
             extra = " (the subject is ToSubject)" if key == "subject" else ""
             raise _Bad(
                 f"{where}: has no field {shown_json(key)}{extra}; its fields are "
                 f"{', '.join(names) or 'none'}"
             )
-        out[key] = _from_json(spec.type, item, f"{where}.{key}", depth)
-    stamped = issubclass(cls, Message)  # a message's timestamp defaults to now
-    for spec in by_name.values():
-        if spec.required and spec.name not in out and not (stamped and spec.position == 1):
+        ftype = spec.type
+        if type(item) is int and ftype.python_type is int and not ftype.optional:
+            out[key] = item  # the common case, checked as _from_json would
+        elif type(item) is str and ftype.python_type is str and not ftype.optional:
+            out[key] = item
+        else:
+            out[key] = _from_json(ftype, item, f"{where}.{key}", depth)
+    for spec in required:
+        if spec.name not in out:
             raise _Bad(
                 f"{where}: the field {spec.name!r} ({spec.type.display}) is required and "
                 "missing; add it to the Value object"
@@ -291,10 +312,36 @@ def _found(value: object) -> str:
 def message_to_json(message: Message) -> dict[str, Any]:
     """The ``Value`` object of ``message``: every field but the subject."""
     out: dict[str, Any] = {}
-    for spec, value in zip(message.__fields__, message, strict=True):
-        if spec.position:  # 0 is the subject
-            out[spec.name] = _to_json(spec.type, value)
+    plan = _PLANS.get(type(message))
+    if plan is None:
+        plan = _PLANS[type(message)] = tuple(
+            (spec.position, spec.name, spec.type, _plain(spec.type))
+            for spec in message.__fields__
+            if spec.position  # 0 is the subject
+        )
+    for position, name, ftype, plain in plan:
+        value: Any = message[position]
+        if plain and type(value) is plain:
+            out[name] = value  # a str, a bool, a finite-enough int: as it is
+            if plain is int and not -JS_SAFE <= value <= JS_SAFE:  # type: ignore[operator]
+                out[name] = str(value)
+        else:
+            out[name] = _to_json(ftype, value)
     return out
+
+
+#: per message class: (position, name, field type, the plain type its values
+#: pass through as, or None)
+_PLANS: dict[type, tuple[tuple[int, str, Any, type | None], ...]] = {}
+
+
+def _plain(ftype: Any) -> type | None:
+    """``int``, ``str`` or ``bool`` for a field whose values go into JSON as they
+    are (an int within JavaScript's exact range), else None."""
+    if getattr(ftype, "optional", False) or getattr(ftype, "item", None) is not None:
+        return None
+    pt = getattr(ftype, "python_type", None)
+    return pt if pt in (int, str, bool) else None
 
 
 class _IntField:
