@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import struct
 from typing import TYPE_CHECKING, Final, cast
 
 from .._log import shown
@@ -50,6 +51,25 @@ _MIN_READ_BUFFER: Final = 4_096
 _CLOSE_GRACE: Final = 1.0
 #: Characters of a node id a peer claims that a log line or a reason shows.
 NODE_ID_SHOWN: Final = 80
+
+
+#: SO_LINGER on, zero seconds: close() resets the connection.
+_LINGER_RESET: Final = struct.pack("ii", 1, 0)
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Abort ``transport`` with a TCP reset.  A plain abort closes the socket,
+    and the kernel then still sends what it holds, FIN last: to a peer that
+    does not read, nothing at all — it would go on holding its end of the link
+    (and this kernel the bytes) until it reads again.  A reset reaches it at
+    once, and its kernel says so even while it does not read."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass  # (already closed: nothing to reset)
+    transport.abort()
 
 
 class _Connection(Inbound):
@@ -413,7 +433,7 @@ class _Connection(Inbound):
             self._end("aborted: the node is closing", ABORT)
         transport = self.transport
         if transport is not None and not self.lost:
-            transport.abort()
+            _reset(transport)
 
     @locked
     def _end(self, reason: str, how: str) -> None:
@@ -449,7 +469,7 @@ class _Connection(Inbound):
                     transport.close()
                     self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
                 else:
-                    transport.abort()
+                    _reset(transport)
         self._drop_pending()
         self.scheduled = False
         link = self.link
@@ -488,7 +508,7 @@ class _Connection(Inbound):
     def _abort_if_open(self) -> None:
         transport = self.transport
         if transport is not None and not self.lost:
-            transport.abort()
+            _reset(transport)
 
     def _closed(self) -> None:
         callbacks, self.on_closed = self.on_closed, []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -59,6 +60,10 @@ __all__ = [
 ]
 
 # How a connection's socket is closed when it ends.
+#: TCP states (``TCP_INFO``, Linux's numbers) of a connection that can carry
+#: nothing more: TIME_WAIT, CLOSE (after a reset), CLOSE_WAIT, LAST_ACK.
+_TCP_GONE: Final = frozenset({6, 7, 8, 9})
+
 ORDERLY: Final = "orderly"  # we logged off: send everything queued, then close
 TELL: Final = "tell"  # the protocol queued a LOGOFF/REJECT saying why: send it, then close
 CLOSE: Final = "close"  # the peer is done (logoff, EOF): drop what is queued, close
@@ -256,6 +261,25 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.direct_writes = 0
         self.direct_partial = 0
         self._log = logger.bind(link=link.name)
+
+    def socket_reset(self) -> bool:
+        """(the loop) Whether the TCP connection under this one is gone (the peer
+        reset it, or both ends closed) although the transport has not said so:
+        a link that stopped reading (input back-pressure) is not told of a reset
+        until it reads again.  Asks the kernel (``TCP_INFO``'s state, Linux);
+        False where it cannot."""
+        transport = self.transport
+        if transport is None or self.lost:
+            return False
+        sock = transport.get_extra_info("socket")
+        info = getattr(socket, "TCP_INFO", None)
+        if sock is None or info is None:
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, info, 1)[0]
+        except OSError:
+            return True  # (the descriptor is gone)
+        return state in _TCP_GONE
 
     if TYPE_CHECKING:
         # Defined by a later part (_connection.py); called by the earlier ones.

@@ -531,7 +531,13 @@ class NodeNet:
         ``peer`` comes from a new run of that node (a restart, with its node id
         fixed by configuration): the held link is to a run that is gone (its end
         may not have noticed yet, without heartbeats maybe never), so the new
-        link replaces it rather than being refused."""
+        link replaces it rather than being refused.  So does a logon of the same
+        run (or any, once the kernel says the held connection is gone) while the
+        held link does not read: a link paused by input back-pressure is not told
+        that the peer reset the connection (as it does when its output queue
+        goes over the limit), and would refuse the peer until it reads again.
+        Only a logon that passed the link's authentication gets here, so this
+        gives nobody a node id the secret did not already let them claim."""
         if peer == self.node_id:
             return f"node {peer!r} cannot link to itself (both ends have the same node id)"
         victim: _Connection | None = None
@@ -551,6 +557,20 @@ class NodeNet:
                 reason = (
                     f"node {peer!r} restarted (new run id {peer_run_id!r}); its new link "
                     "replaces this one"
+                )
+            elif (
+                old is not None
+                and not old.ended
+                and old.reading_paused
+                and (peer_run_id == old.peer_run_id or old.socket_reset())
+            ):
+                # The held link does not read (input back-pressure), so it has not
+                # seen its connection end: the peer reset it (its output queue was
+                # over the limit) and logs on again as the same run.
+                victim = old
+                reason = (
+                    f"node {peer!r} logged on again while this link was not reading "
+                    "(the peer reset it); its new link replaces this one"
                 )
             elif old is not None and not old.ended:
                 ours = connection.link.initiator
