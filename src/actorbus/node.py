@@ -308,14 +308,19 @@ class Bus:
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
         up: bool = True,
         discoverable: bool = True,
+        on_congestion: Callable[[bool, PublishFeed[N]], object] | None = None,
     ) -> PublishFeed[N]:
         """An advertised publish feed for code that is not an actor (declared UP
         unless ``up=False``; ``discoverable=False`` keeps it out of discovery,
-        :meth:`topics`).  ``on_status`` runs on whichever thread changed the
-        state, so it must be thread-safe."""
+        :meth:`topics`).  ``on_status`` and ``on_congestion`` run on whichever
+        thread changed the state (a link's I/O thread for congestion), so they
+        must be thread-safe and quick; ``feed.wait_ready()`` waits for a
+        congested link to drain."""
         key = checked_key(message_class, subject, Notification)
         feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope, discoverable=discoverable)
         feed.status_callback(on_status if on_status is not None else _ignore)
+        if on_congestion is not None:
+            feed.congestion_callback(on_congestion)
         feed.advertise()
         if up:
             feed.update_feed_state(FeedState.UP)
