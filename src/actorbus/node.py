@@ -475,6 +475,7 @@ class Bus:
         max_patterns: int = 1_024,
         max_groups: int = 1_024,
         message_queue_bytes: int = 64 * 1_048_576,
+        message_queue_high_water: int = -1,
         service_selector: str | None = None,
         connection_selector: str | None = None,
         secret: bytes | None = None,
@@ -516,7 +517,9 @@ class Bus:
         ``max_groups`` queue groups held by the peer (over any: the link closes,
         counted in ``over_limit``), and at most ``message_queue_bytes`` bytes
         waiting for a socket that cannot keep up (then the link closes as for
-        ``message_queue_size``; 0 = unlimited).
+        ``message_queue_size``; 0 = unlimited); past ``message_queue_high_water``
+        bytes (-1: half of it) the publishers sending there are told
+        (``PublishFeed.congested``, docs/bus.md).
 
         Every link's logon proves a secret (docs/security.md): ``secret`` (bytes,
         at least 16) or ``secret_file`` (a file holding it, not readable by
@@ -556,6 +559,7 @@ class Bus:
             max_patterns=max_patterns,
             max_groups=max_groups,
             message_queue_bytes=message_queue_bytes,
+            message_queue_high_water=message_queue_high_water,
         )
         service: Service = self._start_net().listen(
             port,
@@ -605,6 +609,7 @@ class Bus:
         max_patterns: int = 1_024,
         max_groups: int = 1_024,
         message_queue_bytes: int = 64 * 1_048_576,
+        message_queue_high_water: int = -1,
         selector: str | None = None,
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
@@ -651,6 +656,7 @@ class Bus:
             max_patterns=max_patterns,
             max_groups=max_groups,
             message_queue_bytes=message_queue_bytes,
+            message_queue_high_water=message_queue_high_water,
         )
         link: Link = self._start_net().connect(
             host,

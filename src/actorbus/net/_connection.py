@@ -127,6 +127,7 @@ class _Connection(Inbound):
             auth_failures=c.auth_failures,
             input_pauses=self.input_pauses,
             over_limit=c.over_limit + self.limit_closes,
+            congestions=self.congestions,
         )
 
     # ------------------------------------------------------------ asyncio side
@@ -256,9 +257,36 @@ class _Connection(Inbound):
         self.paused = False
         if not self.ended:
             self._write()
+            if self.congested:
+                transport = self.transport
+                waiting = len(self.tail)
+                if transport is not None:
+                    waiting += transport.get_write_buffer_size()
+                if waiting <= self.high_water // 2:
+                    self._congest(False, waiting)
             if self.pending and not self.scheduled:
                 self.scheduled = True
                 self.loop.call_soon(self._flush)
+
+    def _congest(self, congested: bool, waiting: int) -> None:
+        """(loop, holding wlock) Tell the party (the publishers sending to the
+        peer) that the output queue went over its high-water mark, or drained."""
+        self.congested = congested
+        self.congestions += congested
+        if congested:
+            self.net.peer_log.info(
+                (self._origin(), "congested"),
+                "link {}: {} bytes wait for node {}, over message_queue_high_water={}; the "
+                "publishers sending there are told (PublishFeed.congested) until it is "
+                "below half of it",
+                self.name,
+                waiting,
+                self.peer,
+                self.high_water,
+            )
+        party = self.party
+        if party is not None:
+            party.congested(congested)
 
     # ------------------------------------------------------------------- logon
 

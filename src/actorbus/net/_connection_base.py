@@ -194,6 +194,11 @@ class ConnectionBase(asyncio.BufferedProtocol):
     queued: tuple[int, int]
     #: times this connection was closed over an output queue limit
     limit_closes: int
+    #: publisher back-pressure: the output queue's high-water mark (bytes, 0 =
+    #: never), whether it is over it now, and how many times it went over
+    high_water: int
+    congested: bool
+    congestions: int
     #: bytes a direct write could not write at once; the loop writes them first
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
@@ -257,6 +262,9 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.want_wfd = False
         self.queued = (0, 0)
         self.limit_closes = 0
+        self.high_water = link.settings.high_water
+        self.congested = False
+        self.congestions = 0
         self.tail = b""
         self.direct_writes = 0
         self.direct_partial = 0
@@ -287,6 +295,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
         def _end(self, reason: str, how: str) -> None: ...
 
         def _arm(self) -> None: ...
+
+        def _congest(self, congested: bool, waiting: int) -> None: ...
 
         def _logon(self, peer: str, run_id: str) -> bool: ...
 
