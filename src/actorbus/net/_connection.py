@@ -493,6 +493,8 @@ class _Connection(Inbound):
             else:
                 if proto is not None:
                     self.link.count_dropped(proto.data_queued)
+                    proto.discard_output()
+                self.tail = b""
                 if how == CLOSE:
                     transport.close()
                     self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
