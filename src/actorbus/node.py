@@ -310,14 +310,19 @@ class Bus:
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
         up: bool = True,
         discoverable: bool = True,
+        on_congestion: Callable[[bool, PublishFeed[N]], object] | None = None,
     ) -> PublishFeed[N]:
         """An advertised publish feed for code that is not an actor (declared UP
         unless ``up=False``; ``discoverable=False`` keeps it out of discovery,
-        :meth:`topics`).  ``on_status`` runs on whichever thread changed the
-        state, so it must be thread-safe."""
+        :meth:`topics`).  ``on_status`` and ``on_congestion`` run on whichever
+        thread changed the state (a link's I/O thread for congestion), so they
+        must be thread-safe and quick; ``feed.wait_ready()`` waits for a
+        congested link to drain."""
         key = checked_key(message_class, subject, Notification)
         feed: PublishFeed[N] = PublishFeed(self.router, None, key, scope, discoverable=discoverable)
         feed.status_callback(on_status if on_status is not None else _ignore)
+        if on_congestion is not None:
+            feed.congestion_callback(on_congestion)
         feed.advertise()
         if up:
             feed.update_feed_state(FeedState.UP)
@@ -472,6 +477,7 @@ class Bus:
         max_patterns: int = 1_024,
         max_groups: int = 1_024,
         message_queue_bytes: int = 64 * 1_048_576,
+        message_queue_high_water: int = -1,
         service_selector: str | None = None,
         connection_selector: str | None = None,
         secret: bytes | None = None,
@@ -513,7 +519,9 @@ class Bus:
         ``max_groups`` queue groups held by the peer (over any: the link closes,
         counted in ``over_limit``), and at most ``message_queue_bytes`` bytes
         waiting for a socket that cannot keep up (then the link closes as for
-        ``message_queue_size``; 0 = unlimited).
+        ``message_queue_size``; 0 = unlimited); past ``message_queue_high_water``
+        bytes (-1: half of it) the publishers sending there are told
+        (``PublishFeed.congested``, docs/bus.md).
 
         Every link's logon proves a secret (docs/security.md): ``secret`` (bytes,
         at least 16) or ``secret_file`` (a file holding it, not readable by
@@ -553,6 +561,7 @@ class Bus:
             max_patterns=max_patterns,
             max_groups=max_groups,
             message_queue_bytes=message_queue_bytes,
+            message_queue_high_water=message_queue_high_water,
         )
         service: Service = self._start_net().listen(
             port,
@@ -602,6 +611,7 @@ class Bus:
         max_patterns: int = 1_024,
         max_groups: int = 1_024,
         message_queue_bytes: int = 64 * 1_048_576,
+        message_queue_high_water: int = -1,
         selector: str | None = None,
         secret: bytes | None = None,
         secret_file: str | os.PathLike[str] | None = None,
@@ -648,6 +658,7 @@ class Bus:
             max_patterns=max_patterns,
             max_groups=max_groups,
             message_queue_bytes=message_queue_bytes,
+            message_queue_high_water=message_queue_high_water,
         )
         link: Link = self._start_net().connect(
             host,

@@ -202,6 +202,15 @@ class InProcessLink:
                 if not ev.wait(timeout):
                     raise AssertionError("in-process link did not drain")
 
+    def congest(self, side: str, congested: bool = True) -> None:
+        """Say that what ``side`` (``"a"`` or ``"b"``) sends to the other is
+        congested, or no longer: the seam's ``RemoteParty.congested``, which a
+        TCP link calls at its output queue's high-water mark (this link's queues
+        never fill by themselves)."""
+        if side not in ("a", "b"):
+            raise ValueError(f"side must be 'a' or 'b', found {side!r}")
+        (self.party_b_on_a if side == "a" else self.party_a_on_b).congested(congested)
+
     def close(self, reason: str = "closed") -> None:
         """Drop the link: both sides see every feed it carried go away."""
         for q in self._queues:

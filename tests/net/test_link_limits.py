@@ -547,8 +547,10 @@ def _big_replies(node: Node, first: float | None) -> float:
     # replier made (50 x 900 KB, the application's own objects until the link
     # takes them) come on top, once; the margin is the frames being encoded and
     # written (a packer's buffer, a partial write's tail: about one frame each)
-    # and the allocator's slack around 50 large objects
-    assert max(peak) - base["rss_kib"] < (QUEUE_BYTES + 50 * 900_000 + 16 * MIB) // 1024
+    # and the allocator's slack around 50 large objects (glibc raises its mmap
+    # threshold after the first large free, so later frames come from the heap,
+    # whose freed pages it keeps until trimmed)
+    assert max(peak) - base["rss_kib"] < (QUEUE_BYTES + 50 * 900_000 + 32 * MIB) // 1024
     # bounded by what the attack made the node hold; not always given back
     # at once (docs/reliability.md, "Attacks on the link port")
     assert rss_after <= first + (QUEUE_BYTES + 50 * 900_000) / MIB + 4

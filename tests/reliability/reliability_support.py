@@ -570,9 +570,11 @@ class NodeProcess:
     #: called with each event (after it is logged), on the node's reader thread
     on_event: Callable[[dict[str, Any]], None] | None = None
     _threads: list[threading.Thread] = field(default_factory=list)
+    #: the node's script (another one speaks the same JSON lines)
+    script: Path = NODE_SCRIPT
 
     def start(self) -> NodeProcess:
-        command = [sys.executable, "-u", str(NODE_SCRIPT), *self.args]
+        command = [sys.executable, "-u", str(self.script), *self.args]
         if self.netns is not None:
             command = ["ip", "netns", "exec", self.netns, *command]
         self.proc = subprocess.Popen(

@@ -37,6 +37,8 @@ lives in :mod:`actorbus.bus.requests`, the life all four feeds share in
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any, Generic
 
@@ -74,9 +76,22 @@ class PublishFeed(Feed, Generic[N]):
     :meth:`update_feed_state` before publishing; publishing while your declared
     state is DOWN is an error."""
 
-    __slots__ = ("_cb_status", "_declared", "_given_status", "_mcls", "_routes", "_subject")
+    __slots__ = (
+        "_cb_congestion",
+        "_cb_status",
+        "_congested",
+        "_declared",
+        "_given_congestion",
+        "_given_status",
+        "_mcls",
+        "_ready",
+        "_routes",
+        "_subject",
+        "_waiters",
+    )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
+    _task_callbacks = {"_fire_status": "_cb_status", "_fire_congestion": "_cb_congestion"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,17 +103,36 @@ class PublishFeed(Feed, Generic[N]):
         #: this publisher's routes: its category's in the entry, each delivery
         #: stamped with this feed's sender (the router keeps them; see there)
         self._routes: tuple[tuple[Any, ...], tuple[Callable[[Any], object], ...]] = ((), ())
+        #: publisher back-pressure: a link this feed publishes to is over its
+        #: output queue's high-water mark (the router sets it, under its lock)
+        self._congested = False
+        self._given_congestion: Callback | None = None
+        self._cb_congestion: Callback | None = None
+        #: made by the first wait_ready(): set while not congested
+        self._ready: threading.Event | None = None
+        #: ready() awaiting: (loop, future)
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
 
     def status_callback(self, fn: Callable[[FeedState, PublishFeed[N]], object]) -> None:
         """Set the publish-status callback ``fn(state, feed)`` (only while not advertised)."""
         self._require_settable("status")
         self._given_status = fn
 
+    def congestion_callback(self, fn: Callable[[bool, PublishFeed[N]], object]) -> None:
+        """Set the congestion callback ``fn(congested, feed)`` (only while not
+        advertised): called when a link this feed publishes to goes over its
+        output queue's high-water mark (True) and when it has drained (False)."""
+        self._require_settable("congestion")
+        self._given_congestion = fn
+
     def advertise(self) -> None:
         """Tell the bus this feed publishes its key.  Its declared state starts DOWN."""
         self._require(_Phase.OPEN, "advertise()")
         self._cb_status = self._resolve(
             self._given_status, "on_publish_status", "status", required=True
+        )
+        self._cb_congestion = self._resolve(
+            self._given_congestion, "on_congestion", "congestion", required=False
         )
         self._enter_placed(self._router._place_publisher)
 
@@ -158,6 +192,83 @@ class PublishFeed(Feed, Generic[N]):
             return len(local) + len(other)
         return len(local)
 
+    # ----------------------------------------------------- publisher back-pressure
+
+    @property
+    def congested(self) -> bool:
+        """True while a link this feed publishes to holds more than its output
+        queue's high-water mark (``message_queue_high_water``) waiting for its
+        peer; False again once it drained below half of it.  Publishing goes on
+        working meanwhile (up to the link's hard limit, where the link resets and
+        drops): slow down, or wait with :meth:`wait_ready` / :meth:`ready`."""
+        return self._congested
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until no link this feed publishes to is congested; True at once
+        when none is, False if ``timeout`` seconds passed first.  This blocks the
+        calling thread (an actor's dispatcher thread too): on an asyncio
+        dispatcher, ``await feed.ready()`` instead."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                f"wait_ready() on feed {self._key} would block the event loop this thread "
+                "runs (and the links on it may be the ones to drain); use "
+                "'await feed.ready(timeout)' there"
+            )
+        with self._router._lock:
+            if not self._congested:
+                return True
+            ready = self._ready
+            if ready is None:
+                ready = self._ready = threading.Event()
+        return ready.wait(timeout)
+
+    async def ready(self, timeout: float | None = None) -> bool:
+        """``await`` until no link this feed publishes to is congested (see
+        :meth:`wait_ready`); False if ``timeout`` seconds passed first."""
+        loop = asyncio.get_running_loop()
+        with self._router._lock:
+            if not self._congested:
+                return True
+            waiter = (loop, loop.create_future())
+            self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter[1], timeout)
+        except TimeoutError:
+            return False
+        finally:
+            with self._router._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    def _congestion_changed(self, congested: bool) -> None:
+        """(under the router lock) The router's mark changed: wake the waiters,
+        post the callback."""
+        self._congested = congested
+        ready = self._ready
+        if ready is not None:
+            if congested:
+                ready.clear()
+            else:
+                ready.set()
+        if not congested:
+            waiters, self._waiters = self._waiters, []
+            for loop, future in waiters:
+                try:
+                    loop.call_soon_threadsafe(_resolve_ready, future)
+                except RuntimeError:  # its loop is closed
+                    pass
+        if self._phase is _PLACED and self._cb_congestion is not None:
+            self._post(self._fire_congestion, congested)
+
+    def _fire_congestion(self, congested: bool) -> object:
+        if self._phase is _PLACED and self._cb_congestion is not None:
+            return self._cb_congestion(congested, self)
+        return None
+
     def _publish_refused(self, message: object) -> None:
         key = self._key
         if self._phase is not _Phase.PLACED:
@@ -180,6 +291,11 @@ class PublishFeed(Feed, Generic[N]):
         if self._phase is _Phase.PLACED and self._cb_status is not None:
             return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
         return None
+
+
+def _resolve_ready(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(True)
 
 
 # ================================================================== subscribe feed

@@ -117,6 +117,11 @@ class FeedOwner:
         """A publisher's subscribers appeared (UP) or all left (DOWN)."""
 
     @_default_callback
+    def on_congestion(self, congested: bool, feed: PublishFeed[Any]) -> None:
+        """A link a publisher sends to went over its output queue's high-water
+        mark (True), or drained (False): optional (``feed.congested``)."""
+
+    @_default_callback
     def on_feed_status(self, state: FeedState, feed: Any) -> None:
         """A subscribe or request feed went UP or DOWN."""
 
@@ -237,12 +242,16 @@ class FeedOwner:
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
         up: bool = False,
         discoverable: bool = True,
+        on_congestion: Callable[[bool, PublishFeed[N]], object] | None = None,
     ) -> PublishFeed[N]:
         """Open and advertise a publish feed; with ``up=True`` also declare it UP
-        (``discoverable=False``: discovery never lists it)."""
+        (``discoverable=False``: discovery never lists it; ``on_congestion``:
+        told when a link it publishes to is congested, and when it drained)."""
         feed = self.open_publish_feed(message_class, subject, scope, discoverable=discoverable)
         if on_status is not None:
             feed.status_callback(on_status)
+        if on_congestion is not None:
+            feed.congestion_callback(on_congestion)
         feed.advertise()
         if up:
             feed.update_feed_state(FeedState.UP)

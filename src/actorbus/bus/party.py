@@ -15,7 +15,9 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
   ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
   peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
-  notifications (for input back-pressure).  ``router.attach(name, transport,
+  notifications (for input back-pressure); ``congested(True/False)`` is how it
+  says its output queue to the peer went over its high-water mark or drained
+  (publisher back-pressure: the publishers sending there learn it).  ``router.attach(name, transport,
   permissions)`` may hand over the link's
   :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself
   (below), so every transport gets the same authorization.  Around a batch of inbound calls
@@ -71,6 +73,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._log import shown
 from ..errors import Error, UsageError
 from ._stamp import Routes, stamped
+from ._watch import PatternWatch
 from .feeds import (
     IncomingRequest,
     PublishFeed,
@@ -562,6 +565,13 @@ class RemoteParty:
             for message in messages:
                 route(message)
 
+    def congested(self, congested: bool) -> None:
+        """The transport's output queue to the peer went over its high-water mark
+        (True) or drained below its low-water mark (False): the publishers whose
+        notifications go to the peer learn it (``PublishFeed.congested``,
+        ``on_congestion``).  Call it on change only, from any one thread."""
+        self.router._congestion(self, congested)
+
     def backlogs(self, keys: set[MessageKey]) -> list[Any]:
         """What holds the peer's undelivered notifications on ``keys`` here: the
         mailboxes (and inboxes) of the subscribers they go to — anything with a
@@ -769,31 +779,6 @@ class RemoteParty:
             self._out.pop(incoming.id, None)
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)
-
-
-class PatternWatch:
-    """A peer's wildcard pattern on this node: the router calls :meth:`matched`
-    for each key the pattern matches (those there when the peer subscribed and
-    each new one), and the party keeps a proxy subscriber for it."""
-
-    __slots__ = ("keys", "message_class", "narrowed", "party", "wildcard")
-
-    def __init__(
-        self, party: RemoteParty, message_class: type[Message], wildcard: Wildcard
-    ) -> None:
-        self.party = party
-        self.message_class = message_class
-        self.wildcard = wildcard
-        self.keys: set[MessageKey] = set()
-        #: a key it matched was held back by the permissions (reported once)
-        self.narrowed = False
-
-    def matched(self, key: MessageKey) -> None:
-        """(under the router lock) Follow ``key``, if the peer may subscribe to it."""
-        party = self.party
-        if key not in self.keys and party._attached and party._narrowed(self, key):
-            self.keys.add(key)
-            party._ref_sub(key)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

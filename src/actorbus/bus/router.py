@@ -172,6 +172,11 @@ class Router:
         self.node_id = ""
         #: feed ids, unique per bus
         self._feed_ids = itertools.count(1)
+        #: transports whose parties said their output queue is congested, and how
+        #: many publishers are marked congested (see :meth:`_congestion`)
+        #: (by id: a transport need not be hashable)
+        self._congested: dict[int, Any] = {}
+        self._congested_pubs = 0
 
     # ------------------------------------------------------------------ entries
     def _entry(self, key: MessageKey) -> _Entry:
@@ -247,6 +252,8 @@ class Router:
             entry.pubs.append(feed)
             feed._routes = _stamped(entry.routes[feed._cat], feed._sender)
             feed._reported = False
+            if self._congested:
+                self._recongest(entry)
             counts = entry.subs_n if feed._cat != CAT_REMOTE else entry.xsubs_n
             self._report(feed, _any(counts, MATCHING[feed._cat]))
             self._sync_remote_pub(entry)
@@ -257,6 +264,9 @@ class Router:
             entry.pubs.remove(feed)
             feed._routes = _NO_ROUTES
             feed._reported = False
+            if feed._congested:
+                self._congested_pubs -= 1
+                feed._congestion_changed(False)
             if feed._declared:
                 feed._declared = False
                 entry.up_pubs[feed._cat] -= 1
@@ -447,6 +457,8 @@ class Router:
                 routes[c] = (local, tuple(r for r in other if r != deliver))
         entry.routes = routes
         _restamp(entry)
+        if self._congested or self._congested_pubs:
+            self._recongest(entry)
         n = group.remote_members()
         if n != group.told:
             group.told = n
@@ -478,6 +490,8 @@ class Router:
                     routes[c] = (local, (*other, route))
         entry.routes = routes
         _restamp(entry)
+        if self._congested or self._congested_pubs:
+            self._recongest(entry)
 
     def _drop_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
@@ -496,6 +510,8 @@ class Router:
                     routes[c] = (local, tuple(r for r in other if r is not route))
         entry.routes = routes
         _restamp(entry)
+        if self._congested or self._congested_pubs:
+            self._recongest(entry)
 
     # ------------------------------------------------------------------ repliers
     def _place_replier(self, feed: ReplyFeed[Any]) -> None:
@@ -690,6 +706,44 @@ class Router:
         with self._lock:
             if party in self._parties:
                 self._parties.remove(party)
+            # (its proxies' routes go next, and the publishers they held congested
+            # are recomputed then: _congested_pubs)
+            self._congested.pop(id(party.transport), None)
+
+    # --------------------------------------------------------------- congestion
+    def _congestion(self, party: RemoteParty, congested: bool) -> None:
+        """(the transport's thread) ``party``'s output queue went over its high-water
+        mark (``congested``) or back under its low-water mark: every publisher
+        whose routes reach that transport (the party's proxy subscribers) is
+        marked, and told on change (``PublishFeed._congestion_changed``).  The
+        publish loop is untouched: the mark is made here, when routes or
+        congestion change, never per message."""
+        with self._lock:
+            if not party._attached:
+                return
+            transport = party.transport
+            if congested:
+                self._congested[id(transport)] = transport
+            else:
+                self._congested.pop(id(transport), None)
+            for key in list(party._subs):
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._recongest(entry)
+
+    def _recongest(self, entry: _Entry) -> None:
+        """(under the lock) Mark each publisher of ``entry`` congested when a route
+        of its category reaches a congested transport (a proxy subscriber's
+        route is its transport's ``send_notify``)."""
+        congested = self._congested
+        routes = entry.routes
+        for p in entry.pubs:
+            now = bool(congested) and any(
+                id(getattr(r, "__self__", None)) in congested for r in routes[p._cat][1]
+            )
+            if now is not p._congested:
+                self._congested_pubs += 1 if now else -1
+                p._congestion_changed(now)
 
     # ------------------------------------------------------------------ inspect
     def feeds(self, key: MessageKey) -> dict[str, int]:

@@ -90,6 +90,9 @@ def _link_settings() -> dict[str, _Setting]:
         "maxPatterns": _integer("max_patterns", 1, unit="wildcard subscriptions"),
         "maxGroups": _integer("max_groups", 1, unit="queue groups"),
         "messageQueueBytes": _integer("message_queue_bytes", 0, unit="bytes, 0 = unlimited"),
+        "messageQueueHighWater": _integer(
+            "message_queue_high_water", -1, unit="bytes, -1 = half of messageQueueBytes, 0 = never"
+        ),
     }
 
 

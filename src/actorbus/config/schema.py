@@ -346,6 +346,9 @@ class ServiceConfig:
     max_groups: int = 1_024
     #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
     message_queue_bytes: int = 64 * 1_048_576
+    #: publishers are told the link is congested past this many bytes waiting
+    #: (-1 = half of message_queue_bytes, 0 = never).
+    message_queue_high_water: int = -1
     #: most connections open at once, and from one source address; more are closed at once.
     max_connections: int = 512
     max_connections_per_host: int = 128
@@ -405,6 +408,9 @@ class ConnectionConfig:
     max_groups: int = 1_024
     #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
     message_queue_bytes: int = 64 * 1_048_576
+    #: publishers are told the link is congested past this many bytes waiting
+    #: (-1 = half of message_queue_bytes, 0 = never).
+    message_queue_high_water: int = -1
     #: a file holding the secret this link proves at logon (the path, never the secret)
     secret_file: str | None = None
     #: a file of allow/deny rules: what the peer may do on this link (None: everything)

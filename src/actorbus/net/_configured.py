@@ -153,4 +153,5 @@ def settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
         max_patterns=c.max_patterns,
         max_groups=c.max_groups,
         message_queue_bytes=c.message_queue_bytes,
+        message_queue_high_water=c.message_queue_high_water,
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import struct
 from typing import TYPE_CHECKING, Final, cast
 
 from .._log import shown
@@ -50,6 +51,25 @@ _MIN_READ_BUFFER: Final = 4_096
 _CLOSE_GRACE: Final = 1.0
 #: Characters of a node id a peer claims that a log line or a reason shows.
 NODE_ID_SHOWN: Final = 80
+
+
+#: SO_LINGER on, zero seconds: close() resets the connection.
+_LINGER_RESET: Final = struct.pack("ii", 1, 0)
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Abort ``transport`` with a TCP reset.  A plain abort closes the socket,
+    and the kernel then still sends what it holds, FIN last: to a peer that
+    does not read, nothing at all — it would go on holding its end of the link
+    (and this kernel the bytes) until it reads again.  A reset reaches it at
+    once, and its kernel says so even while it does not read."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass  # (already closed: nothing to reset)
+    transport.abort()
 
 
 class _Connection(Inbound):
@@ -107,6 +127,7 @@ class _Connection(Inbound):
             auth_failures=c.auth_failures,
             input_pauses=self.input_pauses,
             over_limit=c.over_limit + self.limit_closes,
+            congestions=self.congestions,
         )
 
     # ------------------------------------------------------------ asyncio side
@@ -236,9 +257,36 @@ class _Connection(Inbound):
         self.paused = False
         if not self.ended:
             self._write()
+            if self.congested:
+                transport = self.transport
+                waiting = len(self.tail)
+                if transport is not None:
+                    waiting += transport.get_write_buffer_size()
+                if waiting <= self.high_water // 2:
+                    self._congest(False, waiting)
             if self.pending and not self.scheduled:
                 self.scheduled = True
                 self.loop.call_soon(self._flush)
+
+    def _congest(self, congested: bool, waiting: int) -> None:
+        """(loop, holding wlock) Tell the party (the publishers sending to the
+        peer) that the output queue went over its high-water mark, or drained."""
+        self.congested = congested
+        self.congestions += congested
+        if congested:
+            self.net.peer_log.info(
+                (self._origin(), "congested"),
+                "link {}: {} bytes wait for node {}, over message_queue_high_water={}; the "
+                "publishers sending there are told (PublishFeed.congested) until it is "
+                "below half of it",
+                self.name,
+                waiting,
+                self.peer,
+                self.high_water,
+            )
+        party = self.party
+        if party is not None:
+            party.congested(congested)
 
     # ------------------------------------------------------------------- logon
 
@@ -413,7 +461,7 @@ class _Connection(Inbound):
             self._end("aborted: the node is closing", ABORT)
         transport = self.transport
         if transport is not None and not self.lost:
-            transport.abort()
+            _reset(transport)
 
     @locked
     def _end(self, reason: str, how: str) -> None:
@@ -445,11 +493,13 @@ class _Connection(Inbound):
             else:
                 if proto is not None:
                     self.link.count_dropped(proto.data_queued)
+                    proto.discard_output()
+                self.tail = b""
                 if how == CLOSE:
                     transport.close()
                     self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
                 else:
-                    transport.abort()
+                    _reset(transport)
         self._drop_pending()
         self.scheduled = False
         link = self.link
@@ -488,7 +538,7 @@ class _Connection(Inbound):
     def _abort_if_open(self) -> None:
         transport = self.transport
         if transport is not None and not self.lost:
-            transport.abort()
+            _reset(transport)
 
     def _closed(self) -> None:
         callbacks, self.on_closed = self.on_closed, []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -59,6 +60,10 @@ __all__ = [
 ]
 
 # How a connection's socket is closed when it ends.
+#: TCP states (``TCP_INFO``, Linux's numbers) of a connection that can carry
+#: nothing more: TIME_WAIT, CLOSE (after a reset), CLOSE_WAIT, LAST_ACK.
+_TCP_GONE: Final = frozenset({6, 7, 8, 9})
+
 ORDERLY: Final = "orderly"  # we logged off: send everything queued, then close
 TELL: Final = "tell"  # the protocol queued a LOGOFF/REJECT saying why: send it, then close
 CLOSE: Final = "close"  # the peer is done (logoff, EOF): drop what is queued, close
@@ -189,6 +194,11 @@ class ConnectionBase(asyncio.BufferedProtocol):
     queued: tuple[int, int]
     #: times this connection was closed over an output queue limit
     limit_closes: int
+    #: publisher back-pressure: the output queue's high-water mark (bytes, 0 =
+    #: never), whether it is over it now, and how many times it went over
+    high_water: int
+    congested: bool
+    congestions: int
     #: bytes a direct write could not write at once; the loop writes them first
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
@@ -252,10 +262,32 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.want_wfd = False
         self.queued = (0, 0)
         self.limit_closes = 0
+        self.high_water = link.settings.high_water
+        self.congested = False
+        self.congestions = 0
         self.tail = b""
         self.direct_writes = 0
         self.direct_partial = 0
         self._log = logger.bind(link=link.name)
+
+    def socket_reset(self) -> bool:
+        """(the loop) Whether the TCP connection under this one is gone (the peer
+        reset it, or both ends closed) although the transport has not said so:
+        a link that stopped reading (input back-pressure) is not told of a reset
+        until it reads again.  Asks the kernel (``TCP_INFO``'s state, Linux);
+        False where it cannot."""
+        transport = self.transport
+        if transport is None or self.lost:
+            return False
+        sock = transport.get_extra_info("socket")
+        info = getattr(socket, "TCP_INFO", None)
+        if sock is None or info is None:
+            return False
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, info, 1)[0]
+        except OSError:
+            return True  # (the descriptor is gone)
+        return state in _TCP_GONE
 
     if TYPE_CHECKING:
         # Defined by a later part (_connection.py); called by the earlier ones.
@@ -263,6 +295,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
         def _end(self, reason: str, how: str) -> None: ...
 
         def _arm(self) -> None: ...
+
+        def _congest(self, congested: bool, waiting: int) -> None: ...
 
         def _logon(self, peer: str, run_id: str) -> bool: ...
 

@@ -648,6 +648,15 @@ class Inbound(Outbound):
         proto, transport = self.proto, self.transport
         if self.ended or not self.reading_paused or proto is None or transport is None:
             return
+        if self.socket_reset():
+            # (a reset is not reported to a transport that does not read)
+            self._end(
+                "connection lost: the peer reset the connection while this node was not "
+                "reading it (input back-pressure); the peer's output queue was probably "
+                "over its limit",
+                CLOSE,
+            )
+            return
         now = self.loop.time()
         if max((box.depth for box in self.watched), default=0) <= (
             self.link.settings.input_backlog // 2

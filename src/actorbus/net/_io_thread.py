@@ -64,9 +64,10 @@ import concurrent.futures
 import functools
 import math
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -84,7 +85,7 @@ _release_gil: Callable[[], object] = getattr(os, "sched_yield", None) or functoo
     time.sleep, 0
 )
 
-__all__ = ["IOThread", "IOThreadStats", "park_delay"]
+__all__ = ["IOThread", "IOThreadStats", "log_polling", "park_delay"]
 
 T = TypeVar("T")
 
@@ -390,3 +391,48 @@ class IOThread:
                 logger.error(
                     "selector {}: its thread did not stop within {:g} s", self.name, timeout
                 )
+
+
+def log_polling(selector: IOThread, dispatchers: Iterable[str]) -> None:
+    """Say how a polling I/O thread polls, and warn when Python threads other
+    than its loop's (the ``dispatchers``' but the one it shares) will wait for
+    the GIL it keeps taking."""
+    c = selector.config
+    where = (
+        f"on the loop of dispatcher {c.dispatcher!r}"
+        if c.dispatcher is not None
+        else f"on its own thread actorbus-net-{c.name}"
+    )
+    parks = ""
+    if c.kind is DispatcherKind.SPIN_PARK:
+        parks = f"; parked, it polls every {park_delay(c.park_time_ns) * 1000:g} ms"
+    logger.info("selector {}: {} {}{}", c.name, c.polling, where, parks)
+    # every dispatcher but the one whose loop the selector polls runs other threads
+    others = sorted(n for n in dispatchers if n != c.dispatcher)
+    if not others:
+        return
+    if c.dispatcher is None:
+        what = "on its own thread, while actors run on other threads"
+        fix = (
+            f"run the actors on the selector's loop (an asyncio dispatcher named in "
+            f"net.selector.{c.name}.dispatcher)"
+        )
+    else:
+        what = (
+            f"on the loop of dispatcher {c.dispatcher!r}, while the actors of other "
+            "dispatchers run on their own threads"
+        )
+        fix = f"pin those actors to dispatcher {c.dispatcher!r}"
+    logger.warning(
+        "selector {} polls ({}) {} (dispatchers {}): a polling loop takes the GIL on "
+        "every poll, so those threads and the timer thread wait for it up to the "
+        "switch interval ({:g} ms) at a time (their request/reply tail grows many "
+        "times over); {} or leave the selector's type blocking "
+        "(docs/links.md, Polling selectors)",
+        c.name,
+        c.kind.value,
+        what,
+        ", ".join(map(repr, others)),
+        sys.getswitchinterval() * 1000,
+        fix,
+    )

@@ -71,6 +71,9 @@ class LinkStats:
     #: ``frame_timeout``, or an output queue over ``message_queue_size`` /
     #: ``message_queue_bytes``.
     over_limit: int = 0
+    #: Times the output queue went over ``message_queue_high_water`` and the
+    #: publishers sending to the peer were told the link is congested.
+    congestions: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

@@ -46,8 +46,12 @@ waits there is the *output queue*: past ``message_queue_size`` data messages
 (notify, group notify, request, request ack, reply, cancel) or past
 ``message_queue_bytes`` bytes (every frame, heartbeat replies and feed
 management included, with what the transport holds) the connection is
-aborted, the waiting messages are dropped and counted, and a client link
-reconnects if configured.
+aborted (a TCP reset), the waiting messages are dropped and counted, and a
+client link reconnects if configured.  Past the high-water mark
+(``message_queue_high_water``, measured the same way) the party is told
+``congested(True)`` before that, and ``congested(False)`` when
+``resume_writing`` finds less than half of it waiting (publisher
+back-pressure, :mod:`actorbus.bus.party`).
 
 **Acknowledgements ride on replies.**  After a read whose requests our repliers
 took, their acknowledgements wait (``ACK_DELAY``, up to a tick more) for the
@@ -505,7 +509,8 @@ class Outbound(ConnectionBase):
             )
             return True
         most = settings.message_queue_bytes
-        if not most:
+        high = self.high_water
+        if not (most or high):
             return False
         frames, size = self.queued
         now, more = proto.output_size(frames)
@@ -518,12 +523,15 @@ class Outbound(ConnectionBase):
         waiting = size + len(self.tail)
         if transport is not None:
             waiting += transport.get_write_buffer_size()
-        if waiting <= most:
+        if high and waiting > high and not self.congested:
+            self._congest(True, waiting)
+        if not most or waiting <= most:
             return False
         self.limit_closes += 1
         self._end(
             f"output queue limit: {waiting} bytes wait for a socket that cannot keep up, "
-            f"over message_queue_bytes={most}; the peer does not read fast enough",
+            f"over message_queue_bytes={most} (the {self._waiting(proto, 0)} data messages "
+            "among them are dropped); the peer does not read fast enough",
             ABORT,
         )
         return True

@@ -254,6 +254,15 @@ class ProtocolBase:
 
     # -------------------------------------------------------------- queueing
 
+    def discard_output(self) -> None:
+        """Forget the frames waiting for ``data_to_send()``, neither sent nor
+        counted as sent: the shell's connection ended without writing them (it
+        counts the data messages among them, ``data_queued``, as dropped).  A
+        connection reset at its output queue limit so frees what it held at once
+        rather than when the collector gets to the connection."""
+        self._out.clear()
+        self._data_queued = 0
+
     def _queue(self, frame: tuple[object, ...], what: str) -> None:
         self._out.append(self._encode(frame, what))
 

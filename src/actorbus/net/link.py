@@ -82,6 +82,10 @@ MAX_RECONNECT_BACKOFF: Final = 30.0
 # ============================================================== settings, stats
 
 
+#: The high-water mark (bytes) when ``message_queue_bytes`` is unlimited.
+_UNLIMITED_HIGH_WATER = 32 * 1_048_576
+
+
 @dataclass(frozen=True, slots=True)
 class LinkSettings:
     """Per-link limits and timers (a service's settings apply to every link it
@@ -126,6 +130,12 @@ class LinkSettings:
     #: data, feed management and link-level frames such as heartbeat replies);
     #: past it the link is closed as for ``message_queue_size``.  0 = unlimited.
     message_queue_bytes: int = 64 * 1_048_576
+    #: Publisher back-pressure: past this many bytes waiting (counted as for
+    #: ``message_queue_bytes``) the publishers sending to the peer are told the
+    #: link is congested, and told again once it is below half of it.  -1 (the
+    #: default) = half of ``message_queue_bytes`` (32 MiB when that is
+    #: unlimited); 0 = never tell.
+    message_queue_high_water: int = -1
     #: Input back-pressure: when a mailbox (or inbox) the link delivers the peer's
     #: notifications to holds more than this many tasks, the link stops reading
     #: the socket until it is below half of it; TCP then pushes back on the
@@ -157,7 +167,27 @@ class LinkSettings:
                     f"LinkSettings.{name}={value!r}: expected an int >= 1 (a limit on what "
                     "the peer may hold on one link)"
                 )
+        high = self.message_queue_high_water
+        if type(high) is not int or high < -1:
+            raise UsageError(
+                f"LinkSettings.message_queue_high_water={high!r}: expected an int >= 0 "
+                "(bytes; 0 = never tell publishers) or -1 (half of message_queue_bytes)"
+            )
+        if self.message_queue_bytes and high > self.message_queue_bytes:
+            raise UsageError(
+                f"LinkSettings.message_queue_high_water={high} is over "
+                f"message_queue_bytes={self.message_queue_bytes}: publishers would never "
+                "be told before the link resets; lower it or leave it at -1"
+            )
         # ProtocolSettings checks max_frame_size and byte_order with its own words.
+
+    @property
+    def high_water(self) -> int:
+        """The output queue's high-water mark in bytes (0: publishers never told)."""
+        high = self.message_queue_high_water
+        if high >= 0:
+            return high
+        return (self.message_queue_bytes or _UNLIMITED_HIGH_WATER * 2) // 2
         self.protocol_settings()
 
     def protocol_settings(self) -> ProtocolSettings:

@@ -44,7 +44,6 @@ import functools
 import os
 import secrets
 import ssl
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -53,7 +52,6 @@ from .._log import RateLimitedLog, logger
 from ..bus.permissions import Permissions
 from ..config.schema import (
     ConnectionConfig,
-    DispatcherKind,
     SelectorConfig,
     ServiceConfig,
 )
@@ -68,7 +66,7 @@ from ._configured import (
     settings_of,
 )
 from ._credentials import Secret
-from ._io_thread import IOThread, park_delay
+from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, release_free_memory
@@ -189,50 +187,7 @@ class NodeNet:
             if c.dispatcher is not None and first is None:
                 first_on[c.dispatcher] = selector
             if selector.polls:
-                self._log_polling(selector)
-
-    def _log_polling(self, selector: IOThread) -> None:
-        """Say how a polling I/O thread polls, and warn when Python threads other
-        than its loop's will wait for the GIL it keeps taking (_io_thread.py)."""
-        c = selector.config
-        where = (
-            f"on the loop of dispatcher {c.dispatcher!r}"
-            if c.dispatcher is not None
-            else f"on its own thread actorbus-net-{c.name}"
-        )
-        parks = ""
-        if c.kind is DispatcherKind.SPIN_PARK:
-            parks = f"; parked, it polls every {park_delay(c.park_time_ns) * 1000:g} ms"
-        logger.info("selector {}: {} {}{}", c.name, c.polling, where, parks)
-        # every dispatcher but the one whose loop the selector polls runs other threads
-        others = sorted(n for n in self.bus.runtime.dispatchers if n != c.dispatcher)
-        if not others:
-            return
-        if c.dispatcher is None:
-            what = "on its own thread, while actors run on other threads"
-            fix = (
-                f"run the actors on the selector's loop (an asyncio dispatcher named in "
-                f"net.selector.{c.name}.dispatcher)"
-            )
-        else:
-            what = (
-                f"on the loop of dispatcher {c.dispatcher!r}, while the actors of other "
-                "dispatchers run on their own threads"
-            )
-            fix = f"pin those actors to dispatcher {c.dispatcher!r}"
-        logger.warning(
-            "selector {} polls ({}) {} (dispatchers {}): a polling loop takes the GIL on "
-            "every poll, so those threads and the timer thread wait for it up to the "
-            "switch interval ({:g} ms) at a time (their request/reply tail grows many "
-            "times over); {} or leave the selector's type blocking "
-            "(docs/links.md, Polling selectors)",
-            c.name,
-            c.kind.value,
-            what,
-            ", ".join(map(repr, others)),
-            sys.getswitchinterval() * 1000,
-            fix,
-        )
+                log_polling(selector, self.bus.runtime.dispatchers)
 
     def _shared_dispatcher(self, c: SelectorConfig) -> AsyncioDispatcher | None:
         """The asyncio dispatcher whose loop selector ``c`` shares, if it names one."""
@@ -552,7 +507,13 @@ class NodeNet:
         ``peer`` comes from a new run of that node (a restart, with its node id
         fixed by configuration): the held link is to a run that is gone (its end
         may not have noticed yet, without heartbeats maybe never), so the new
-        link replaces it rather than being refused."""
+        link replaces it rather than being refused.  So does a logon of the same
+        run (or any, once the kernel says the held connection is gone) while the
+        held link does not read: a link paused by input back-pressure is not told
+        that the peer reset the connection (as it does when its output queue
+        goes over the limit), and would refuse the peer until it reads again.
+        Only a logon that passed the link's authentication gets here, so this
+        gives nobody a node id the secret did not already let them claim."""
         if peer == self.node_id:
             return f"node {peer!r} cannot link to itself (both ends have the same node id)"
         victim: _Connection | None = None
@@ -572,6 +533,20 @@ class NodeNet:
                 reason = (
                     f"node {peer!r} restarted (new run id {peer_run_id!r}); its new link "
                     "replaces this one"
+                )
+            elif (
+                old is not None
+                and not old.ended
+                and old.reading_paused
+                and (peer_run_id == old.peer_run_id or old.socket_reset())
+            ):
+                # The held link does not read (input back-pressure), so it has not
+                # seen its connection end: the peer reset it (its output queue was
+                # over the limit) and logs on again as the same run.
+                victim = old
+                reason = (
+                    f"node {peer!r} logged on again while this link was not reading "
+                    "(the peer reset it); its new link replaces this one"
                 )
             elif old is not None and not old.ended:
                 ours = connection.link.initiator

@@ -1,0 +1,89 @@
+"""Publisher back-pressure over TCP: past the output queue's high-water mark
+the publishers sending to the peer are told (``PublishFeed.congested``,
+``on_congestion``), can wait for it to drain (``wait_ready``), and a publisher
+that waits never meets the hard limit: nothing dropped, nothing reset."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from nodes.messages import Counter
+from nodes.support import buses, wait_for
+
+from actorbus import Actor, UsageError
+from actorbus.net import LinkSettings
+from actorbus.testing import wait_until
+
+
+class _Held(Actor):
+    """A subscriber that takes nothing until ``gate`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(name="held")
+        self.gate = threading.Event()
+        self.taken = 0
+        self.last = -1
+        self.in_order = True
+
+    def startup(self) -> None:
+        self.subscribe(Counter, "/congest", on_message=self._take)
+
+    def _take(self, message: Counter, feed: object) -> None:
+        self.gate.wait(30)
+        self.in_order &= message.n == self.last + 1
+        self.last = message.n
+        self.taken += 1
+
+
+def test_the_high_water_mark_is_checked() -> None:
+    assert LinkSettings().high_water == 32 * 1_048_576
+    assert LinkSettings(message_queue_bytes=0).high_water == 32 * 1_048_576
+    assert LinkSettings(message_queue_bytes=1_000, message_queue_high_water=0).high_water == 0
+    with pytest.raises(UsageError, match="message_queue_high_water=-2: expected an int >= 0"):
+        LinkSettings(message_queue_high_water=-2)
+    with pytest.raises(UsageError, match="over message_queue_bytes=1000: publishers would never"):
+        LinkSettings(message_queue_bytes=1_000, message_queue_high_water=2_000)
+
+
+def test_a_publisher_that_waits_is_never_reset() -> None:
+    # (the margin between the high-water mark and the limit, 8 MB, holds what
+    # the publisher makes before the I/O thread next measures the queue)
+    total = 150_000
+    payload = b"x" * 200
+    with buses("S", "P") as (s, p):
+        held = _Held()
+        s.register(held)
+        s.startup([held]).wait(5)
+        service = s.listen(0, input_backlog=100)
+        link = p.connect("127.0.0.1", service.port, message_queue_bytes=16_000_000)
+        link.wait_logged_on(5)
+        told: list[bool] = []
+        congested = threading.Event()
+
+        def on_congestion(state: bool, feed: object) -> None:
+            told.append(state)
+            if state:
+                congested.set()
+
+        feed = p.publisher(Counter, "/congest", on_congestion=on_congestion)
+        waits = 0
+        try:
+            wait_for(feed.is_feed_up, "the publisher sees the held subscriber")
+            for n in range(total):
+                if feed.congested:
+                    waits += 1
+                    if n == 0 or not held.gate.is_set():
+                        assert congested.wait(5)
+                        held.gate.set()  # the subscriber wakes up while we wait
+                    assert feed.wait_ready(30), "the link drained"
+                assert feed.publish(Counter("/congest", n=n, payload=payload)) == 1
+            assert wait_until(lambda: held.taken == total, 30), held.taken
+        finally:
+            held.gate.set()
+            feed.close()
+        counters = link.counters
+        assert waits >= 1 and counters.congestions >= 1
+        assert told[:2] == [True, False]
+        assert (counters.dropped, counters.over_limit, counters.connections) == (0, 0, 1)
+        assert held.in_order
