@@ -549,8 +549,9 @@ def _big_replies(node: Node, first: float | None) -> float:
     # written (a packer's buffer, a partial write's tail: about one frame each)
     # and the allocator's slack around 50 large objects (glibc raises its mmap
     # threshold after the first large free, so later frames come from the heap,
-    # whose freed pages it keeps until trimmed)
-    assert max(peak) - base["rss_kib"] < (QUEUE_BYTES + 50 * 900_000 + 32 * MIB) // 1024
+    # whose freed pages it keeps until trimmed, so a second round on the same
+    # node peaks higher than the first)
+    assert max(peak) - base["rss_kib"] < (QUEUE_BYTES + 50 * 900_000 + 48 * MIB) // 1024
     # bounded by what the attack made the node hold; not always given back
     # at once (docs/reliability.md, "Attacks on the link port")
     assert rss_after <= first + (QUEUE_BYTES + 50 * 900_000) / MIB + 4
