@@ -55,16 +55,15 @@ def echo_server() -> Iterator[tuple[str, int]]:
     stop = threading.Event()
 
     def serve(conn: socket.socket) -> None:
+        # (the proxy may reset its side, and teardown shuts the socket down,
+        # between any two calls: either ends the echo)
         with conn:
-            while True:
-                try:
-                    data = conn.recv(65536)
-                except OSError:
-                    return
-                if not data:
-                    conn.shutdown(socket.SHUT_WR)
-                    return
-                conn.sendall(data)
+            try:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                return
 
     def accept() -> None:
         while not stop.is_set():

@@ -259,7 +259,7 @@ class _Connection(Inbound):
             self._write()
             if self.congested:
                 transport = self.transport
-                waiting = len(self.tail)
+                waiting = len(self.tail) + len(self.pending) * self.item_bytes
                 if transport is not None:
                     waiting += transport.get_write_buffer_size()
                 if waiting <= self.high_water // 2:

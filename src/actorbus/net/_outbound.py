@@ -45,7 +45,8 @@ protocol without writing (a few items at a time, measuring as it goes).  What
 waits there is the *output queue*: past ``message_queue_size`` data messages
 (notify, group notify, request, request ack, reply, cancel) or past
 ``message_queue_bytes`` bytes (every frame, heartbeat replies and feed
-management included, with what the transport holds) the connection is
+management included, with what the transport holds, and the items not yet
+encoded at the average size of those that were) the connection is
 aborted (a TCP reset), the waiting messages are dropped and counted, and a
 client link reconnects if configured.  Past the high-water mark
 (``message_queue_high_water``, measured the same way) the party is told
@@ -519,8 +520,14 @@ class Outbound(ConnectionBase):
             size = 0
         size += more
         self.queued = (now, size)
+        data = proto.data_queued
+        if data:
+            self.item_bytes = size // data
         transport = self.transport
-        waiting = size + len(self.tail)
+        # the items still pending count too, at the size the encoded ones have:
+        # a publisher faster than the loop's encoding must be told before they
+        # are encoded over the limit
+        waiting = size + len(self.tail) + len(self.pending) * self.item_bytes
         if transport is not None:
             waiting += transport.get_write_buffer_size()
         if high and waiting > high and not self.congested:
