@@ -241,6 +241,49 @@ def test_priority_messages_of_an_array_go_first() -> None:
         assert [str(m.value) for m in got if m is not None] == ["2", "1", "3"]
 
 
+def test_an_array_of_notifications_is_delivered_in_order_whatever_breaks_its_runs() -> None:
+    """Consecutive notifications with the same ToSubject and Type are converted
+    and delivered as a run; a bad Value in the middle gets its error and the
+    rest still arrive, in order; another subject, another part or a message of
+    no Type ends the run and is handled on its own."""
+    with serving() as (bus, gateway), Client(gateway) as c:
+        gateway.types["/t"] = Price
+        p_inbox, q_inbox, t_inbox = (
+            bus.inbox(Price, "/p"),
+            bus.inbox(Price, "/q"),
+            bus.inbox(Price, "/t"),
+        )
+        c.join()
+
+        def price(subject: str, value: object, **more: object) -> dict[str, object]:
+            return {"ToSubject": subject, "Type": PRICE, "Value": {"value": value}, **more}
+
+        c.send(
+            price("/p", "1"),
+            price("/p", "2"),
+            price("/p", "two"),  # a bad Value: its error, the run goes on
+            price("/p", "3"),
+            price("/q", "4"),
+            price("/q", "5"),
+            price("/p", "6"),
+            price("/p", "7", PriorityProcessing=0),  # another part: handled on its own
+            price("/p", "8"),
+            {"ToSubject": "/t", "Value": {"value": "9"}},  # the type by subject
+            {"ToSubject": "/t", "Value": {"value": "10"}},
+            price("/p", "11"),
+        )
+        assert "Price.value" in c.error("BadValue")["ErrorMessage"]
+
+        def values(inbox: object, n: int) -> list[str]:
+            got = [inbox.receive(WAIT) for _ in range(n)]  # type: ignore[attr-defined]
+            return [str(m.value) for m in got if m is not None]
+
+        assert values(p_inbox, 7) == ["1", "2", "3", "6", "7", "8", "11"]
+        assert values(q_inbox, 2) == ["4", "5"]
+        assert values(t_inbox, 2) == ["9", "10"]
+        c.sync()
+
+
 def test_subscription_limit() -> None:
     settings = GatewaySettings(max_subscriptions=2)
     with serving(settings) as (_bus, gateway), Client(gateway) as c:

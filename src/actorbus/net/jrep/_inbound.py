@@ -21,7 +21,7 @@ from ...bus.subjects import is_private
 from . import _parts as p
 from ._parts import JrepFault, check_object, parse_frame, part
 from ._session_base import SessionBase
-from ._values import message_from_json
+from ._values import decoder_of, message_from_json
 
 __all__ = ["ClientSide"]
 
@@ -48,12 +48,41 @@ class ClientSide(SessionBase):
         self.messages_in += len(items)
         party = self.party
         assert party is not None
-        ordered = sorted(enumerate(items), key=_priority_last)
+        if any(type(item) is dict and p.PRIORITY in item for item in items):
+            ordered: Any = sorted(enumerate(items), key=_priority_last)
+        else:
+            ordered = enumerate(items)
         held = party.hold_deliveries()
+        # A run: the notifications that follow one the generic path published,
+        # with the same ToSubject and Type and no other part than Value.  What
+        # that path checked (session state, subject, type, permission) holds for
+        # them too: only their Values are converted, and they are delivered
+        # together (RemoteParty.notify_run).
+        run: list[Message] = []
+        run_key: MessageKey | None = None
+        run_subject = run_type = None
+        decode: Any = None
         try:
             for index, item in ordered:
+                if (
+                    run_key is not None
+                    and type(item) is dict
+                    and len(item) == 3
+                    and item.get(p.TO_SUBJECT) == run_subject
+                    and item.get(p.TYPE) == run_type
+                    and p.VALUE in item
+                ):
+                    try:
+                        run.append(decode(run_subject, item[p.VALUE]))
+                    except JrepFault as fault:
+                        self.fault(fault, item)
+                    continue
+                if run:
+                    self._deliver_run(run_key, run)
+                    run = []
+                run_key = None
                 try:
-                    self._handle(check_object(item, index))
+                    run_key = self._handle(check_object(item, index))
                 except JrepFault as fault:
                     self.fault(fault, item if isinstance(item, dict) else None)
                 except Exception as exc:  # a bug here must not end the node, nor the session
@@ -68,20 +97,43 @@ class ClientSide(SessionBase):
                         ),
                         item if isinstance(item, dict) else None,
                     )
+                if run_key is not None:
+                    run_subject, run_type = run_key.subject, item.get(p.TYPE)
+                    if isinstance(run_type, str):  # (a run's items name their Type)
+                        decode = decoder_of(run_key.message_class)
+                    else:
+                        run_key = None
+            if run:
+                self._deliver_run(run_key, run)
         finally:
             if held:
                 party.release_deliveries()
         return len(items)
 
+    def _deliver_run(self, key: MessageKey | None, messages: list[Message]) -> None:
+        """Deliver a run's notifications (on ``key``, in the order sent)."""
+        party = self.party
+        assert key is not None
+        assert party is not None
+        party.notify_run(messages, key)
+        groups = self.groups.get(key)
+        if groups:
+            for message in messages:
+                for group, members in groups.items():
+                    if members > 0:
+                        party.group_notify(group, message, key)
+
     # ------------------------------------------------------------ dispatch
 
-    def _handle(self, message: dict[str, Any]) -> None:
+    def _handle(self, message: dict[str, Any]) -> MessageKey | None:
+        """Handle one message; the key it was published on when it was a
+        notification published (None for anything else)."""
         subject: str = message[p.TO_SUBJECT]
         command = part(message, p.COMMAND_TYPE, str, "a string naming a verb")
         part(message, p.PRIORITY, (int, float), "a number (0, or non-zero for priority)")
         if subject == p.SERVER_BUS:
             self._command(command, message)
-            return
+            return None
         if not self.connected:
             raise JrepFault(
                 p.NOT_ACTIVE,
@@ -108,7 +160,7 @@ class ClientSide(SessionBase):
             )
         if subject in self.incoming:
             self._reply(subject, message)
-            return
+            return None
         if subject.startswith(self.reply_prefix + "/"):
             raise JrepFault(
                 p.NO_REQUEST,
@@ -120,13 +172,14 @@ class ClientSide(SessionBase):
         if issubclass(cls, Request):
             self._request(cls, subject, message)
         elif issubclass(cls, Notification):
-            self._publish(cls, subject, message)
+            return self._publish(cls, subject, message)
         else:
             raise JrepFault(
                 p.UNKNOWN_TYPE,
                 f"{cls.__type_name__} is a reply; a reply goes to the ReplyTo subject of a "
                 "request delivered to you",
             )
+        return None
 
     def _command(self, command: str | None, message: dict[str, Any]) -> None:
         if command == p.CONNECT_TO_QUEUE:
@@ -293,7 +346,7 @@ class ClientSide(SessionBase):
             self.subscribed.discard(key)
             party.unsubscribe(key)
 
-    def _publish(self, cls: type[Message], subject: str, message: dict[str, Any]) -> None:
+    def _publish(self, cls: type[Message], subject: str, message: dict[str, Any]) -> MessageKey:
         key = MessageKey(cls, subject)
         party = self.party
         assert party is not None
@@ -308,6 +361,7 @@ class ClientSide(SessionBase):
         for group, members in self.groups.get(key, {}).items():
             if members > 0:
                 party.group_notify(group, notification, key)
+        return key
 
     def _request(self, cls: type[Message], subject: str, message: dict[str, Any]) -> None:
         reply_to = part(message, p.REPLY_TO, str, "a string under your ReplyPrefix")

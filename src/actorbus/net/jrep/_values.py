@@ -14,6 +14,10 @@ a value that does not fit raises :class:`~._parts.JrepFault` (``BadValue``)
 naming the class, the field, what was found and what to send instead — never
 another exception, whatever the JSON holds.
 
+Both ways, each class's common case runs through code generated for it
+(:mod:`~actorbus.net.jrep._compiled`), which defers to the generic rules here
+for anything else: the result is the same either way.
+
 This module reads a field's type through what every field type shows
 (``python_type``, ``optional``, ``display``; a sequence's ``item``, an
 optional's ``inner``) and the message module's registry; it imports nothing of
@@ -30,14 +34,16 @@ import ipaddress
 import math
 import re
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from ...bus.message import Field, FieldSpec, Message, MessageKey, lookup_type
 from ...errors import UsageError, ValidationError
+from ._compiled import make_decoder, make_encoder
 from ._parts import BAD_VALUE, JrepFault, shown_json
 
-__all__ = ["JS_SAFE", "STRUCT_TYPE", "message_from_json", "message_to_json"]
+__all__ = ["JS_SAFE", "STRUCT_TYPE", "decoder_of", "message_from_json", "message_to_json"]
 
 #: the largest integer a JavaScript number holds exactly; beyond it ints travel as strings
 JS_SAFE: Final = 2**53 - 1
@@ -67,6 +73,28 @@ class _Bad(Exception):
 def message_from_json(cls: type[Message], subject: str, value: object) -> Message:
     """A message of ``cls`` on ``subject`` from the ``Value`` part (None: no
     fields given); JrepFault(BadValue) naming the field when it does not fit."""
+    return decoder_of(cls)(subject, value)
+
+
+def decoder_of(cls: type[Message]) -> Callable[[str, object], Message]:
+    """``message_from_json`` for ``cls``: ``decode(subject, value)``."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = make_decoder(cls, _message_from_json, _field_from_json)
+    return decoder
+
+
+#: per message class: its generated decoder (_compiled.make_decoder)
+_DECODERS: dict[type, Callable[[str, object], Message]] = {}
+
+
+def _field_from_json(ftype: Any, value: object, where: str) -> object:
+    return _from_json(ftype, value, where, 0)
+
+
+def _message_from_json(cls: type[Message], subject: str, value: object) -> Message:
+    """``message_from_json`` by the generic rules (what the generated decoder
+    defers to for any form it does not handle inline)."""
     name = cls.__type_name__
     try:
         fields = _fields_from_json(cls, value, name, 0, skip=("subject",))
@@ -311,6 +339,20 @@ def _found(value: object) -> str:
 
 def message_to_json(message: Message) -> dict[str, Any]:
     """The ``Value`` object of ``message``: every field but the subject."""
+    cls = type(message)
+    encoder = _ENCODERS.get(cls)
+    if encoder is None:
+        encoder = _ENCODERS[cls] = make_encoder(cls, _to_json)
+    return encoder(message)
+
+
+#: per message class: its generated encoder (_compiled.make_encoder)
+_ENCODERS: dict[type, Callable[[Message], dict[str, Any]]] = {}
+
+
+def _message_to_json(message: Message) -> dict[str, Any]:
+    """``message_to_json`` by the generic rules (the generated encoder's
+    reference, for tests)."""
     out: dict[str, Any] = {}
     plan = _PLANS.get(type(message))
     if plan is None:
