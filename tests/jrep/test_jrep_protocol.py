@@ -89,6 +89,17 @@ def test_no_connect_to_queue_within_the_handshake_timeout_closes() -> None:
         assert c.closed_code() == 1008
 
 
+def test_after_connect_to_queue_the_idle_timeout_replaces_the_handshake_timeout() -> None:
+    settings = GatewaySettings(handshake_timeout=0.3, idle_timeout=30, heartbeat_delay=0)
+    with serving(settings) as (_bus, gateway), Client(gateway) as c:
+        c.join()
+        c.sync()
+        with pytest.raises(TimeoutError):  # twice the handshake timeout, silent
+            c.ws.recv(timeout=0.6)
+        c.sync()
+        assert gateway.counters.expired == 0
+
+
 def test_the_gateway_sends_heartbeats_and_takes_the_clients() -> None:
     settings = GatewaySettings(heartbeat_delay=0.1)
     with serving(settings) as (_bus, gateway), Client(gateway) as c:

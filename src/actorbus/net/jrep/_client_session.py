@@ -40,6 +40,7 @@ from ...bus.party import RemoteParty, Role
 from ...bus.sender import Sender
 from ...bus.subjects import Wildcard
 from . import _parts as p
+from ._idle import IdleTimer
 from ._parts import dumps
 from ._values import message_from_json, message_to_json
 
@@ -277,18 +278,26 @@ class FedSession:
     async def _write_loop(self) -> None:
         wake = self._wake
         ws = self.ws
-        heartbeat = self.client.heartbeat  # J.REP Heartbeat when idle: the gateway's idle timer
+        loop = asyncio.get_running_loop()
         beat = dumps([{p.TO_SUBJECT: p.SERVER_BUS, p.COMMAND_TYPE: p.HEARTBEAT}])
+        beat_due = False
+
+        def due() -> None:  # nothing sent for the heartbeat delay: the gateway's idle timer
+            nonlocal beat_due
+            beat_due = True
+            idle.at = loop.time()  # (and the next one as long after, if still idle)
+            wake.set()
+
+        idle = IdleTimer(loop, self.client.heartbeat, due)
         try:
             while True:
                 if not wake.is_set():
-                    try:
-                        async with asyncio.timeout(heartbeat):
-                            await wake.wait()
-                    except TimeoutError:
-                        await ws.send(beat)
-                        continue
+                    await wake.wait()
                 wake.clear()
+                if beat_due:
+                    beat_due = False
+                    if not self._out:  # (else what is queued goes now)
+                        await ws.send(beat)
                 with self._lock:
                     items = list(self._out)
                     self._out.clear()
@@ -305,10 +314,14 @@ class FedSession:
                 self.in_hand = notes  # being written: possibly lost if the session breaks now
                 for start in range(0, len(out), _CHUNK):
                     await ws.send(dumps(out[start : start + _CHUNK]))
+                if out:
+                    idle.at = loop.time()
                 self.written += notes
                 self.in_hand = 0
         except ConnectionClosed:
             return
+        finally:
+            idle.cancel()
 
     # ------------------------------------------------------------ gateway -> bus
 

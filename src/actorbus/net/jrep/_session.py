@@ -30,6 +30,7 @@ from ...bus.party import Role
 from ...bus.sender import Sender
 from ...bus.subjects import Wildcard
 from . import _parts as p
+from ._idle import IdleTimer
 from ._inbound import ClientSide
 from ._parts import dumps
 from ._values import message_to_json
@@ -144,52 +145,71 @@ class Session(ClientSide):
         rate = settings.message_rate
         burst = settings.burst
         tokens, last = burst, loop.time()
-        opened = last
-        while self.closing is None:
-            if self.connected:
-                wait = settings.idle_timeout
-            else:
-                wait = max(0.0, settings.handshake_timeout - (loop.time() - opened))
-            try:
-                async with asyncio.timeout(wait):
+        task = asyncio.current_task()
+        assert task is not None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        # until ConnectToQueue the handshake timeout runs from the opening, then
+        # the idle timeout from the last frame received
+        timer = IdleTimer(loop, settings.handshake_timeout, expire)
+        connected = False
+        try:
+            while self.closing is None:
+                try:
                     frame = await ws.recv()
-            except TimeoutError:
-                self.gateway.count_expired()
-                if not self.connected:
-                    why = f"no ConnectToQueue within {settings.handshake_timeout:g} s"
-                    self.close_session(CLOSE_POLICY, why)
-                    return why
-                why = f"idle for {settings.idle_timeout:g} s (nothing received)"
-                self.emit(
-                    {p.TO_SUBJECT: p.CLIENT_BUS, p.COMMAND_TYPE: p.SESSION_EXPIRED, p.REASON: why}
-                )
-                self.close_session(CLOSE_EXPIRED, "session expired")
-                return why
-            except ConnectionClosed as exc:
-                return f"connection closed ({exc})"
-            count = self.received(frame)
-            if rate:
-                now = loop.time()
-                tokens = min(burst, tokens + (now - last) * rate) - max(count, 1)
-                last = now
-                if tokens < 0:  # over the rate: stop reading until back under it
-                    await asyncio.sleep(-tokens / rate)
-        return self.closing[1]
+                except ConnectionClosed as exc:
+                    return f"connection closed ({exc})"
+                count = self.received(frame)
+                if connected:
+                    timer.at = loop.time()
+                elif self.connected:
+                    connected = True
+                    timer.at = loop.time()
+                    timer.delay = settings.idle_timeout
+                    timer.arm()
+                if rate:
+                    now = loop.time()
+                    tokens = min(burst, tokens + (now - last) * rate) - max(count, 1)
+                    last = now
+                    if tokens < 0:  # over the rate: stop reading until back under it
+                        await asyncio.sleep(-tokens / rate)
+            return self.closing[1]
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            task.uncancel()
+        finally:
+            timer.cancel()
+        self.gateway.count_expired()
+        if not connected:
+            why = f"no ConnectToQueue within {settings.handshake_timeout:g} s"
+            self.close_session(CLOSE_POLICY, why)
+            return why
+        why = f"idle for {settings.idle_timeout:g} s (nothing received)"
+        self.emit({p.TO_SUBJECT: p.CLIENT_BUS, p.COMMAND_TYPE: p.SESSION_EXPIRED, p.REASON: why})
+        self.close_session(CLOSE_EXPIRED, "session expired")
+        return why
 
     async def _write_loop(self) -> None:
         ws = self.websocket
-        heartbeat = self.settings.heartbeat_delay or None
+        loop = self.loop
         wake = self._wake
+
+        def beat() -> None:  # nothing sent for heartbeat_delay: a Heartbeat
+            if self.connected:
+                self.emit({p.TO_SUBJECT: p.CLIENT_BUS, p.COMMAND_TYPE: p.HEARTBEAT})
+            idle.at = loop.time()  # (and the next one as long after, if still idle)
+
+        idle = IdleTimer(loop, self.settings.heartbeat_delay, beat)
         try:
             while True:
                 if not wake.is_set():
-                    try:
-                        async with asyncio.timeout(heartbeat):
-                            await wake.wait()
-                    except TimeoutError:
-                        if self.connected:
-                            self.emit({p.TO_SUBJECT: p.CLIENT_BUS, p.COMMAND_TYPE: p.HEARTBEAT})
-                        continue
+                    await wake.wait()
                 wake.clear()
                 if self.overflowed and self.closing is None:
                     self._overflow()
@@ -198,11 +218,14 @@ class Session(ClientSide):
                     chunk = out[start : start + _CHUNK]
                     await ws.send(dumps(chunk))
                     self.messages_out += len(chunk)
+                idle.at = loop.time()
                 if self.closing is not None and not wake.is_set():
                     await ws.close(*self.closing)
                     return
         except ConnectionClosed:
             return
+        finally:
+            idle.cancel()
 
     def _overflow(self) -> None:
         limit = self.settings.message_queue_size
