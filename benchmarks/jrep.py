@@ -23,7 +23,9 @@ two fresh processes on 127.0.0.1):
     ``remote.py`` actors); each round trip timed with ``perf_counter_ns``.
     Baseline: a ``websockets`` client sends one J.REP request object in an
     array and awaits the reply array from a ``websockets`` server that parses
-    it and answers at once.  Budget: J.REP p50 <= 2x the raw p50.
+    it and answers at once.  Budget: J.REP p50 <= 2x the raw p50.  With
+    ``--loop``, also the round trip with both nodes' actors on an asyncio
+    dispatcher whose loop the session (or the link) shares (reported, no budget).
 
 The gateway's per-session rate limit is off for these runs (``message_rate=0``).
 """
@@ -112,8 +114,8 @@ def role_jrep_source(n: int, port: int) -> None:
         sys.stdin.read()
 
 
-def role_jrep_replier() -> None:
-    with Bus(_BUSES["ours"], node_id="replier") as bus:
+def role_jrep_replier(bus_name: str = "ours") -> None:
+    with Bus(_BUSES[bus_name], node_id="replier") as bus:
         gateway = bus.serve_jrep(0, name="bench", settings=_SETTINGS)
         replier = _Replier(name="replier")
         bus.register(replier)
@@ -122,8 +124,8 @@ def role_jrep_replier() -> None:
         sys.stdin.read()
 
 
-def role_jrep_requestor(n: int, port: int) -> None:
-    with Bus(_BUSES["ours"], node_id="requestor") as bus:
+def role_jrep_requestor(n: int, port: int, bus_name: str = "ours") -> None:
+    with Bus(_BUSES[bus_name], node_id="requestor") as bus:
         client = bus.connect_jrep(f"ws://127.0.0.1:{port}/jrep")
         if not client.wait_connected(10):
             raise SystemExit("requestor: no session with the gateway")
@@ -302,13 +304,22 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("-n", type=int, default=N_ONE_WAY, help="notifications per round")
     parser.add_argument("--rtt", type=int, default=N_RTT, help="round trips per round")
+    parser.add_argument(
+        "--loop",
+        action="store_true",
+        help="also the round trip with the actors on an asyncio dispatcher whose loop the "
+        "J.REP session (and the TCP link) shares: no thread hand-offs",
+    )
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     kinds = ("jrep", "tcp", "raw")
+    loop_kinds = ("jrep_loop", "tcp_loop") if args.loop else ()
     rates: dict[str, list[float]] = {k: [] for k in kinds}
-    rtts: dict[str, list[tuple[float, float, int]]] = {k: [] for k in kinds}
+    rtts: dict[str, list[tuple[float, float, int]]] = {k: [] for k in kinds + loop_kinds}
     for _ in range(args.rounds):
         for kind in kinds:
             rates[kind].append(_one_way(kind, args.n))
+            rtts[kind].append(_round_trip(kind, args.rtt))
+        for kind in loop_kinds:
             rtts[kind].append(_round_trip(kind, args.rtt))
     rate = {k: max(v) for k, v in rates.items()}
     p = {k: best_of(v, key=lambda r: r[0], lowest=True) for k, v in rtts.items()}
@@ -362,6 +373,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
             note="same runs as p50; no budget",
         ),
     ]
+    for kind, peer in (("jrep_loop", "raw"), ("tcp_loop", "raw")):
+        if kind in p:
+            rows.append(
+                row(
+                    f"{'J.REP' if kind == 'jrep_loop' else 'TCP link'} round trip p50, "
+                    "actors on the session's loop",
+                    p[kind][0],
+                    "us",
+                    baseline_name="raw websockets request/reply p50",
+                    baseline_value=p[peer][0],
+                    note=f"{note}; no budget (--loop)",
+                )
+            )
     print_table(rows)
     return rows
 
@@ -374,6 +398,10 @@ def _role(argv: list[str]) -> None:
         "jrep-source": role_jrep_source,
         "jrep-replier": role_jrep_replier,
         "jrep-requestor": role_jrep_requestor,
+        "jrep_loop-replier": lambda: role_jrep_replier("loop"),
+        "jrep_loop-requestor": lambda n, port: role_jrep_requestor(n, port, "loop"),
+        "tcp_loop-replier": lambda: role_ours_replier(_BUSES["loop"]),
+        "tcp_loop-requestor": lambda n, port: role_ours_requestor(n, port, _BUSES["loop"]),
         "raw-sink": role_raw_sink,
         "raw-source": role_raw_source,
         "raw-replier": role_raw_replier,
