@@ -69,7 +69,7 @@ from ._credentials import Secret
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
-from ._trim import TRIM_DELAY, release_free_memory
+from ._trim import TRIM_DELAY, fix_mmap_threshold, release_free_memory
 from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
 from .link import Link, LinkSettings
 from .service import Service
@@ -145,6 +145,7 @@ class NodeNet:
         if self._started:
             return
         self._started = True
+        fix_mmap_threshold()  # large frames freed go back to the system (_trim)
         config = self.bus.config
         try:
             self._start_selectors(config.selectors)
