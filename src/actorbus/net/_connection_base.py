@@ -192,9 +192,11 @@ class ConnectionBase(asyncio.BufferedProtocol):
     want_wfd: bool
     #: (frames, bytes) of the protocol's output counted so far while paused
     queued: tuple[int, int]
-    #: bytes per data message of what waited when last measured: what the items
-    #: still pending (not yet encoded) are counted at
+    #: bytes per pending item, from what waited when last measured: what the
+    #: items still pending (not yet encoded) are counted at
     item_bytes: int
+    #: items taken from ``pending`` so far (for ``item_bytes``)
+    popped: int
     #: times this connection was closed over an output queue limit
     limit_closes: int
     #: publisher back-pressure: the output queue's high-water mark (bytes, 0 =
@@ -265,6 +267,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.want_wfd = False
         self.queued = (0, 0)
         self.item_bytes = 0
+        self.popped = 0
         self.limit_closes = 0
         self.high_water = link.settings.high_water
         self.congested = False

@@ -521,8 +521,10 @@ class Outbound(ConnectionBase):
         size += more
         self.queued = (now, size)
         data = proto.data_queued
-        if data:
-            self.item_bytes = size // data
+        if data and self.popped:
+            # bytes per data message, times data messages per pending item (a
+            # notification naming its publisher is two items)
+            self.item_bytes = size // data * proto.last_seq_sent // self.popped
         transport = self.transport
         # the items still pending count too, at the size the encoded ones have:
         # a publisher faster than the loop's encoding must be told before they
@@ -560,6 +562,7 @@ class Outbound(ConnectionBase):
         pending = self.pending
         popleft = pending.popleft
         count = len(pending) if most is None else min(len(pending), most)
+        self.popped += count  # (one more when the last is a Sender: see the end)
         bodies: list[Any] = []
         add = bodies.append
         run_cls: type | None = None
@@ -628,6 +631,7 @@ class Outbound(ConnectionBase):
                 self._unsendable(item, exc)
         if bodies:
             self._notify_run(proto, key, bodies)
+        self.popped -= count  # (count is -1 when the last Sender's item was popped too)
         if not pending:
             self.acks_since = None  # whatever acknowledgement waited has gone
 
