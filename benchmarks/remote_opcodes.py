@@ -19,6 +19,10 @@ request/reply rows):
   (blocking) dispatchers, the link on its own I/O thread;
 * **ours, actors on the link's loop** — the same, the actors on an asyncio
   dispatcher whose loop the link shares;
+* **the same two, authenticated** — both nodes hold a shared secret, which
+  the logon proves (CHALLENGE/PROOF); nothing after the logon should differ,
+  and the rows say what the plain ones counted;
+* **the same two, over TLS** — the records are made and read in C (OpenSSL);
 * **raw uvloop echo** — ``remote.py``'s raw baseline: a uvloop server answering
   each length-prefixed msgpack request frame in ``data_received``, a client
   writing the next request once the reply's future is done.
@@ -153,19 +157,26 @@ class _CountedRequestor(remote._Requestor):
             self.counter.on = False
 
 
-def count_ours(config: BusConfig, n: int, warmup: int, tls: bool = False) -> tuple[Opcodes, int]:
+#: the authenticated rows' shared secret (both nodes hold it)
+_KEY = bytes(range(32))
+
+
+def count_ours(
+    config: BusConfig, n: int, warmup: int, tls: bool = False, secret: bytes | None = None
+) -> tuple[Opcodes, int]:
     """Bytecodes of ``n`` round trips between two linked buses; (counts, lost).
     With ``tls`` the link runs over TLS (``remote.py``'s certificates, which
-    ``remote._tls_files()`` must have made)."""
+    ``remote._tls_files()`` must have made); with ``secret`` both nodes hold it
+    and the logon proves it."""
     counter = Opcodes()
     server = remote._tls(True) if tls else None
     client = remote._tls(False) if tls else None
     with counter.tracing(), Bus(config, node_id="rep") as b, Bus(config, node_id="req") as a:
-        service = b.listen(0, tls=server)
+        service = b.listen(0, tls=server, secret=secret)
         replier = remote._Replier(name="replier")
         b.register(replier)
         b.startup(replier).wait(10)
-        a.connect("127.0.0.1", service.port, tls=client).wait_logged_on(10)
+        a.connect("127.0.0.1", service.port, tls=client, secret=secret).wait_logged_on(10)
         requestor = _CountedRequestor(n, warmup, counter)
         a.register(requestor)
         a.startup(requestor).wait(10)
@@ -274,15 +285,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
     layers: dict[str, dict[str, float]] = {}
     plain: dict[str, float] = {}
     with remote._tls_files() as has_tls:
-        for name, config, budget, tls in (
-            ("threaded actors (default)", remote._BUSES["ours"], BUDGET_THREADED, False),
-            ("actors on the link's loop", remote._BUSES["loop"], BUDGET_SHARED_LOOP, False),
-            ("threaded actors (default), TLS", remote._BUSES["ours"], None, True),
-            ("actors on the link's loop, TLS", remote._BUSES["loop"], None, True),
+        for name, config, budget, tls, secret in (
+            ("threaded actors (default)", remote._BUSES["ours"], BUDGET_THREADED, False, None),
+            ("actors on the link's loop", remote._BUSES["loop"], BUDGET_SHARED_LOOP, False, None),
+            ("threaded actors (default), authenticated", remote._BUSES["ours"], None, False, _KEY),
+            ("actors on the link's loop, authenticated", remote._BUSES["loop"], None, False, _KEY),
+            ("threaded actors (default), TLS", remote._BUSES["ours"], None, True, None),
+            ("actors on the link's loop, TLS", remote._BUSES["loop"], None, True, None),
         ):
             if tls and not has_tls:
                 continue  # (no openssl command to make the certificates)
-            counter, lost = count_ours(config, n, warmup, tls)
+            counter, lost = count_ours(config, n, warmup, tls, secret)
             if threaded is None:
                 threaded = counter
             per_rt = sum(counter.ops().values()) / n
@@ -292,8 +305,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 f"lost requests: {lost}"
             )
             if budget is None:
-                plain_name = name.removesuffix(", TLS")
-                note += f"; the same without TLS: {plain[plain_name]:,.1f}"
+                plain_name, _, variant = name.rpartition(", ")
+                without = "TLS" if variant == "TLS" else "a secret"
+                note += f"; the same without {without}: {plain[plain_name]:,.1f}"
             else:
                 plain[name] = per_rt
                 note += f"; budget <= {budget:,}: {'met' if per_rt <= budget else 'missed'}"
