@@ -76,6 +76,8 @@ class ClientSide(SessionBase):
                         run.append(decode(run_subject, item[p.VALUE]))
                     except JrepFault as fault:
                         self.fault(fault, item)
+                    except Exception as exc:  # as below: never the node, nor the session
+                        self._failed(exc, item)
                     continue
                 if run:
                     self._deliver_run(run_key, run)
@@ -86,17 +88,7 @@ class ClientSide(SessionBase):
                 except JrepFault as fault:
                     self.fault(fault, item if isinstance(item, dict) else None)
                 except Exception as exc:  # a bug here must not end the node, nor the session
-                    logger.opt(exception=exc).error(
-                        "jrep session {}: handling a message failed", self.name
-                    )
-                    self.fault(
-                        JrepFault(
-                            "Internal",
-                            f"the gateway failed handling this message ({type(exc).__name__}); "
-                            "it was dropped and logged on the node",
-                        ),
-                        item if isinstance(item, dict) else None,
-                    )
+                    self._failed(exc, item)
                 if run_key is not None:
                     run_subject, run_type = run_key.subject, item.get(p.TYPE)
                     if isinstance(run_type, str):  # (a run's items name their Type)
@@ -109,6 +101,19 @@ class ClientSide(SessionBase):
             if held:
                 party.release_deliveries()
         return len(items)
+
+    def _failed(self, exc: Exception, item: object) -> None:
+        """Handling ``item`` raised ``exc`` (a bug): logged on the node, the
+        client told, the message dropped."""
+        logger.opt(exception=exc).error("jrep session {}: handling a message failed", self.name)
+        self.fault(
+            JrepFault(
+                "Internal",
+                f"the gateway failed handling this message ({type(exc).__name__}); "
+                "it was dropped and logged on the node",
+            ),
+            item if isinstance(item, dict) else None,
+        )
 
     def _deliver_run(self, key: MessageKey | None, messages: list[Message]) -> None:
         """Deliver a run's notifications (on ``key``, in the order sent)."""
