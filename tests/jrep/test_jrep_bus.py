@@ -63,6 +63,9 @@ def test_a_client_publication_reaches_an_actor() -> None:
         bus.register(actor)
         bus.startup([actor]).wait(WAIT)
         actor.post(lambda: actor.subscribe(Price, "/p", on_message=actor.on_message))
+        # (a notification published before the subscription exists reaches nobody)
+        key = MessageKey(Price, "/p")
+        assert wait_until(lambda: bus.router.feeds(key)["subscribers"] == 1, WAIT)
         c.join()
         c.send({"ToSubject": "/p", "Type": PRICE, "Value": {"value": "9.90", "volume": "12"}})
         (event,) = actor.log.wait_count("message", 1)[-1:]

@@ -27,7 +27,6 @@ the router still hands it is dropped and counted.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,7 @@ from ...bus.sender import Sender
 from ...bus.subjects import Wildcard
 from . import _parts as p
 from ._idle import IdleTimer
-from ._parts import dumps
+from ._parts import dumps, loads
 from ._values import message_from_json, message_to_json
 
 if TYPE_CHECKING:
@@ -201,7 +200,7 @@ class FedSession:
         keys: list[dict[str, Any]] = []
         async with asyncio.timeout(sync_timeout):
             while True:  # the gateway's state sync, up to its FinishStateSync
-                batch = json.loads(await ws.recv())
+                batch = loads(await ws.recv())
                 done = False
                 for m in batch:
                     verb = m.get(p.COMMAND_TYPE)
@@ -246,8 +245,8 @@ class FedSession:
             except ConnectionClosed as exc:
                 return f"connection closed ({exc})"
             try:
-                batch = json.loads(frame)
-            except (ValueError, TypeError):
+                batch = loads(frame)
+            except (ValueError, TypeError, RecursionError):
                 self.errors += 1
                 continue
             if not isinstance(batch, list):

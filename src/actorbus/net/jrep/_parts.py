@@ -11,6 +11,7 @@ refusal is reported with, on ``ClientBusErrors``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
 __all__ = [
@@ -138,6 +139,46 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
+#: one decoder and encoders made once: ``json.loads`` / ``json.dumps`` with
+#: arguments other than the defaults build new ones on every call, a cost of
+#: the order of a small message's whole handling
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, allow_nan=False, separators=(",", ":")
+)
+_ENCODER_ASCII = json.JSONEncoder(
+    ensure_ascii=True, check_circular=False, allow_nan=False, separators=(",", ":")
+)
+
+
+def _c_encoder() -> Callable[[Any, int], Any] | None:
+    """``_ENCODER``'s C encoder made once (``JSONEncoder.encode`` makes one per
+    call), or None where the C accelerator is missing.  What it encodes is
+    built here, from messages: no cycles to check for."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    encoder: Callable[[Any, int], Any] = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    return encoder
+
+
+_C_ENCODER = _c_encoder()
+
+
+def loads(text: str) -> Any:
+    """JSON ``text`` as Python values (NaN and Infinity refused): ValueError
+    (``json.JSONDecodeError``) or RecursionError when it is not JSON."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return _DECODER.decode(text)  # (leading white space; else the error)
+    if end != len(text):
+        return _DECODER.decode(text)  # (trailing white space; else the error)
+    return value
+
+
 def parse_frame(text: str | bytes) -> list[dict[str, Any]]:
     """The message objects of one frame (possibly none); JrepFault if the frame
     is not a JSON array of objects.  Each object still needs its parts checked
@@ -149,7 +190,7 @@ def parse_frame(text: str | bytes) -> list[dict[str, Any]]:
             "holding a JSON array: send them as text",
         )
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = loads(text)
     except (ValueError, RecursionError) as exc:
         detail = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
         raise JrepFault(
@@ -252,8 +293,11 @@ def dumps(messages: list[dict[str, Any]]) -> str:
     """One wire message: the JSON array of ``messages`` (no NaN: the values are
     made JSON-safe before, docs/jrep.md)."""
     try:
-        text = json.dumps(messages, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        if _C_ENCODER is not None:
+            text = "".join(_C_ENCODER(messages, 0))
+        else:
+            text = _ENCODER.encode(messages)
         text.encode()  # a lone surrogate in some string cannot travel as UTF-8
     except UnicodeEncodeError:
-        text = json.dumps(messages, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER_ASCII.encode(messages)
     return text

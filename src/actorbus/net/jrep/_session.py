@@ -20,6 +20,7 @@ cancelled, and the bus's requests to it end with ERROR.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed
@@ -96,6 +97,13 @@ class Session(ClientSide):
         self.put(("request", request_id, message, sender))
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
+        if taken > 0 and threading.get_ident() == self._loop_thread:
+            # (the request came in on this loop just now: nothing of it is
+            # queued yet, and an ack that repliers took it sends nothing)
+            entry = self.requests.get(request_id)
+            if entry is not None:
+                entry[1] = taken
+            return
         self.put(("ack", request_id, taken))
 
     def send_reply(self, request_id: int, reply: Reply) -> None:
