@@ -34,6 +34,11 @@ class Hue(enum.Enum):
     BLUE = "blue"
 
 
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
 class Spot(Field, type_name="jrepcompiled.Spot"):
     x: int
     y: float
@@ -57,6 +62,8 @@ class Mixed(Notification, type_name="jrepcompiled.Mixed"):
     blob: bytes | None = None
     label: str = "none"
     on: bool = False
+    shade: Hue | None = None
+    perm: Perm = Perm.R
 
 
 class Empty(Notification, type_name="jrepcompiled.Empty"):
@@ -85,6 +92,8 @@ mixeds = st.builds(
     blob=st.none() | st.binary(max_size=10),
     label=texts,
     on=st.booleans(),
+    shade=st.none() | st.sampled_from(Hue),
+    perm=st.sampled_from([Perm.R, Perm.W, Perm.R | Perm.W, Perm(0)]),
 )
 messages = plains | mixeds | st.builds(Empty, texts, timestamps)
 
@@ -94,7 +103,7 @@ json_values = st.recursive(
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
-    | st.sampled_from(["cHA=", "cHA", "NaN", "2024-02-29T12:00:00", "1.5", "red", "**"]),
+    | st.sampled_from(["cHA=", "cHA", "NaN", "2024-02-29T12:00:00", "1.5", "red", "RED", "**"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
     max_leaves=8,
 )
@@ -171,6 +180,7 @@ def test_the_decoder_agrees_with_the_generic_rules_on_any_value(
                 "tags": ["a"],
                 "n": None,
                 "blob": "cHA=",
+                "shade": "BLUE",
             },
         ),
         (Empty, {}),

@@ -4,7 +4,8 @@
 A ``Value`` object is turned into a message (and back) by code generated once
 per class, as the binary codec does (:mod:`actorbus.bus.codec`): the common
 JSON forms are handled inline (an int, a string, a bool or a float as itself; a
-bytes field as its base64 text; the timestamp absent for "now"), every other
+bytes field as its base64 text; an enum member by its name; the timestamp
+absent for "now"), every other
 field type through the generic per-field rule it is given.
 
 The generated decoder decides nothing on its own: whenever a value is not in
@@ -20,6 +21,7 @@ names may not.
 from __future__ import annotations
 
 import binascii
+import enum
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -40,6 +42,18 @@ def _plain(spec: FieldSpec) -> type | None:
         return None
     pt = getattr(ftype, "python_type", None)
     return pt if pt in (int, str, bool, float, bytes) else None
+
+
+def _enum_of(spec: FieldSpec) -> type[enum.Enum] | None:
+    """The enum class of a field whose values travel as member names (not a
+    Flag: a combination of flags has no name), else None."""
+    ftype = spec.type
+    if getattr(ftype, "optional", False):
+        ftype = ftype.inner  # type: ignore[attr-defined]
+    pt = getattr(ftype, "python_type", None)
+    if isinstance(pt, type) and issubclass(pt, enum.Enum) and not issubclass(pt, enum.Flag):
+        return pt
+    return None
 
 
 def _fields(cls: type[Message]) -> tuple[FieldSpec, ...]:
@@ -89,6 +103,8 @@ def decoder_source(cls: type[Message]) -> str:
         elif plain is not None:
             add(f"{ind}if _type({name}) is not _t_{name}:")
             add(f"{ind}    raise _Miss")
+        elif _enum_of(spec) is not None:  # a member by name
+            add(f"{ind}{name} = _e_{name}[{name}] if _type({name}) is _str else _c_{name}({name})")
         else:
             add(f"{ind}{name} = _c_{name}({name})")
     add("        if _n != _len(_v):")
@@ -126,6 +142,9 @@ def make_decoder(
             env[f"_t_{spec.name}"] = plain
         else:
             env[f"_c_{spec.name}"] = _converter(convert, spec, cls)
+            members = _enum_of(spec)
+            if members is not None:
+                env[f"_e_{spec.name}"] = dict(members.__members__)
     source = decoder_source(cls)
     exec(compile(source, f"<actorbus jrep decoder {cls.__qualname__}>", "exec"), env)
     decoder: Callable[[str, object], Message] = env["from_json"]
@@ -172,6 +191,8 @@ def encoder_source(cls: type[Message]) -> str:
             value = f"_b2a({name}, newline=False).decode() if _type({name}) is _bytes else _g_{name}({name})"
         elif plain in (str, bool):
             value = f"{name} if _type({name}) is _t_{name} else _g_{name}({name})"
+        elif _enum_of(spec) is not None:
+            value = f"{name}.name if _type({name}) is _e_{name} else _g_{name}({name})"
         else:
             value = f"_g_{name}({name})"
         items.append(f"        {name!r}: {value},")
@@ -196,6 +217,7 @@ def make_encoder(
     }
     for spec in _fields(cls):
         env[f"_t_{spec.name}"] = _plain(spec)
+        env[f"_e_{spec.name}"] = _enum_of(spec)
         env[f"_g_{spec.name}"] = _generic(convert, spec)
     source = encoder_source(cls)
     exec(compile(source, f"<actorbus jrep encoder {cls.__qualname__}>", "exec"), env)
