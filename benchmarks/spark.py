@@ -225,19 +225,30 @@ class _Batches:
         spark.streams.addListener(self.listener)
 
     def run(self, writer: Any, batches: int, timeout: float = 600.0) -> list[dict[str, Any]]:
-        self.progress, self.wanted = [], batches
-        self.enough.clear()
-        query = writer.start()
-        self.query_id = str(query.id)
-        try:
-            if not self.enough.wait(timeout):
-                raise TimeoutError(f"{batches} batches not done in {timeout:g} s")
-            exc = query.exception()
-            if exc is not None:
-                raise RuntimeError(f"query failed: {exc}")
-        finally:
-            query.stop()
-        return list(self.progress)
+        """The progress of ``batches`` batches of the query ``writer`` starts.
+        A query that ends before them without an error (a Python worker of
+        Spark's lost on this shared VM) is run once more; then RuntimeError."""
+        for attempt in (1, 2):
+            self.progress, self.wanted = [], batches
+            self.enough.clear()
+            query = writer.start()
+            self.query_id = str(query.id)
+            try:
+                if not self.enough.wait(timeout):
+                    raise TimeoutError(f"{batches} batches not done in {timeout:g} s")
+                exc = query.exception()
+                if exc is not None:
+                    raise RuntimeError(f"query failed: {exc}")
+            finally:
+                query.stop()
+            if len(self.progress) >= batches:
+                return list(self.progress)
+            print(
+                f"spark: a query ended after {len(self.progress)} of {batches} batches "
+                f"(attempt {attempt} of 2)",
+                file=sys.stderr,
+            )
+        raise RuntimeError(f"the query ended twice before {batches} batches")
 
 
 def _journal_of(points: list[Any], directory: Path) -> None:
