@@ -22,28 +22,19 @@ is JSON with ``t = time.monotonic()``.  A node exits when stdin closes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import threading
 import time
 from typing import Any
 
+from reliability_node import LinkWatcher, emit, link_totals
 from reliability_support import Seq, start_actors
 
-from actorbus import SYSTEM_SUBJECT, Actor, Bus, LinkLoggedOff, LinkLoggedOn
-from actorbus.net import LinkStats
+from actorbus import Actor, Bus
 
-_out_lock = threading.Lock()
 #: the slow subscriber's work per message (s)
 WORK = 50e-6
-
-
-def emit(ev: str, **fields: Any) -> None:
-    line = json.dumps({"ev": ev, "t": time.monotonic(), **fields})
-    with _out_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def rss() -> int:
@@ -53,30 +44,6 @@ def rss() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def link_totals(bus: Bus) -> dict[str, int]:
-    total = LinkStats()
-    net = bus.net
-    if net is not None:
-        for service in net.services:
-            total = total + service.counters.links
-        for link in net.links:
-            if link.initiator:
-                total = total + link.counters
-    return dataclasses.asdict(total)
-
-
-class Watcher(Actor):
-    def startup(self) -> None:
-        self.subscribe(LinkLoggedOn, SYSTEM_SUBJECT, on_message=self._on)
-        self.subscribe(LinkLoggedOff, SYSTEM_SUBJECT, on_message=self._off)
-
-    def _on(self, message: LinkLoggedOn, feed: Any) -> None:
-        emit("link", on=True, peer=message.peer_node, reason="")
-
-    def _off(self, message: LinkLoggedOff, feed: Any) -> None:
-        emit("link", on=False, peer=message.peer_node, reason=message.reason)
 
 
 class Slow(Actor):
@@ -107,7 +74,7 @@ def _commands() -> Any:
 
 def run_slow(bus: Bus, subject: str) -> None:
     slow = Slow(subject)
-    start_actors(bus, Watcher(name="watcher"), slow)
+    start_actors(bus, LinkWatcher(name="watcher"), slow)
     emit("ready", ports=[s.port for s in bus.net.services] if bus.net is not None else [])
     for command in _commands():
         if command["cmd"] == "report":
@@ -121,7 +88,7 @@ def run_slow(bus: Bus, subject: str) -> None:
 
 
 def run_flood(bus: Bus, subject: str, seconds: float, mode: str, pad: int) -> None:
-    start_actors(bus, Watcher(name="watcher"))
+    start_actors(bus, LinkWatcher(name="watcher"))
     told: list[bool] = []
     feed = bus.publisher(Seq, subject, on_congestion=lambda state, f: told.append(state))
     samples: list[tuple[float, int]] = [(0.0, rss())]
