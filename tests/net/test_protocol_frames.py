@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+from nodes.protocol import accepted_server, connected, feed, frames_of, knows_all_but_x
 
 import actorbus.net
 import actorbus.net.protocol
@@ -20,8 +21,8 @@ from actorbus import (
 from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
 from actorbus.bus.router import Role
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
+from actorbus.net import PROTOCOL_VERSION, ProtocolSettings, ProtocolState
+from actorbus.net._memory import all_types_known, encode_frame
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
     Advertised,
@@ -29,7 +30,6 @@ from actorbus.net.protocol import (
     Event,
     FeedStatusReceived,
     FrameType,
-    LogonRequested,
     NotificationReceived,
     ReplyReceived,
     RequestAcknowledged,
@@ -47,42 +47,6 @@ SECRET = ("XSecret", "/demo")  # a type the receiving node does not know
 
 NOTIFY = int(FrameType.NOTIFY)
 KEY_DEF = int(FrameType.KEY_DEF)
-
-
-def frames_of(data: bytes) -> list[tuple[object, ...]]:
-    """Split a byte stream into frame bodies, independently of the protocol."""
-    out = []
-    offset = 0
-    while offset < len(data):
-        size = int.from_bytes(data[offset : offset + 4], "big")
-        out.append(msgpack.unpackb(data[offset + 4 : offset + 4 + size], use_list=False))
-        offset += 4 + size
-    return out
-
-
-def knows_all_but_x(type_name: str) -> bool:
-    return not type_name.startswith("X")
-
-
-def connected(**kwargs: object) -> MemoryPipe:
-    pipe = MemoryPipe(**kwargs)  # type: ignore[arg-type]
-    pipe.logon()
-    return pipe
-
-
-def accepted_server(**kwargs: object) -> LinkProtocol:
-    """A server that accepted client 'cli'; feed it hand-made frames."""
-    srv = LinkProtocol(Side.SERVER, "srv", 0.0, **kwargs)  # type: ignore[arg-type]
-    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
-    assert srv.next_event() == LogonRequested("cli")
-    srv.accept_logon()
-    srv.data_to_send()
-    return srv
-
-
-def feed(proto: LinkProtocol, *frames: tuple[object, ...]) -> list[Event]:
-    proto.receive_data(b"".join(encode_frame(*f) for f in frames), 0.0)
-    return list(proto.events())
 
 
 # ------------------------------------------------------------- frame types

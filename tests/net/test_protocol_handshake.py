@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import msgpack
 import pytest
+from nodes.protocol import frames_of
 
 from actorbus import FeedState, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
@@ -32,17 +32,6 @@ from actorbus.net.protocol import (
 KEY = ("demo.DataPoint", "/demo")
 LOGON = int(FrameType.LOGON)
 NONCE = b"n" * 32
-
-
-def frames_of(data: bytes) -> list[tuple[object, ...]]:
-    """Split a byte stream into frame bodies, independently of the protocol."""
-    out = []
-    offset = 0
-    while offset < len(data):
-        size = int.from_bytes(data[offset : offset + 4], "big")
-        out.append(msgpack.unpackb(data[offset + 4 : offset + 4 + size], use_list=False))
-        offset += 4 + size
-    return out
 
 
 def server() -> LinkProtocol:

@@ -6,8 +6,8 @@ the data accounting GROUP_NOTIFY shares with NOTIFY."""
 
 from __future__ import annotations
 
-import msgpack
 import pytest
+from nodes.protocol import accepted_server, connected, feed, frames_of, knows_all_but_x
 
 from actorbus import MessageTooLargeError, ProtocolError, UsageError
 from actorbus.bus.subjects import Wildcard
@@ -19,12 +19,10 @@ from actorbus.net._events import (
     PatternSubscribed,
     PatternUnsubscribed,
 )
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
+from actorbus.net._memory import all_types_known, encode_frame
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
-    Event,
     FrameType,
-    LogonRequested,
     NotificationReceived,
     SequenceGap,
 )
@@ -40,42 +38,6 @@ UNSUBSCRIBE_PATTERN = int(FrameType.UNSUBSCRIBE_PATTERN)
 GROUP = int(FrameType.GROUP)
 GROUP_NOTIFY = int(FrameType.GROUP_NOTIFY)
 LEVELS, PREFIX = 0, 1
-
-
-def frames_of(data: bytes) -> list[tuple[object, ...]]:
-    """Split a byte stream into frame bodies, independently of the protocol."""
-    out = []
-    offset = 0
-    while offset < len(data):
-        size = int.from_bytes(data[offset : offset + 4], "big")
-        out.append(msgpack.unpackb(data[offset + 4 : offset + 4 + size], use_list=False))
-        offset += 4 + size
-    return out
-
-
-def knows_all_but_x(type_name: str) -> bool:
-    return not type_name.startswith("X")
-
-
-def connected(**kwargs: object) -> MemoryPipe:
-    pipe = MemoryPipe(**kwargs)  # type: ignore[arg-type]
-    pipe.logon()
-    return pipe
-
-
-def accepted_server(**kwargs: object) -> LinkProtocol:
-    """A server that accepted client 'cli'; feed it hand-made frames."""
-    srv = LinkProtocol(Side.SERVER, "srv", 0.0, **kwargs)  # type: ignore[arg-type]
-    srv.receive_data(proof_for_server(srv, "cli"), 0.0)
-    assert srv.next_event() == LogonRequested("cli")
-    srv.accept_logon()
-    srv.data_to_send()
-    return srv
-
-
-def feed(proto: LinkProtocol, *frames: tuple[object, ...]) -> list[Event]:
-    proto.receive_data(b"".join(encode_frame(*f) for f in frames), 0.0)
-    return list(proto.events())
 
 
 # ------------------------------------------------------------- both ways

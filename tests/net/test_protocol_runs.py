@@ -9,6 +9,7 @@ from collections import deque
 
 import msgpack
 import pytest
+from nodes.protocol import connected
 
 from actorbus import MessageTooLargeError, ProtocolError, UsageError
 from actorbus.net import ProtocolSettings
@@ -26,12 +27,6 @@ OTHER = ("demo.DataPoint", "/other")
 NOTIFY = int(FrameType.NOTIFY)
 NOTIFY_RUN = int(FrameType.NOTIFY_RUN)
 KEY_DEF = int(FrameType.KEY_DEF)
-
-
-def connected(**kwargs: object) -> MemoryPipe:
-    pipe = MemoryPipe(**kwargs)  # type: ignore[arg-type]
-    pipe.logon()
-    return pipe
 
 
 def batches(pipe: MemoryPipe) -> list[object]:
