@@ -31,6 +31,7 @@ __all__ = [
     "DispatcherKind",
     "GatewayConfig",
     "JrepClientConfig",
+    "LinkConfig",
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
@@ -310,18 +311,11 @@ class SelectorConfig:
         return "blocking"
 
 
-@dataclass(frozen=True, slots=True)
-class ServiceConfig:
-    """A listening port (``service.NAME.*``)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkConfig:
+    """What a service's links and a connection's link share (the keys of
+    ``service.NAME.*`` and ``connection.NAME.*`` alike)."""
 
-    name: str
-    port: int
-    host: str = "0.0.0.0"
-    #: positive filter: only these hosts ("h") or endpoints ("h:port") may connect;
-    #: empty means everyone may.
-    address_filter: tuple[str, ...] = ()
-    service_selector: str | None = None
-    connection_selector: str | None = None
     input_buffer_size: int = 65_536
     output_buffer_size: int = 65_536
     byte_order: str = "big"
@@ -349,6 +343,21 @@ class ServiceConfig:
     #: publishers are told the link is congested past this many bytes waiting
     #: (-1 = half of message_queue_bytes, 0 = never).
     message_queue_high_water: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig(LinkConfig):
+    """A listening port (``service.NAME.*``); the link settings are
+    :class:`LinkConfig`'s."""
+
+    name: str
+    port: int
+    host: str = "0.0.0.0"
+    #: positive filter: only these hosts ("h") or endpoints ("h:port") may connect;
+    #: empty means everyone may.
+    address_filter: tuple[str, ...] = ()
+    service_selector: str | None = None
+    connection_selector: str | None = None
     #: most connections open at once, and from one source address; more are closed at once.
     max_connections: int = 512
     max_connections_per_host: int = 128
@@ -374,43 +383,19 @@ class ServiceConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionConfig:
-    """An outgoing link (``connection.NAME.*``)."""
+class ConnectionConfig(LinkConfig):
+    """An outgoing link (``connection.NAME.*``); the link settings are
+    :class:`LinkConfig`'s."""
 
     name: str
     host: str
     port: int
     bind_port: int = 0
     selector: str | None = None
-    input_buffer_size: int = 65_536
-    output_buffer_size: int = 65_536
-    byte_order: str = "big"
-    message_queue_size: int = 0
     reconnect: bool = False
     reconnect_delay_ms: int = 5_000
     #: give up a dial the peer does not answer after this long (0 = the OS's own limit).
     connect_timeout_ms: int = 10_000
-    heartbeat_delay_ms: int = 0
-    heartbeat_reply_delay_ms: int = 0
-    #: input back-pressure (see ServiceConfig.input_backlog).
-    input_backlog: int = 10_000
-    #: the whole logon must finish within this long (ms).
-    logon_timeout_ms: int = 10_000
-    #: a frame must be whole this long after its first bytes (ms, 0 = never).
-    frame_timeout_ms: int = 30_000
-    #: largest frame accepted or sent (bytes).
-    max_frame_size: int = 1_049_600
-    #: what the peer may hold on one link (over any: the link closes).
-    max_keys: int = 16_384
-    max_subject_length: int = 1_024
-    max_feeds: int = 16_384
-    max_patterns: int = 1_024
-    max_groups: int = 1_024
-    #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
-    message_queue_bytes: int = 64 * 1_048_576
-    #: publishers are told the link is congested past this many bytes waiting
-    #: (-1 = half of message_queue_bytes, 0 = never).
-    message_queue_high_water: int = -1
     #: a file holding the secret this link proves at logon (the path, never the secret)
     secret_file: str | None = None
     #: a file of allow/deny rules: what the peer may do on this link (None: everything)

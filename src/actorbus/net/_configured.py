@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..bus.permissions import Permissions
-from ..config.schema import ConnectionConfig, ServiceConfig
+from ..config.schema import ConnectionConfig, LinkConfig, ServiceConfig
 from ..errors import ConfigError, UsageError
 from ._credentials import (
     Credentials,
@@ -134,7 +134,7 @@ def byte_order(value: str) -> Any:
     return order
 
 
-def settings_of(c: ServiceConfig | ConnectionConfig) -> LinkSettings:
+def settings_of(c: LinkConfig) -> LinkSettings:
     """The link settings a configured service or connection gives its links."""
     return LinkSettings(
         heartbeat_delay=c.heartbeat_delay_ms / 1000,
