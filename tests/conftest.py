@@ -32,3 +32,18 @@ def no_leaked_threads() -> Iterator[None]:
         for t in leaked:
             t.join(timeout=0.05)
     pytest.fail(f"test leaked threads: {sorted(t.name for t in leaked)}")
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    """The message of every actorbus log record, DEBUG and up, while the test runs."""
+    from loguru import logger
+
+    found: list[str] = []
+    logger.enable("actorbus")
+    sink = logger.add(lambda m: found.append(m.record["message"]), level="DEBUG")
+    try:
+        yield found
+    finally:
+        logger.remove(sink)
+        logger.disable("actorbus")

@@ -4,11 +4,9 @@ RateLimitedLog (one line per key per period, "N more like this") and shown()
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from actorbus._log import RateLimitedLog, logger, shown
+from actorbus._log import RateLimitedLog, shown
 
 
 class Lines:
@@ -96,21 +94,9 @@ def test_shown_escapes_and_cuts_peer_text(value: str, expected: str) -> None:
     assert shown(value).isprintable()
 
 
-@pytest.fixture
-def records() -> Iterator[list[str]]:
-    found: list[str] = []
-    logger.enable("actorbus")
-    sink = logger.add(lambda m: found.append(m.record["message"]), level="DEBUG")
-    try:
-        yield found
-    finally:
-        logger.remove(sink)
-        logger.disable("actorbus")
-
-
-def test_lines_go_to_loguru_under_the_library_name(records: list[str]) -> None:
+def test_lines_go_to_loguru_under_the_library_name(log_lines: list[str]) -> None:
     limited = RateLimitedLog(60.0)
     limited.warning("k", "peer {} misbehaves", "a\nb")
     limited.warning("k", "peer {} misbehaves", "c")
     limited.close()
-    assert records == ["peer 'a\\nb' misbehaves", "peer c misbehaves ... and 1 more like this"]
+    assert log_lines == ["peer 'a\\nb' misbehaves", "peer c misbehaves ... and 1 more like this"]

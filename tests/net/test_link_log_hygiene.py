@@ -7,34 +7,19 @@ from __future__ import annotations
 
 import errno
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from nodes.messages import Counter
 from nodes.support import RawPeer, SystemLog, buses, wait_for
 
-from actorbus._log import logger
 from actorbus.net.protocol import LogonRejected
 from actorbus.net.service import Service
 
 COUNTER = Counter.__type_name__
 
 
-@pytest.fixture
-def lines() -> Iterator[list[str]]:
-    """The message of every actorbus log record, DEBUG and up."""
-    found: list[str] = []
-    logger.enable("actorbus")
-    sink = logger.add(lambda m: found.append(m.record["message"]), level="DEBUG")
-    try:
-        yield found
-    finally:
-        logger.remove(sink)
-        logger.disable("actorbus")
-
-
-def test_65536_warnings_from_a_peer_make_a_few_lines_and_a_count(lines: list[str]) -> None:
+def test_65536_warnings_from_a_peer_make_a_few_lines_and_a_count(log_lines: list[str]) -> None:
     """Half the keys name types this node does not define (unknown_types), half
     are keys the peer never advertised (unexpected): each used to log a line."""
     half = 32_768
@@ -57,18 +42,18 @@ def test_65536_warnings_from_a_peer_make_a_few_lines_and_a_count(lines: list[str
             wait_for(counted, "the node has read every frame", 30)
         during = [
             line
-            for line in lines
+            for line in log_lines
             if "flood" in line and "closed" not in line and "logged on" not in line
         ]
         assert len(during) == 2, during  # one per kind of warning, in the period
     # closing the bus says what was held back
-    summaries = [line for line in lines if "more like this" in line]
+    summaries = [line for line in log_lines if "more like this" in line]
     assert len(summaries) == 2, summaries
     assert all(line.endswith(f"... and {half - 1:,} more like this") for line in summaries)
-    assert len([line for line in lines if "flood" in line]) <= 8
+    assert len([line for line in log_lines if "flood" in line]) <= 8
 
 
-def test_a_node_id_and_a_logoff_reason_cannot_forge_log_lines(lines: list[str]) -> None:
+def test_a_node_id_and_a_logoff_reason_cannot_forge_log_lines(log_lines: list[str]) -> None:
     node_id = "evil\n12:00:00.000 INFO    actorbus: forged\x1b[31m"
     reason = "bye\r\nFORGED LINE\x1b[2J" + "x" * 200
     with buses("here") as (here,):
@@ -83,17 +68,17 @@ def test_a_node_id_and_a_logoff_reason_cannot_forge_log_lines(lines: list[str]) 
         assert off.peer_node == node_id  # the notification keeps the node id as it is
         assert "\n" not in off.reason and "\x1b" not in off.reason
         assert len(off.reason) < 300  # the reason is cut
-    assert lines
-    for line in lines:
+    assert log_lines
+    for line in log_lines:
         assert "\n" not in line and "\r" not in line and "\x1b" not in line, line
-    closed = [line for line in lines if "logged off by the peer" in line]
+    closed = [line for line in log_lines if "logged off by the peer" in line]
     assert len(closed) == 1
     assert "'bye\\r\\nFORGED LINE\\x1b[2J" in closed[0]
     assert "'...(100 more characters)" in closed[0]  # cut after 120
     assert "'evil\\n12:00:00.000 INFO    actorbus: forged\\x1b[31m'" in closed[0]
 
 
-def test_strangers_failing_authentication_log_once_per_period(lines: list[str]) -> None:
+def test_strangers_failing_authentication_log_once_per_period(log_lines: list[str]) -> None:
     key = b"0123456789abcdef0123456789abcdef"
     with buses("here") as (here,):
         service = here._start_net().listen(0, secret=key)
@@ -104,16 +89,16 @@ def test_strangers_failing_authentication_log_once_per_period(lines: list[str]) 
                 assert raw.expect(LogonRejected).reason == "authentication failed"
                 raw.read_until_closed()
         wait_for(lambda: service.counters.auth_failures == 20, "every failure is counted")
-        failed = [line for line in lines if "did not prove" in line and "closed" not in line]
+        failed = [line for line in log_lines if "did not prove" in line and "closed" not in line]
         assert len(failed) == 1, failed
         assert "claiming to be node 'x0\\nforged'" in failed[0]
-    summaries = [line for line in lines if "did not prove" in line and "more like this" in line]
+    summaries = [line for line in log_lines if "did not prove" in line and "more like this" in line]
     assert len(summaries) == 2  # the warning, and the line saying each link closed
     assert all(line.endswith("... and 19 more like this") for line in summaries)
 
 
 def test_accept_failing_for_want_of_descriptors_logs_once_per_period(
-    lines: list[str], monkeypatch: pytest.MonkeyPatch
+    log_lines: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failures = 0
     enough = threading.Event()
@@ -130,11 +115,11 @@ def test_accept_failing_for_want_of_descriptors_logs_once_per_period(
     with buses("here") as (here,):
         here.listen(0)
         assert enough.wait(10)
-        failed = [line for line in lines if "accept failed" in line]
+        failed = [line for line in log_lines if "accept failed" in line]
         assert failed == [
             "service service-1: accept failed (Too many open files); trying again every "
             "0.001 s (too many open files: raise the limit, ulimit -n, or close idle links)"
         ]
-    summary = [line for line in lines if "accept failed" in line][-1]
+    summary = [line for line in log_lines if "accept failed" in line][-1]
     assert summary.endswith("more like this")
     assert int(summary.rsplit("and ", 1)[1].split()[0].replace(",", "")) >= 199
