@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 import msgpack
 
-from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import NotificationReceived
+from actorbus.testing import MemoryPipe
 
 __all__ = ["main"]
 

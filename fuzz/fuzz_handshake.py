@@ -62,8 +62,8 @@ with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
         UsageError,
     )
     from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
-    from actorbus.net._memory import encode_frame
     from actorbus.net.protocol import LogonAccepted, LogonRequested
+    from actorbus.testing import encode_frame
 
 __all__ = ["OPS", "SETTINGS", "Trace", "one_input", "run", "seeds"]
 

@@ -39,8 +39,8 @@ _INSTRUMENT = _atheris is not None and __name__ == "__main__"
 with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
     from actorbus.errors import ProtocolError
     from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
-    from actorbus.net._memory import MemoryPipe, encode_frame, proof_for_server
     from actorbus.net.protocol import FrameType, LogonRequested
+    from actorbus.testing import MemoryPipe, encode_frame, proof_for_server
 
 __all__ = [
     "CLIENT_NONCE",

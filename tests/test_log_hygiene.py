@@ -1,12 +1,13 @@
 """The helpers that keep what a peer can make us log few and honest:
-RateLimitedLog (one line per key per period, "N more like this") and shown()
-(peer text escaped and cut, so it cannot forge a line)."""
+RateLimitedLog (one line per key per period, "N more like this"), Throttle
+(one report per key per interval, counting the rest) and shown() (peer text
+escaped and cut, so it cannot forge a line)."""
 
 from __future__ import annotations
 
 import pytest
 
-from actorbus._log import RateLimitedLog, shown
+from actorbus._log import RateLimitedLog, Throttle, shown
 
 
 class Lines:
@@ -100,3 +101,18 @@ def test_lines_go_to_loguru_under_the_library_name(log_lines: list[str]) -> None
     limited.warning("k", "peer {} misbehaves", "c")
     limited.close()
     assert log_lines == ["peer 'a\\nb' misbehaves", "peer c misbehaves ... and 1 more like this"]
+
+
+def test_throttle_lets_one_report_through_per_interval_and_counts_the_rest() -> None:
+    now = [100.0]
+    throttle = Throttle(30.0, clock=lambda: now[0])
+    assert throttle.allow("a") == 0
+    assert throttle.allow("a") is None
+    assert throttle.allow("b") == 0  # per key
+    now[0] += 10
+    assert throttle.allow("a") is None
+    now[0] += 25
+    assert throttle.allow("a") == 2  # two held back since the last one
+    assert throttle.allow("a") is None
+    throttle.forget("a")
+    assert throttle.allow("a") == 0

@@ -1,95 +1,89 @@
 """actorbus: an actor-model runtime with a typed message bus and state machines.
 
-The small public API; everything else lives in the subpackages.
+The names most code needs, in five groups; everything else lives in a public
+subpackage (:mod:`actorbus.bus`, :mod:`actorbus.config`, :mod:`actorbus.errors`,
+:mod:`actorbus.net`, :mod:`actorbus.fsm`, :mod:`actorbus.testing`, ...), each
+with its own ``__all__``.
+
+* **Actors** — :class:`Actor`, :class:`ActorRuntime`, :class:`Completion`,
+  :class:`TimerHandle`, :func:`current_actor`.
+* **Messages** — :class:`Notification`, :class:`Request`, :class:`Reply`,
+  :class:`ReplyStatus`, :class:`Field`, :class:`MessageKey`, :class:`Wildcard`.
+* **Feeds** — :class:`Scope`, :class:`FeedState`, :class:`PublishFeed`,
+  :class:`SubscribeFeed`, :class:`RequestFeed`, :class:`ReplyFeed`,
+  :class:`RequestHandle`, :class:`IncomingRequest`.
+* **Bus** (running a node) — :class:`Bus`, :class:`BusConfig`,
+  :class:`StopSignals`, :func:`wait_for_stop`, :func:`enable_logging`.
+* **Errors** — :class:`Error` (the root), :class:`UsageError`,
+  :class:`PeerError`, :class:`ConfigError`, :class:`CodecError`,
+  :class:`FeedStateError`, :class:`RequestError`,
+  :class:`RequestTimeoutError`, :class:`LinkClosedError`; every other error
+  is in :mod:`actorbus.errors`.
+
+Names that were importable from here before and moved to a subpackage still
+are, for one release, with a :class:`DeprecationWarning` that names the new
+import (docs/CHANGELOG.md, "Migrating").
 """
 
 from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
 
 from . import _log  # noqa: F401  (disables the library logger at import)
 from ._log import enable_logging
 from ._signals import StopSignals, wait_for_stop
 from .actors import Actor, ActorRuntime, Completion, TimerHandle, current_actor
-from .bus._types import SocketAddress
-from .bus.codec import Codec
-from .bus.discovery import Topic
-from .bus.feeds import (
+from .bus import (
+    FeedState,
+    Field,
     IncomingRequest,
+    MessageKey,
+    Notification,
     PublishFeed,
+    Reply,
     ReplyFeed,
+    ReplyStatus,
+    Request,
     RequestFeed,
     RequestHandle,
+    Scope,
     SubscribeFeed,
+    Wildcard,
 )
-from .bus.inbox import Inbox
-from .bus.message import Field, MessageKey, Notification, Reply, ReplyStatus, Request
-from .bus.permissions import Permissions
-from .bus.queues import QueueGroup
-from .bus.scope import FeedState, Scope
-from .bus.sender import Sender
-from .bus.subjects import Wildcard
-from .bus.system import (
-    SYSTEM_SUBJECT,
-    AccessRefused,
-    ConnectionAccepted,
-    LinkLoggedOff,
-    LinkLoggedOn,
-    ServiceStarted,
-)
-from .config.schema import BusConfig, DispatcherConfig, DispatcherKind
+from .config import BusConfig
 from .errors import (
-    CallbackError,
     CodecError,
     ConfigError,
-    DeclarationError,
     Error,
     FeedStateError,
-    FsmError,
-    MessageTooLargeError,
+    LinkClosedError,
     PeerError,
-    ProtocolError,
-    RegistrationError,
     RequestError,
     RequestTimeoutError,
-    SubjectPatternError,
     UsageError,
-    ValidationError,
 )
 from .node import Bus
 
-__all__ = [
-    "SYSTEM_SUBJECT",
-    "AccessRefused",
+__all__ = [  # sorted; the groups are in the docstring above
     "Actor",
     "ActorRuntime",
     "Bus",
     "BusConfig",
-    "CallbackError",
-    "Codec",
     "CodecError",
     "Completion",
     "ConfigError",
-    "ConnectionAccepted",
-    "DeclarationError",
-    "DispatcherConfig",
-    "DispatcherKind",
     "Error",
     "FeedState",
     "FeedStateError",
     "Field",
-    "FsmError",
-    "Inbox",
     "IncomingRequest",
-    "LinkLoggedOff",
-    "LinkLoggedOn",
+    "LinkClosedError",
     "MessageKey",
-    "MessageTooLargeError",
     "Notification",
     "PeerError",
-    "Permissions",
-    "ProtocolError",
     "PublishFeed",
-    "QueueGroup",
-    "RegistrationError",
     "Reply",
     "ReplyFeed",
     "ReplyStatus",
@@ -99,18 +93,53 @@ __all__ = [
     "RequestHandle",
     "RequestTimeoutError",
     "Scope",
-    "Sender",
-    "ServiceStarted",
-    "SocketAddress",
     "StopSignals",
-    "SubjectPatternError",
     "SubscribeFeed",
     "TimerHandle",
-    "Topic",
     "UsageError",
-    "ValidationError",
     "Wildcard",
     "current_actor",
     "enable_logging",
     "wait_for_stop",
 ]
+
+#: Names that moved to a subpackage: importable from here until the next
+#: release, with a DeprecationWarning naming the new import.
+_MOVED: dict[str, str] = {
+    "SYSTEM_SUBJECT": "actorbus.bus",
+    "AccessRefused": "actorbus.bus",
+    "Codec": "actorbus.bus",
+    "ConnectionAccepted": "actorbus.bus",
+    "Inbox": "actorbus.bus",
+    "LinkLoggedOff": "actorbus.bus",
+    "LinkLoggedOn": "actorbus.bus",
+    "Permissions": "actorbus.bus",
+    "QueueGroup": "actorbus.bus",
+    "Sender": "actorbus.bus",
+    "ServiceStarted": "actorbus.bus",
+    "SocketAddress": "actorbus.bus",
+    "Topic": "actorbus.bus",
+    "DispatcherConfig": "actorbus.config",
+    "DispatcherKind": "actorbus.config",
+    "CallbackError": "actorbus.errors",
+    "DeclarationError": "actorbus.errors",
+    "FsmError": "actorbus.errors",
+    "MessageTooLargeError": "actorbus.errors",
+    "ProtocolError": "actorbus.errors",
+    "RegistrationError": "actorbus.errors",
+    "SubjectPatternError": "actorbus.errors",
+    "ValidationError": "actorbus.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'actorbus' has no attribute {name!r}")
+    warnings.warn(
+        f"actorbus.{name} moved to {module}; write 'from {module} import {name}' "
+        f"(the old name goes away in the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module), name)

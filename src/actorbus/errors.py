@@ -13,6 +13,12 @@ The tree is split by *who is at fault*, so callers can catch what they can act o
 
 Every message says what happened, the value or state involved, and what to do.
 The original exception, where there is one, is chained in ``__cause__``.
+
+Every error of the core (bus, actors, config, links) is defined and exported
+here.  The subsystems export their own finer classes, all under this tree:
+:mod:`actorbus.fsm` (``TransitionNotAllowed``, ``EventArgumentError``, ...),
+:mod:`actorbus.journal` (``JournalError`` and its subclasses) and
+:mod:`actorbus.spark` (``SparkPipelineError`` and its subclasses).
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ __all__ = [
     "FsmError",
     "LinkClosedError",
     "MessageTooLargeError",
+    "NotRegisteredError",
     "PeerError",
     "ProtocolError",
     "RegistrationError",
     "RequestError",
     "RequestTimeoutError",
+    "RuntimeClosedError",
     "SmSyntaxError",
     "SubjectPatternError",
+    "TimerError",
+    "UnknownDispatcherError",
     "UsageError",
     "ValidationError",
 ]
@@ -66,6 +76,22 @@ class ValidationError(UsageError, TypeError):
 
 class RegistrationError(UsageError):
     """An actor was registered twice, or with an unknown dispatcher."""
+
+
+class NotRegisteredError(RegistrationError):
+    """The operation needs an actor registered with a runtime, and it is not."""
+
+
+class UnknownDispatcherError(RegistrationError, LookupError):
+    """A dispatcher name that the runtime's configuration does not define."""
+
+
+class RuntimeClosedError(UsageError):
+    """The runtime was closed; it accepts no more registrations or lifecycle calls."""
+
+
+class TimerError(UsageError, ValueError):
+    """A timer was asked for with an impossible delay or period."""
 
 
 class FeedStateError(UsageError):

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from actorbus import ActorRuntime, BusConfig, DispatcherConfig, DispatcherKind
-from actorbus._log import logger
+from actorbus import ActorRuntime, BusConfig
+from actorbus.config import DispatcherConfig, DispatcherKind
+from actorbus.testing import capture_logs
 
 #: One dispatcher per polling kind, named "d", tuned so idle spinning stays short.
 KIND_CONFIGS: dict[str, DispatcherConfig] = {
@@ -63,9 +64,5 @@ def runtime(
 @pytest.fixture
 def log_records() -> Iterator[list[dict[str, Any]]]:
     """Every actorbus log record emitted during the test (logging enabled meanwhile)."""
-    records: list[dict[str, Any]] = []
-    logger.enable("actorbus")
-    sink = logger.add(lambda message: records.append(message.record), level="DEBUG")
-    yield records
-    logger.remove(sink)
-    logger.disable("actorbus")
+    with capture_logs("DEBUG") as records:
+        yield records

@@ -12,15 +12,9 @@ from typing import Any
 
 import pytest
 
-from actorbus import (
-    Actor,
-    ActorRuntime,
-    DispatcherConfig,
-    DispatcherKind,
-    UsageError,
-    current_actor,
-)
+from actorbus import Actor, ActorRuntime, UsageError, current_actor
 from actorbus.actors.dispatcher import AsyncioDispatcher
+from actorbus.config import DispatcherConfig, DispatcherKind
 
 WAIT = 10.0
 LOOP = DispatcherConfig(name="loop", kind=DispatcherKind.ASYNCIO)

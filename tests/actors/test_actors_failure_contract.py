@@ -18,8 +18,6 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    DispatcherConfig,
-    DispatcherKind,
     IncomingRequest,
     Notification,
     Reply,
@@ -29,6 +27,7 @@ from actorbus import (
     wait_for_stop,
 )
 from actorbus.actors import FailedTask
+from actorbus.config import DispatcherConfig, DispatcherKind
 
 WAIT = 10.0
 

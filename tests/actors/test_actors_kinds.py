@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from actorbus import Actor, ActorRuntime, BusConfig, DispatcherConfig, current_actor
+from actorbus import Actor, ActorRuntime, BusConfig, current_actor
+from actorbus.config import DispatcherConfig
 
 WAIT = 10.0
 

@@ -8,18 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from actorbus import (
-    Actor,
-    ActorRuntime,
-    BusConfig,
-    Completion,
-    ConfigError,
-    DispatcherConfig,
-    DispatcherKind,
-    RegistrationError,
-    UsageError,
-)
+from actorbus import Actor, ActorRuntime, BusConfig, Completion, ConfigError, UsageError
 from actorbus.actors import NotRegisteredError, RuntimeClosedError, UnknownDispatcherError
+from actorbus.config import DispatcherConfig, DispatcherKind
+from actorbus.errors import RegistrationError
 
 WAIT = 10.0
 FAST = DispatcherConfig(name="fast", kind=DispatcherKind.BLOCKING)

@@ -10,9 +10,11 @@ import threading
 import pytest
 
 import actorbus.actors
-from actorbus import DispatcherConfig, DispatcherKind, RegistrationError, UsageError
+from actorbus import UsageError
 from actorbus.actors import Mailbox, make_dispatcher
 from actorbus.actors.dispatcher import BlockingDispatcher, hold_wakes, release_wakes
+from actorbus.config import DispatcherConfig, DispatcherKind
+from actorbus.errors import RegistrationError
 
 WAIT = 10.0
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus import DispatcherConfig, DispatcherKind
 from actorbus.actors.dispatcher import make_dispatcher
 from actorbus.actors.mailbox import Mailbox
+from actorbus.config import DispatcherConfig, DispatcherKind
 from actorbus.testing import wait_until
 
 #: The switch interval the starvation test sets: a worker that kept the GIL while

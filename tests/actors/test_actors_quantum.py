@@ -7,7 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from actorbus import Actor, ActorRuntime, DispatcherConfig
+from actorbus import Actor, ActorRuntime
+from actorbus.config import DispatcherConfig
 
 TASKS = 10_000
 TASK_NS = 10_000  # each of the busy actor's tasks computes for 10 us

@@ -10,7 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from actorbus import Actor, ActorRuntime, DispatcherConfig, DispatcherKind
+from actorbus import Actor, ActorRuntime
+from actorbus.config import DispatcherConfig, DispatcherKind
 
 ACTORS = 8
 POSTERS = 4

@@ -15,9 +15,6 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    CallbackError,
-    DispatcherConfig,
-    DispatcherKind,
     FeedState,
     IncomingRequest,
     Notification,
@@ -25,6 +22,8 @@ from actorbus import (
     Request,
     RequestHandle,
 )
+from actorbus.config import DispatcherConfig, DispatcherKind
+from actorbus.errors import CallbackError
 
 WAIT = 10.0
 

@@ -9,10 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from actorbus import (
-    SYSTEM_SUBJECT,
     Actor,
     Bus,
-    LinkLoggedOn,
     MessageKey,
     Notification,
     Reply,
@@ -21,7 +19,7 @@ from actorbus import (
     UsageError,
     Wildcard,
 )
-from actorbus.bus import discovery
+from actorbus.bus import SYSTEM_SUBJECT, LinkLoggedOn, discovery
 from actorbus.bus.discovery import Topic, local_topics
 from actorbus.bus.party import Role
 

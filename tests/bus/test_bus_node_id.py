@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from actorbus import SYSTEM_SUBJECT, Bus, BusConfig, LinkLoggedOn, UsageError
+from actorbus import Bus, BusConfig, UsageError
+from actorbus.bus import SYSTEM_SUBJECT, LinkLoggedOn
 
 
 def test_generated_when_not_given() -> None:

@@ -10,8 +10,6 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    CallbackError,
-    DispatcherConfig,
     FeedState,
     FeedStateError,
     MessageKey,
@@ -19,6 +17,8 @@ from actorbus import (
     Scope,
     UsageError,
 )
+from actorbus.config import DispatcherConfig
+from actorbus.errors import CallbackError
 from actorbus.testing import Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -19,18 +19,17 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    DispatcherConfig,
     FeedState,
-    Inbox,
     MessageKey,
     Notification,
     PublishFeed,
-    QueueGroup,
     Scope,
     SubscribeFeed,
     UsageError,
     Wildcard,
 )
+from actorbus.bus import Inbox, QueueGroup
+from actorbus.config import DispatcherConfig
 from actorbus.testing import EventLog, InProcessLink
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -7,18 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus import (
-    SYSTEM_SUBJECT,
-    AccessRefused,
-    Bus,
-    FeedState,
-    Notification,
-    Permissions,
-    Reply,
-    ReplyStatus,
-    Request,
-    Scope,
-)
+from actorbus import Bus, FeedState, Notification, Reply, ReplyStatus, Request, Scope
+from actorbus.bus import SYSTEM_SUBJECT, AccessRefused, Permissions
 from actorbus.testing import InProcessLink, Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

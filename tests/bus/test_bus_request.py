@@ -13,7 +13,6 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    DispatcherConfig,
     FeedState,
     IncomingRequest,
     Reply,
@@ -21,6 +20,7 @@ from actorbus import (
     Request,
     RequestError,
 )
+from actorbus.config import DispatcherConfig
 from actorbus.testing import Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -15,9 +15,6 @@ from actorbus import (
     Actor,
     Bus,
     BusConfig,
-    CallbackError,
-    DispatcherConfig,
-    DispatcherKind,
     Reply,
     ReplyStatus,
     Request,
@@ -26,6 +23,8 @@ from actorbus import (
     UsageError,
 )
 from actorbus.actors import FailedTask
+from actorbus.config import DispatcherConfig, DispatcherKind
+from actorbus.errors import CallbackError
 
 WAIT = 10.0
 

@@ -13,18 +13,9 @@ from typing import Any
 
 import pytest
 
-from actorbus import (
-    Actor,
-    Bus,
-    FeedState,
-    Notification,
-    PublishFeed,
-    Scope,
-    SubjectPatternError,
-    UsageError,
-    Wildcard,
-)
+from actorbus import Actor, Bus, FeedState, Notification, PublishFeed, Scope, UsageError, Wildcard
 from actorbus.bus.scope import MATCH
+from actorbus.errors import SubjectPatternError
 from actorbus.testing import EventLog, InProcessLink, Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN

@@ -14,21 +14,18 @@ import msgpack
 import pytest
 
 from actorbus import (
-    Codec,
     CodecError,
     Field,
     MessageKey,
-    MessageTooLargeError,
     Notification,
     Reply,
     ReplyStatus,
     Request,
-    SocketAddress,
     UsageError,
-    ValidationError,
 )
+from actorbus.bus import Codec, SocketAddress, decode, encode
 from actorbus.bus import codec as codec_module
-from actorbus.bus import decode, encode
+from actorbus.errors import MessageTooLargeError, ValidationError
 
 # --------------------------------------------------------------------------- classes
 

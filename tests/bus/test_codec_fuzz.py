@@ -20,18 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from actorbus import (
-    Codec,
-    CodecError,
-    Field,
-    MessageKey,
-    Notification,
-    Reply,
-    ReplyStatus,
-    SocketAddress,
-)
+from actorbus import CodecError, Field, MessageKey, Notification, Reply, ReplyStatus
+from actorbus.bus import Codec, SocketAddress, decode, encode
 from actorbus.bus import codec as codec_module
-from actorbus.bus import decode, encode
 
 SEED = int(os.environ.get("ACTORBUS_SEED", "20261121"))
 EXAMPLES = int(os.environ.get("ACTORBUS_FUZZ_EXAMPLES", "250"))

@@ -13,19 +13,9 @@ from typing import ClassVar
 import pytest
 
 import actorbus.bus
-from actorbus import (
-    DeclarationError,
-    Field,
-    MessageKey,
-    Notification,
-    Reply,
-    ReplyStatus,
-    Request,
-    SocketAddress,
-    UsageError,
-    ValidationError,
-)
-from actorbus.bus import Message, lookup_type, registered_types
+from actorbus import Field, MessageKey, Notification, Reply, ReplyStatus, Request, UsageError
+from actorbus.bus import Message, SocketAddress, lookup_type, registered_types
+from actorbus.errors import DeclarationError, ValidationError
 
 # --------------------------------------------------------------------- module-level
 

@@ -13,11 +13,13 @@ import pytest
 from loguru import logger
 
 import actorbus.config
-from actorbus import BusConfig, ConfigError, DispatcherConfig, DispatcherKind
+from actorbus import BusConfig, ConfigError
 from actorbus.config import (
     DEFAULT_DISPATCHER,
     ActorConfig,
     ConnectionConfig,
+    DispatcherConfig,
+    DispatcherKind,
     SelectorConfig,
     ServiceConfig,
     config_from_env,

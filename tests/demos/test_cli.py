@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from actorbus import SYSTEM_SUBJECT, Bus, LinkLoggedOff, LinkLoggedOn
+from actorbus import Bus
+from actorbus.bus import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from actorbus.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

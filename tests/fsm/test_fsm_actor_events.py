@@ -20,16 +20,8 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from actorbus import (
-    Actor,
-    Bus,
-    FsmError,
-    IncomingRequest,
-    Notification,
-    Reply,
-    ReplyStatus,
-    Request,
-)
+from actorbus import Actor, Bus, IncomingRequest, Notification, Reply, ReplyStatus, Request
+from actorbus.errors import FsmError
 from actorbus.fsm import FsmActor, Machine, TransitionNotAllowed, parse_sm
 from actorbus.testing import EventLog, Recorder
 

@@ -8,7 +8,7 @@ import pytest
 from statemachine import State, StateMachine
 
 import actorbus.fsm
-from actorbus import FsmError
+from actorbus.errors import FsmError
 from actorbus.fsm import DefaultState, Machine, MachineSpec, StateSpec, machine_spec
 
 from .conftest import MakeEngine

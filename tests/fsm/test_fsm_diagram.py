@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from actorbus import FsmError
+from actorbus.errors import FsmError
 from actorbus.fsm import (
     GraphvizNotFoundError,
     MachineSpec,

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from statemachine import State
 
-from actorbus import Actor, Bus, FsmError, Notification
+from actorbus import Actor, Bus, Notification
 from actorbus.actors.failure import FailedTask
+from actorbus.errors import FsmError
 from actorbus.fsm import FsmActor, Machine, TransitionNotAllowed, parse_sm
 from actorbus.fsm.engine import MAX_STEP_EVENTS
 from actorbus.testing import EventLog

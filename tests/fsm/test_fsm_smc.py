@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from actorbus import FsmError
-from actorbus.errors import SmSyntaxError
+from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm import (
     SmMachine,
     TransitionNotAllowed,

@@ -11,7 +11,8 @@ from typing import Any
 
 from jrep_support import WAIT, Add, Client, Price, Sum, serving
 
-from actorbus import Actor, FeedState, MessageKey, Permissions, ReplyStatus
+from actorbus import Actor, FeedState, MessageKey, ReplyStatus
+from actorbus.bus import Permissions
 from actorbus.testing import Recorder, wait_until
 
 PRICE = Price.__type_name__

@@ -13,8 +13,7 @@ from nodes.support import buses, wait_for
 from actorbus import Actor, UsageError
 from actorbus.errors import LinkClosedError
 from actorbus.net import LinkSettings, ProtocolSettings, ProtocolState
-from actorbus.net._memory import MemoryPipe
-from actorbus.testing import wait_until
+from actorbus.testing import MemoryPipe, wait_until
 
 
 class _Held(Actor):

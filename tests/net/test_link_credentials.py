@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loguru import logger
 from nodes.support import buses, wait_for
 
 from actorbus import Bus, ConfigError
-from actorbus._log import logger
 from actorbus.config import dump_config, load_config
 from actorbus.errors import LinkClosedError
 from actorbus.net._credentials import Credentials, Secret

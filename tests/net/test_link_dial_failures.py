@@ -12,8 +12,6 @@ import textwrap
 import time
 from pathlib import Path
 
-from actorbus._log import Throttle
-
 ACTORBUS = Path(sys.executable).with_name("actorbus")
 
 
@@ -93,18 +91,3 @@ def test_a_library_user_sees_a_failed_dial_on_stderr_with_no_logging_set_up() ->
     assert "status closed" in proc.stdout
     assert "link peer: cannot connect to 127.0.0.1:" in proc.stderr
     assert "not retrying" in proc.stderr
-
-
-def test_throttle_lets_one_report_through_per_interval_and_counts_the_rest() -> None:
-    now = [100.0]
-    throttle = Throttle(30.0, clock=lambda: now[0])
-    assert throttle.allow("a") == 0
-    assert throttle.allow("a") is None
-    assert throttle.allow("b") == 0  # per key
-    now[0] += 10
-    assert throttle.allow("a") is None
-    now[0] += 25
-    assert throttle.allow("a") == 2  # two held back since the last one
-    assert throttle.allow("a") is None
-    throttle.forget("a")
-    assert throttle.allow("a") == 0

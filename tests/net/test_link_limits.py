@@ -34,10 +34,9 @@ from actorbus import Bus, FeedState
 from actorbus.bus import codec
 from actorbus.bus.party import Role
 from actorbus.bus.scope import Scope
-from actorbus.net._memory import encode_frame
 from actorbus.net._receipts import Receipts
-from actorbus.net._wire import FrameType
-from actorbus.testing import wait_until
+from actorbus.net.protocol import FrameType
+from actorbus.testing import encode_frame, wait_until
 
 NODE_SCRIPT = Path(__file__).parent / "nodes" / "limits_node.py"
 KEY = b"limits-test-secret-0123456789abcdef"

@@ -15,21 +15,17 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import RawPeer, buses, started, wait_for
 
 from actorbus import (
-    SYSTEM_SUBJECT,
-    AccessRefused,
     Bus,
     ConfigError,
     FeedState,
-    Inbox,
     MessageKey,
-    Permissions,
-    QueueGroup,
     ReplyStatus,
     RequestError,
     Scope,
     UsageError,
     Wildcard,
 )
+from actorbus.bus import SYSTEM_SUBJECT, AccessRefused, Inbox, Permissions, QueueGroup
 from actorbus.bus.party import Role
 from actorbus.bus.permissions import Action
 from actorbus.net import Link, Service

@@ -14,17 +14,8 @@ import pytest
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
-from actorbus import (
-    Actor,
-    Bus,
-    BusConfig,
-    ConfigError,
-    DispatcherConfig,
-    DispatcherKind,
-    FeedState,
-    UsageError,
-)
-from actorbus.config import SelectorConfig, load_config
+from actorbus import Actor, Bus, BusConfig, ConfigError, FeedState, UsageError
+from actorbus.config import DispatcherConfig, DispatcherKind, SelectorConfig, load_config
 from actorbus.testing import Recorder
 
 UP = FeedState.UP

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from loguru import logger
 from nodes.messages import Answer, Ask, Counter
 from nodes.support import buses, started, wait_for
 
-from actorbus import Bus, BusConfig, ConfigError, DispatcherConfig, DispatcherKind, FeedState
-from actorbus._log import logger
-from actorbus.config import SelectorConfig, load_config
+from actorbus import Bus, BusConfig, ConfigError, FeedState
+from actorbus.config import DispatcherConfig, DispatcherKind, SelectorConfig, load_config
 from actorbus.errors import LinkClosedError, UsageError
 from actorbus.net import Link, Service, tls_client_context, tls_server_context
 from actorbus.testing import Recorder

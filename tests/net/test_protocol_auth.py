@@ -11,15 +11,8 @@ import hmac
 import msgpack
 import pytest
 
-from actorbus import ProtocolError
+from actorbus.errors import ProtocolError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolState, Side
-from actorbus.net._memory import (
-    MemoryPipe,
-    accept_for_client,
-    all_types_known,
-    authenticate,
-    encode_frame,
-)
 from actorbus.net.protocol import (
     AuthenticationFailed,
     FrameType,
@@ -27,6 +20,13 @@ from actorbus.net.protocol import (
     LogonComplete,
     LogonRejected,
     LogonRequested,
+)
+from actorbus.testing import (
+    MemoryPipe,
+    accept_for_client,
+    all_types_known,
+    authenticate,
+    encode_frame,
 )
 
 KEY = b"k" * 32

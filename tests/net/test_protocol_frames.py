@@ -9,20 +9,12 @@ from nodes.protocol import accepted_server, connected, feed, frames_of, knows_al
 
 import actorbus.net
 import actorbus.net.protocol
-from actorbus import (
-    CodecError,
-    FeedState,
-    MessageTooLargeError,
-    ProtocolError,
-    ReplyStatus,
-    Scope,
-    UsageError,
-)
+from actorbus import CodecError, FeedState, ReplyStatus, Scope, UsageError
 from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
 from actorbus.bus.router import Role
+from actorbus.errors import MessageTooLargeError, ProtocolError
 from actorbus.net import PROTOCOL_VERSION, ProtocolSettings, ProtocolState
-from actorbus.net._memory import all_types_known, encode_frame
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
     Advertised,
@@ -39,6 +31,7 @@ from actorbus.net.protocol import (
     Subscribed,
     Unsubscribed,
 )
+from actorbus.testing import all_types_known, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
 OTHER = ("demo.DataPoint", "/other")

@@ -8,11 +8,9 @@ import random
 import msgpack
 import pytest
 
-from actorbus import ProtocolError
 from actorbus.bus.router import Role
-from actorbus.errors import LinkClosedError
+from actorbus.errors import LinkClosedError, ProtocolError
 from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     ConnectionClosed,
     Event,
@@ -20,6 +18,7 @@ from actorbus.net.protocol import (
     LogonRequested,
     NotificationReceived,
 )
+from actorbus.testing import MemoryPipe, all_types_known, encode_frame, proof_for_server
 
 KEY = ("demo.Blob", "/big")
 LIMIT = 1024

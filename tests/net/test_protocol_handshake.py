@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 from nodes.protocol import frames_of
 
-from actorbus import FeedState, ProtocolError, Scope, UsageError
+from actorbus import FeedState, Scope, UsageError
 from actorbus.bus.router import Role
-from actorbus.errors import LinkClosedError
+from actorbus.errors import LinkClosedError, ProtocolError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._auth import client_proof
-from actorbus.net._memory import (
-    MemoryPipe,
-    accept_for_client,
-    all_types_known,
-    encode_frame,
-    proof_for_server,
-)
 from actorbus.net._wire import ROLE_CODES, SCOPE_CODES
 from actorbus.net.protocol import (
     Advertised,
@@ -27,6 +20,13 @@ from actorbus.net.protocol import (
     LogonRejected,
     LogonRequested,
     NotificationReceived,
+)
+from actorbus.testing import (
+    MemoryPipe,
+    accept_for_client,
+    all_types_known,
+    encode_frame,
+    proof_for_server,
 )
 
 KEY = ("demo.DataPoint", "/demo")

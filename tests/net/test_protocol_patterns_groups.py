@@ -9,9 +9,14 @@ from __future__ import annotations
 import pytest
 from nodes.protocol import accepted_server, connected, feed, frames_of, knows_all_but_x
 
-from actorbus import MessageTooLargeError, ProtocolError, UsageError
+from actorbus import UsageError
 from actorbus.bus.subjects import Wildcard
-from actorbus.errors import LinkClosedError, SubjectPatternError
+from actorbus.errors import (
+    LinkClosedError,
+    MessageTooLargeError,
+    ProtocolError,
+    SubjectPatternError,
+)
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
 from actorbus.net._events import (
     GroupChanged,
@@ -19,13 +24,8 @@ from actorbus.net._events import (
     PatternSubscribed,
     PatternUnsubscribed,
 )
-from actorbus.net._memory import all_types_known, encode_frame
-from actorbus.net.protocol import (
-    DATA_FRAME_TYPES,
-    FrameType,
-    NotificationReceived,
-    SequenceGap,
-)
+from actorbus.net.protocol import DATA_FRAME_TYPES, FrameType, NotificationReceived, SequenceGap
+from actorbus.testing import all_types_known, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
 OTHER = ("demo.DataPoint", "/other")

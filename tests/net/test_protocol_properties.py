@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from actorbus import FeedState, ReplyStatus, Scope
 from actorbus.bus.router import Role
 from actorbus.net import LinkProtocol, ProtocolState
-from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import (
     Advertised,
     CancelReceived,
@@ -34,6 +33,7 @@ from actorbus.net.protocol import (
     RequestReceived,
     Subscribed,
 )
+from actorbus.testing import MemoryPipe
 
 SEED = 20_261_121
 

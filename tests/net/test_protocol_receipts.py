@@ -6,10 +6,10 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from actorbus import FeedState, MessageTooLargeError, ProtocolError, Scope, UsageError
+from actorbus import FeedState, Scope, UsageError
 from actorbus.bus.router import Role
+from actorbus.errors import MessageTooLargeError, ProtocolError
 from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import accept_for_client, all_types_known, authenticate, encode_frame
 from actorbus.net.protocol import (
     FrameType,
     LogonAccepted,
@@ -18,6 +18,7 @@ from actorbus.net.protocol import (
     NotificationReceived,
     ReceiptReceived,
 )
+from actorbus.testing import accept_for_client, all_types_known, authenticate, encode_frame
 
 LOGON = int(FrameType.LOGON)
 RECEIPT = int(FrameType.RECEIPT)

@@ -11,16 +11,17 @@ import msgpack
 import pytest
 from nodes.protocol import connected
 
-from actorbus import MessageTooLargeError, ProtocolError, UsageError
+from actorbus import UsageError
+from actorbus.errors import MessageTooLargeError, ProtocolError
 from actorbus.net import ProtocolSettings
-from actorbus.net._commands import RUN_MAX
-from actorbus.net._memory import MemoryPipe, encode_frame
 from actorbus.net.protocol import (
+    RUN_MAX,
     FrameType,
     NotificationReceived,
     RequestAcknowledged,
     SequenceGap,
 )
+from actorbus.testing import MemoryPipe, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
 OTHER = ("demo.DataPoint", "/other")

@@ -6,11 +6,17 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from actorbus import ProtocolError, UsageError
-from actorbus.net._events import NotificationReceived, SenderChanged
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
-from actorbus.net._wire import FrameType
-from actorbus.net.protocol import LinkProtocol, LogonRequested, Side
+from actorbus import UsageError
+from actorbus.errors import ProtocolError
+from actorbus.net._events import SenderChanged
+from actorbus.net.protocol import (
+    FrameType,
+    LinkProtocol,
+    LogonRequested,
+    NotificationReceived,
+    Side,
+)
+from actorbus.testing import MemoryPipe, all_types_known, encode_frame, proof_for_server
 
 KEY = ("demo.DataPoint", "/demo")
 SENDER = int(FrameType.SENDER)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from actorbus import FeedState, MessageTooLargeError, ReplyStatus, Scope, UsageError
+from actorbus import FeedState, ReplyStatus, Scope, UsageError
 from actorbus.bus.party import Role
+from actorbus.errors import MessageTooLargeError
 from actorbus.net import LinkProtocol, ProtocolSettings
-from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import (
     Advertised,
     NotificationReceived,
@@ -20,6 +20,7 @@ from actorbus.net.protocol import (
     RequestAcknowledged,
     RequestReceived,
 )
+from actorbus.testing import MemoryPipe
 
 KEY = ("demo.Ask", "/q")
 REPLY_KEY = ("demo.Answer", "/q")

@@ -6,7 +6,6 @@ import msgpack
 import pytest
 
 from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
-from actorbus.net._memory import MemoryPipe, all_types_known, encode_frame, proof_for_server
 from actorbus.net.protocol import (
     FrameType,
     HeartbeatTimeout,
@@ -14,6 +13,7 @@ from actorbus.net.protocol import (
     LogonTimeout,
     NotificationReceived,
 )
+from actorbus.testing import MemoryPipe, all_types_known, encode_frame, proof_for_server
 
 KEY = ("demo.DataPoint", "/demo")
 HB = ProtocolSettings(heartbeat_delay=10.0, heartbeat_reply_delay=2.0)

@@ -54,17 +54,8 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus import (
-    SYSTEM_SUBJECT,
-    Actor,
-    Bus,
-    FeedState,
-    Inbox,
-    LinkLoggedOff,
-    LinkLoggedOn,
-    PublishFeed,
-    Wildcard,
-)
+from actorbus import Actor, Bus, FeedState, PublishFeed, Wildcard
+from actorbus.bus import SYSTEM_SUBJECT, Inbox, LinkLoggedOff, LinkLoggedOn
 from actorbus.net import LinkStats
 
 _out_lock = threading.Lock()

@@ -29,7 +29,6 @@ from actorbus import (
     FeedState,
     IncomingRequest,
     Notification,
-    ProtocolError,
     PublishFeed,
     Reply,
     ReplyStatus,
@@ -38,6 +37,7 @@ from actorbus import (
     SubscribeFeed,
     Wildcard,
 )
+from actorbus.errors import ProtocolError
 from actorbus.net import LinkProtocol, ProtocolSettings, Side
 from actorbus.net.protocol import Event, LogonAccepted, LogonComplete
 from actorbus.testing import EventLog

@@ -34,16 +34,8 @@ from reliability_support import (
     start_actors,
 )
 
-from actorbus import (
-    SYSTEM_SUBJECT,
-    Bus,
-    ConfigError,
-    FeedState,
-    Field,
-    LinkLoggedOff,
-    Notification,
-    Scope,
-)
+from actorbus import Bus, ConfigError, FeedState, Field, Notification, Scope
+from actorbus.bus import SYSTEM_SUBJECT, LinkLoggedOff
 from actorbus.bus.router import Role
 from actorbus.config import load_config
 from actorbus.errors import SmSyntaxError

@@ -12,7 +12,8 @@ import ipaddress
 import uuid
 from decimal import Decimal
 
-from actorbus import Field, MessageKey, Notification, SocketAddress
+from actorbus import Field, MessageKey, Notification
+from actorbus.bus import SocketAddress
 
 
 class Reading(Notification, type_name="test.spark.Reading"):

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from spark_messages import AllTypes, Color, Level, Mixed, Point, Point3, Reading
 
-from actorbus import Actor, Bus, FeedState, MessageKey, Notification, SocketAddress
+from actorbus import Actor, Bus, FeedState, MessageKey, Notification
+from actorbus.bus import SocketAddress
 from actorbus.bus.codec import decode, encode
 from actorbus.journal import JournalReader, JournalWriter
 from actorbus.spark import Recorder

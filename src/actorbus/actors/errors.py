@@ -1,4 +1,4 @@
-"""Exceptions raised by the actor runtime.
+"""Exceptions raised by the actor runtime (defined in :mod:`actorbus.errors`).
 
 They subclass the package tree in :mod:`actorbus.errors`, so ``except
 actorbus.UsageError`` still catches them; the finer classes let callers react
@@ -7,7 +7,12 @@ to one situation (``except NotRegisteredError``) without parsing messages.
 
 from __future__ import annotations
 
-from actorbus.errors import RegistrationError, UsageError
+from actorbus.errors import (
+    NotRegisteredError,
+    RuntimeClosedError,
+    TimerError,
+    UnknownDispatcherError,
+)
 
 __all__ = [
     "NotRegisteredError",
@@ -15,19 +20,3 @@ __all__ = [
     "TimerError",
     "UnknownDispatcherError",
 ]
-
-
-class NotRegisteredError(RegistrationError):
-    """The operation needs an actor registered with a runtime, and it is not."""
-
-
-class UnknownDispatcherError(RegistrationError, LookupError):
-    """A dispatcher name that the runtime's configuration does not define."""
-
-
-class RuntimeClosedError(UsageError):
-    """The runtime was closed; it accepts no more registrations or lifecycle calls."""
-
-
-class TimerError(UsageError, ValueError):
-    """A timer was asked for with an impossible delay or period."""

@@ -1,11 +1,22 @@
-"""The bus: typed messages and keys, the binary codec (feeds and routing follow).
+"""The bus: typed messages and keys, the binary codec, feeds, system notifications.
 
-Users import from here (or from :mod:`actorbus`), never from the modules inside.
+Users import from here (or, for the names most code needs, from
+:mod:`actorbus`), never from the modules inside.
 """
 
 from ..errors import CodecError, DeclarationError, MessageTooLargeError, ValidationError
-from ._types import SocketAddress
+from .address import SocketAddress
 from .codec import DEFAULT_MAX_SIZE, Codec, decode, encode
+from .discovery import Topic
+from .feeds import (
+    IncomingRequest,
+    PublishFeed,
+    ReplyFeed,
+    RequestFeed,
+    RequestHandle,
+    SubscribeFeed,
+)
+from .inbox import Inbox
 from .message import (
     Field,
     Message,
@@ -17,22 +28,55 @@ from .message import (
     lookup_type,
     registered_types,
 )
+from .permissions import Permissions
+from .queues import QueueGroup
+from .scope import FeedState, Scope
+from .sender import Sender
+from .subjects import Wildcard
+from .system import (
+    SYSTEM_SUBJECT,
+    AccessRefused,
+    ConnectionAccepted,
+    LinkLoggedOff,
+    LinkLoggedOn,
+    ServiceStarted,
+)
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
+    "SYSTEM_SUBJECT",
+    "AccessRefused",
     "Codec",
     "CodecError",
+    "ConnectionAccepted",
     "DeclarationError",
+    "FeedState",
     "Field",
+    "Inbox",
+    "IncomingRequest",
+    "LinkLoggedOff",
+    "LinkLoggedOn",
     "Message",
     "MessageKey",
     "MessageTooLargeError",
     "Notification",
+    "Permissions",
+    "PublishFeed",
+    "QueueGroup",
     "Reply",
+    "ReplyFeed",
     "ReplyStatus",
     "Request",
+    "RequestFeed",
+    "RequestHandle",
+    "Scope",
+    "Sender",
+    "ServiceStarted",
     "SocketAddress",
+    "SubscribeFeed",
+    "Topic",
     "ValidationError",
+    "Wildcard",
     "decode",
     "encode",
     "lookup_type",

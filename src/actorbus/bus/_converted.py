@@ -17,21 +17,15 @@ import re
 import uuid
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._fieldtype import FieldType, _Mismatch
+from .address import SocketAddress
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_ORDINAL = _EPOCH.toordinal()
 _DAY_SECONDS = 86_400
 _DAY_MICROS = 86_400_000_000
-
-
-class SocketAddress(NamedTuple):
-    """A ``(host, port)`` socket address field value; port is 0..65535."""
-
-    host: str
-    port: int
 
 
 class _Converted(FieldType):

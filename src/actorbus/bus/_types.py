@@ -49,7 +49,7 @@ import typing
 from typing import Any
 
 from ._composite import _EnumType, _KeyType, _Optional, _SequenceType, _StructType
-from ._converted import _CONVERTED, _IP_ANY, SocketAddress
+from ._converted import _CONVERTED, _IP_ANY
 from ._fieldtype import FieldType, _Mismatch
 from ._packing import (
     EXT_SUBSTRUCT,
@@ -62,6 +62,7 @@ from ._packing import (
     unpack,
 )
 from ._scalars import _NATIVES, TIMESTAMP, TIMESTAMP_MAX
+from .address import SocketAddress
 
 #: Besides this module's own names, those of the field-type modules that the rest of
 #: the bus (and its tests) import from here.

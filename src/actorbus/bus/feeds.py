@@ -12,7 +12,7 @@ life is::
 Callables (``status_callback``, ``message_callback``, ...) may be set only while
 OPEN.  Placing a feed resolves each callback once — the callable if one was set,
 else the owner's role method (``on_feed_status``, ``on_message``, ...) if the
-owner's class overrides it — and fails with :class:`~actorbus.CallbackError`
+owner's class overrides it — and fails with :class:`~actorbus.errors.CallbackError`
 naming the missing one.  Required callbacks: publisher → publish status;
 subscriber → message; requestor → reply; replier → request.  The others
 (subscriber/requestor feed status, replier cancel) are optional.
@@ -43,7 +43,11 @@ from collections.abc import Callable
 from typing import Any, Generic
 
 from ..errors import FeedStateError, UsageError
-from ._feed import _PLACED, Callback, Feed, N, _direct, _Phase, _refuse_async
+from ._feed import _PLACED, Callback, Feed, N, _Phase
+
+# re-exported (not in __all__) for the bus's own modules and the node, never users
+from ._feed import _direct as _direct  # noqa: PLC0414
+from ._feed import _refuse_async as _refuse_async  # noqa: PLC0414
 from .message import Message, MessageKey
 from .queues import QueueGroup, check_group_name
 from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
@@ -60,8 +64,6 @@ __all__ = [
     "RequestHandle",
     "Stamped",
     "SubscribeFeed",
-    "_direct",
-    "_refuse_async",
 ]
 
 

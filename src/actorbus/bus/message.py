@@ -14,7 +14,7 @@ When that statement runs, the metaclass:
    annotations``) and compiles each into a :class:`~._types.FieldType`; an
    unsupported type, a name that clashes with a base field or attribute, a
    leading underscore, a default that does not fit, or a bad ``replies=`` /
-   ``type_name=`` is a :class:`~actorbus.DeclarationError` naming the class and
+   ``type_name=`` is a :class:`~actorbus.errors.DeclarationError` naming the class and
    the field;
 2. lays the fields out in *declaration order, base classes first* —
    ``subject, timestamp, value, source`` above.  That order is the positional

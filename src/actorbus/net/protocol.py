@@ -164,7 +164,7 @@ from ..bus.message import ReplyStatus
 from ..config.schema import node_id_problem
 from ..errors import UsageError
 from ._auth import KeyLookup, key_lookup, new_nonce, server_proof
-from ._commands import Commands
+from ._commands import RUN_MAX, Commands
 from ._events import (
     Advertised,
     AuthenticationFailed,
@@ -210,6 +210,7 @@ __all__ = [
     "DATA_FRAME_TYPES",
     "DEFAULT_MAX_FRAME_SIZE",
     "PROTOCOL_VERSION",
+    "RUN_MAX",
     "Advertised",
     "AuthenticationFailed",
     "CancelReceived",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import msgpack
 
 from actorbus.net import LinkProtocol, Side
-from actorbus.net._events import Event, LogonRequested
-from actorbus.net._memory import MemoryPipe, encode_frame, proof_for_server
+from actorbus.net.protocol import Event, LogonRequested
+from actorbus.testing import MemoryPipe, encode_frame, proof_for_server
 
 __all__ = ["accepted_server", "connected", "feed", "frames_of", "knows_all_but_x"]
 

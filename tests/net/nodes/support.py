@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorbus import (
+from actorbus import Bus
+from actorbus.bus import (
     SYSTEM_SUBJECT,
-    Bus,
     ConnectionAccepted,
     Inbox,
     LinkLoggedOff,
