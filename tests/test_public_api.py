@@ -95,6 +95,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "actorbus.actors": [
         "Actor",
+        "ActorContext",
         "ActorRuntime",
         "Completion",
         "Dispatcher",
@@ -112,7 +113,7 @@ PINNED: dict[str, list[str]] = {
         "current_actor",
         "make_dispatcher",
     ],
-    "actorbus.actors.actor": ["Actor"],
+    "actorbus.actors.actor": ["Actor", "ActorContext"],
     "actorbus.actors.asyncio_dispatcher": ["AsyncioDispatcher"],
     "actorbus.actors.dispatcher": [
         "AsyncioDispatcher",

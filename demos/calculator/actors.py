@@ -117,10 +117,12 @@ class Calculator(FsmActor):
 
     # ------------------------------------------------------- machine actions
     def open_feeds(self) -> None:
-        self.data_feed = self.open_subscribe_feed(DataPoint, self.data_subject)
+        self.data_feed = self.actor_context.open_subscribe_feed(DataPoint, self.data_subject)
         self.map_events(self.data_feed, message="data")
         self.data_feed.subscribe()
-        self.average_feed = self.open_publish_feed(MovingAverage, self.average_subject)
+        self.average_feed = self.actor_context.open_publish_feed(
+            MovingAverage, self.average_subject
+        )
         self.average_feed.advertise()
 
     def close_feeds(self) -> None:

@@ -294,4 +294,4 @@ def test_close_leaves_no_threads(kind_config: DispatcherConfig) -> None:
     runtime.close()  # idempotent
     assert [e for e, _ in a.events] == ["startup", "shutdown"]
     assert not [t for t in threading.enumerate() if t.name.startswith("actorbus")]
-    assert not a.is_registered
+    assert not a.actor_context.is_registered

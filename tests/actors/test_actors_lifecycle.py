@@ -81,7 +81,7 @@ def test_unknown_dispatcher_lists_known_ones(make_runtime: Make) -> None:
         runtime.register(a, dispatcher="nope")
     with pytest.raises(UnknownDispatcherError, match="known dispatchers: 'fast', 'slow'"):
         runtime.dispatcher("nope")
-    assert not a.is_registered
+    assert not a.actor_context.is_registered
 
 
 def test_dispatcher_chosen_by_argument_class_or_default(make_runtime: Make) -> None:
@@ -91,13 +91,13 @@ def test_dispatcher_chosen_by_argument_class_or_default(make_runtime: Make) -> N
     plain, base, middle, leaf = Actor("plain"), Base("base"), Middle("middle"), Leaf("leaf")
     for a in (plain, base, middle, leaf):
         runtime.register(a)
-    assert plain.dispatcher_name == "slow"  # the default
-    assert base.dispatcher_name == "slow"  # a base of a pinned class is not pinned
-    assert middle.dispatcher_name == "pinned"
-    assert leaf.dispatcher_name == "leafs"  # its own entry beats its base's
+    assert plain.actor_context.dispatcher_name == "slow"  # the default
+    assert base.actor_context.dispatcher_name == "slow"  # a base of a pinned class is not pinned
+    assert middle.actor_context.dispatcher_name == "pinned"
+    assert leaf.actor_context.dispatcher_name == "leafs"  # its own entry beats its base's
     chosen = Leaf("chosen")
     runtime.register(chosen, dispatcher="pinned")  # the argument wins
-    assert chosen.dispatcher_name == "pinned"
+    assert chosen.actor_context.dispatcher_name == "pinned"
     assert runtime.default_dispatcher.name == "slow"
 
 
@@ -108,7 +108,7 @@ def test_subclass_of_pinned_class_follows_nearest_base(make_runtime: Make) -> No
     runtime = make_runtime(SLOW, DispatcherConfig(name="pinned", classes=(_path(Middle),)))
     a = Deeper("deeper")
     runtime.register(a)
-    assert a.dispatcher_name == "pinned"
+    assert a.actor_context.dispatcher_name == "pinned"
 
 
 def test_register_rejects_non_actors_and_bad_callables(make_runtime: Make) -> None:
@@ -132,7 +132,7 @@ def test_actor_without_super_init_still_registers(make_runtime: Make) -> None:
     runtime.startup(a).wait(WAIT)
     assert a.seen == 3
     assert a.name.startswith("Forgetful-")
-    assert a.dispatcher_name == "default"
+    assert a.actor_context.dispatcher_name == "default"
 
 
 def test_default_names_count_per_class() -> None:
@@ -164,9 +164,9 @@ def test_unregistered_actor_cannot_post_or_schedule() -> None:
     with pytest.raises(NotRegisteredError, match="schedule timers"):
         a.schedule(1.0, print)
     with pytest.raises(NotRegisteredError):
-        _ = a.runtime
-    assert a.dispatcher_name is None
-    assert not a.is_registered
+        _ = a.actor_context.runtime
+    assert a.actor_context.dispatcher_name is None
+    assert not a.actor_context.is_registered
 
 
 def test_unregister(make_runtime: Make) -> None:
@@ -179,13 +179,13 @@ def test_unregister(make_runtime: Make) -> None:
     runtime.shutdown(a).wait(WAIT)
     assert timer.cancelled  # stopping an actor cancels its timers
     runtime.unregister(a)
-    assert not a.is_registered
+    assert not a.actor_context.is_registered
     assert runtime.actors == ()
     assert runtime.dispatcher("default").stats().mailboxes == ()
     with pytest.raises(NotRegisteredError):
         runtime.unregister(a)
     runtime.register(a)  # may be registered again
-    assert a.is_registered
+    assert a.actor_context.is_registered
 
 
 def test_opening_a_feed_style_ensure_registered_does_not_start(make_runtime: Make) -> None:
@@ -193,7 +193,7 @@ def test_opening_a_feed_style_ensure_registered_does_not_start(make_runtime: Mak
     a = Counting("implicit")
     runtime.ensure_registered(a)
     runtime.ensure_registered(a)
-    assert a.is_registered
+    assert a.actor_context.is_registered
     assert not a.is_started
     assert a.startups == 0
 
@@ -408,7 +408,7 @@ def test_close_shuts_down_started_actors_and_refuses_more(make_runtime: Make) ->
     runtime.register(actors[2])
     runtime.close()
     assert [a.shutdowns for a in actors] == [1, 1, 0]
-    assert not any(a.is_registered or a.is_started for a in actors)
+    assert not any(a.actor_context.is_registered or a.is_started for a in actors)
     assert runtime.is_closed
     with pytest.raises(RuntimeClosedError, match="the runtime is closed"):
         runtime.register(Actor("late"))

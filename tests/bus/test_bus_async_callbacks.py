@@ -273,7 +273,7 @@ def test_thread_dispatcher_refuses_async_callback_when_placed(
 def test_thread_dispatcher_refuses_async_reply_callback_per_class(bus: Bus) -> None:
     actor = Mixed("mixed")
     bus.register(actor)
-    feed = actor.open_request_feed(Ask, "/x")
+    feed = actor.actor_context.open_request_feed(Ask, "/x")
     feed.reply_callback(actor.areply, Answer)
     with pytest.raises(CallbackError, match=r"reply callback Mixed\.areply is async def"):
         feed.subscribe()

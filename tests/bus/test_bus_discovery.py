@@ -66,7 +66,7 @@ class Hider(Actor):
         self.serve(
             GetQuote, "/hidden/serve", lambda r: Quote(r.subject, value=0), discoverable=False
         )
-        feed = self.open_reply_feed(GetQuote, "/hidden/long", discoverable=False)
+        feed = self.actor_context.open_reply_feed(GetQuote, "/hidden/long", discoverable=False)
         feed.request_callback(_ignore)
         feed.advertise()
 

@@ -54,7 +54,7 @@ def started(bus: Bus, *actors: Actor) -> None:
 def test_subscriber_sees_up_only_after_publisher_declares_up(bus: Bus) -> None:
     pub, sub = Recorder("pub"), Recorder("sub")
     started(bus, pub, sub)
-    pfeed = pub.open_publish_feed(Tick, "/t")
+    pfeed = pub.actor_context.open_publish_feed(Tick, "/t")
     pfeed.advertise()
     sfeed = sub.subscribe(Tick, "/t")
     pub.log.wait_for(lambda ev: ("publish_status", pfeed.key, UP) in ev)
@@ -193,14 +193,14 @@ def test_callback_wiring_errors(bus: Bus) -> None:
 
     a = Bare()
     started(bus, a)
-    f = a.open_subscribe_feed(Tick, "/t")
+    f = a.actor_context.open_subscribe_feed(Tick, "/t")
     with pytest.raises(CallbackError, match=r"no message callback; override Bare.on_message\(\)"):
         f.subscribe()
     f.message_callback(lambda m, feed: None)
     f.subscribe()
     with pytest.raises(CallbackError, match="already placed"):
         f.status_callback(lambda s, feed: None)
-    p = a.open_publish_feed(Tick, "/t")
+    p = a.actor_context.open_publish_feed(Tick, "/t")
     with pytest.raises(CallbackError, match="no status callback"):
         p.advertise()
 

@@ -34,7 +34,7 @@ class Holder(Recorder):
     """Takes Add requests on /hold and never answers (logs cancels)."""
 
     def startup(self) -> None:
-        feed = self.open_reply_feed(Add, "/hold")
+        feed = self.actor_context.open_reply_feed(Add, "/hold")
         feed.request_callback(self.on_request)
         feed.cancel_callback(self.on_cancel)
         feed.advertise()

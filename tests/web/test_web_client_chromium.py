@@ -113,7 +113,7 @@ class Holder(Recorder):
     """Takes Count requests on /hold and never answers (logs them and their cancels)."""
 
     def startup(self) -> None:
-        feed = self.open_reply_feed(Count, "/hold")
+        feed = self.actor_context.open_reply_feed(Count, "/hold")
         feed.request_callback(self.on_request)
         feed.cancel_callback(self.on_cancel)
         feed.advertise()

@@ -10,7 +10,7 @@ contract.
 from __future__ import annotations
 
 from actorbus.actors._context import current_actor
-from actorbus.actors.actor import Actor
+from actorbus.actors.actor import Actor, ActorContext
 from actorbus.actors.dispatcher import Dispatcher, DispatcherStats, MailboxStats, make_dispatcher
 from actorbus.actors.errors import (
     NotRegisteredError,
@@ -25,6 +25,7 @@ from actorbus.actors.timers import TimerHandle, TimerQueue, TimerService
 
 __all__ = [
     "Actor",
+    "ActorContext",
     "ActorRuntime",
     "Completion",
     "Dispatcher",

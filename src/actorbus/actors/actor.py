@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from actorbus.actors.errors import NotRegisteredError
 from actorbus.actors.failure import FailedTask, report_failure
 from actorbus.bus.owner import FeedOwner
+from actorbus.bus.scope import Scope
 from actorbus.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,10 +35,16 @@ if TYPE_CHECKING:
     from actorbus.actors.mailbox import Mailbox
     from actorbus.actors.runtime import ActorRuntime
     from actorbus.actors.timers import TimerHandle
+    from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
+    from actorbus.bus.message import Notification, Request
+    from actorbus.bus.queues import QueueGroup
+    from actorbus.bus.subjects import Wildcard
 
-__all__ = ["Actor"]
+__all__ = ["Actor", "ActorContext"]
 
 Ts = TypeVarTuple("Ts")
+N = TypeVar("N", bound="Notification")
+Q = TypeVar("Q", bound="Request")
 
 _name_counters: dict[str, itertools.count[int]] = {}
 _name_lock = threading.Lock()
@@ -100,6 +108,7 @@ class Actor(FeedOwner):
     _ab_startup_fn: Callable[[], object] | None = None
     _ab_shutdown_fn: Callable[[], object] | None = None
     _ab_timers: set[TimerHandle] | None = None
+    _ab_context: ActorContext | None = None
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__()
@@ -163,39 +172,44 @@ class Actor(FeedOwner):
         self._ab_name = value
 
     @property
-    def is_registered(self) -> bool:
-        """True while the actor is registered with a runtime."""
-        return self._ab_runtime is not None
-
-    @property
     def is_started(self) -> bool:
         """True after a successful ``startup()`` and until ``shutdown()`` ran."""
         return self._ab_started
 
     @property
-    def runtime(self) -> ActorRuntime:
-        """The runtime the actor is registered with.
+    def actor_context(self) -> ActorContext:
+        """Where the actor runs and the long forms of its feeds: the runtime, the
+        dispatcher, whether it is registered, ``open_*_feed``.  Most actors never
+        need it (docs/actors.md, "The actor context")."""
+        context = self._ab_context
+        if context is None:
+            context = self._ab_context = ActorContext(self)
+        return context
 
-        Raises :class:`NotRegisteredError` when it is not registered.
-        """
-        runtime = self._ab_runtime
-        if runtime is None:
-            raise NotRegisteredError(
-                f"actor {self.name!r} is not registered with a runtime; "
-                f"call runtime.register(actor) first"
-            )
-        return runtime
+    # deprecated: one release, then only actor_context has them
+    @property
+    def is_registered(self) -> bool:
+        """Deprecated: ``actor_context.is_registered``."""
+        _moved("is_registered")
+        return self.actor_context.is_registered
+
+    @property
+    def runtime(self) -> ActorRuntime:
+        """Deprecated: ``actor_context.runtime``."""
+        _moved("runtime")
+        return self.actor_context.runtime
 
     @property
     def dispatcher(self) -> Dispatcher:
-        """The dispatcher the actor is pinned to (raises :class:`NotRegisteredError`)."""
-        return self._mailbox_or_raise("use its dispatcher").dispatcher
+        """Deprecated: ``actor_context.dispatcher``."""
+        _moved("dispatcher")
+        return self.actor_context.dispatcher
 
     @property
     def dispatcher_name(self) -> str | None:
-        """The name of the actor's dispatcher, ``None`` when not registered."""
-        mailbox = self._ab_mailbox
-        return mailbox.dispatcher.name if mailbox is not None else None
+        """Deprecated: ``actor_context.dispatcher_name``."""
+        _moved("dispatcher_name")
+        return self.actor_context.dispatcher_name
 
     # ------------------------------------------------------------------------ tasks
 
@@ -237,7 +251,7 @@ class Actor(FeedOwner):
         args: tuple[object, ...],
     ) -> TimerHandle:
         mailbox = self._mailbox_or_raise("schedule timers")
-        return self.runtime.timers.schedule(
+        return self.actor_context.runtime.timers.schedule(
             mailbox, delay_s, fn, args, period_s=period_s, owner=self._ab_timers
         )
 
@@ -260,6 +274,127 @@ class Actor(FeedOwner):
         return mailbox
 
     def __repr__(self) -> str:
-        where = f" on {self.dispatcher_name!r}" if self._ab_mailbox is not None else ""
+        where = f" on {self.actor_context.dispatcher_name!r}" if self._ab_mailbox else ""
         state = "started" if self._ab_started else "stopped"
         return f"<{type(self).__qualname__} {self.name!r} {state}{where}>"
+
+
+def _moved(name: str) -> None:
+    warnings.warn(
+        f"Actor.{name} moved to Actor.actor_context.{name} (the old name goes away in "
+        f"the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class ActorContext:
+    """``actor.actor_context``: the plumbing of one actor, apart from the API an
+    actor's own code uses (feeds, ``serve``/``ask``, timers, ``post``, lifecycle).
+
+    * :attr:`runtime`, :attr:`dispatcher`, :attr:`dispatcher_name`,
+      :attr:`is_registered` — where the actor runs;
+    * ``open_publish_feed`` / ``open_subscribe_feed`` / ``open_request_feed`` /
+      ``open_reply_feed`` — the long form of ``publisher`` / ``subscribe`` /
+      ``requestor`` / ``replier``: an OPEN feed, not yet advertised or
+      subscribed, to wire (callbacks) and place yourself.
+    """
+
+    __slots__ = ("_actor",)
+
+    def __init__(self, actor: Actor) -> None:
+        self._actor = actor
+
+    @property
+    def is_registered(self) -> bool:
+        """True while the actor is registered with a runtime."""
+        return self._actor._ab_runtime is not None
+
+    @property
+    def runtime(self) -> ActorRuntime:
+        """The runtime the actor is registered with.
+
+        Raises :class:`NotRegisteredError` when it is not registered.
+        """
+        runtime = self._actor._ab_runtime
+        if runtime is None:
+            raise NotRegisteredError(
+                f"actor {self._actor.name!r} is not registered with a runtime; "
+                f"call runtime.register(actor) first"
+            )
+        return runtime
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher the actor is pinned to (raises :class:`NotRegisteredError`)."""
+        return self._actor._mailbox_or_raise("use its dispatcher").dispatcher
+
+    @property
+    def dispatcher_name(self) -> str | None:
+        """The name of the actor's dispatcher, ``None`` when not registered."""
+        mailbox = self._actor._ab_mailbox
+        return mailbox.dispatcher.name if mailbox is not None else None
+
+    def open_publish_feed(
+        self,
+        message_class: type[N],
+        subject: str,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        *,
+        discoverable: bool = True,
+    ) -> PublishFeed[N]:
+        """Open (not yet advertise) a publish feed for ``message_class:subject``
+        (``discoverable=False``: discovery never lists it)."""
+        return self._actor._open_publish_feed(
+            message_class, subject, scope, discoverable=discoverable
+        )
+
+    def open_subscribe_feed(
+        self,
+        message_class: type[N],
+        subject: str | Wildcard,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        condition: Callable[[N], bool] | None = None,
+        *,
+        queue: str | QueueGroup | None = None,
+        discoverable: bool = True,
+    ) -> SubscribeFeed[N]:
+        """Open (not yet subscribe) a subscribe feed.  ``subject`` may be a
+        :class:`~actorbus.Wildcard`; ``queue`` makes the feed a member of that
+        queue group (each notification goes to one member);
+        ``discoverable=False``: discovery never lists it."""
+        return self._actor._open_subscribe_feed(
+            message_class, subject, scope, condition, queue=queue, discoverable=discoverable
+        )
+
+    def open_request_feed(
+        self,
+        message_class: type[Q],
+        subject: str,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        *,
+        discoverable: bool = True,
+    ) -> RequestFeed[Q]:
+        """Open (not yet subscribe) a request feed (``discoverable=False``:
+        discovery never lists it)."""
+        return self._actor._open_request_feed(
+            message_class, subject, scope, discoverable=discoverable
+        )
+
+    def open_reply_feed(
+        self,
+        message_class: type[Q],
+        subject: str,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        condition: Callable[[Q], bool] | None = None,
+        *,
+        discoverable: bool = True,
+    ) -> ReplyFeed[Q]:
+        """Open (not yet advertise) a reply feed (``discoverable=False``:
+        discovery never lists it)."""
+        return self._actor._open_reply_feed(
+            message_class, subject, scope, condition, discoverable=discoverable
+        )
+
+    def __repr__(self) -> str:
+        return f"<ActorContext of {self._actor!r}>"

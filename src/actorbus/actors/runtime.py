@@ -341,7 +341,7 @@ class ActorRuntime:
         if actor._ab_runtime is self:
             raise RegistrationError(
                 f"actor {name!r} is already registered with this runtime on dispatcher "
-                f"{actor.dispatcher_name!r}; register each actor once "
+                f"{actor.actor_context.dispatcher_name!r}; register each actor once "
                 f"(ensure_registered() registers only if needed)"
             )
         if actor._ab_runtime is not None:
@@ -516,7 +516,7 @@ class ActorRuntime:
             coro.close()
             if action == "shutdown":
                 self._stopped(actor)
-            where = actor.dispatcher_name
+            where = actor.actor_context.dispatcher_name
             self._lifecycle_failed(
                 actor,
                 completion,

@@ -5,9 +5,9 @@
 * the **role methods** the bus calls when a feed has no callable of its own —
   ``on_publish_status``, ``on_feed_status``, ``on_message``, ``on_request``,
   ``on_cancel``, ``on_reply`` — which a subclass overrides;
-* the **long form** ``open_publish_feed`` / ``open_subscribe_feed`` /
-  ``open_request_feed`` / ``open_reply_feed``, returning an OPEN feed to wire
-  and place yourself;
+* the **long form** ``_open_publish_feed`` / ``_open_subscribe_feed`` /
+  ``_open_request_feed`` / ``_open_reply_feed``, returning an OPEN feed to wire
+  and place yourself (public as ``Actor.actor_context.open_*_feed``);
 * the **short form** ``publisher`` / ``subscribe`` / ``requestor`` / ``replier``,
   which open, wire and place in one call;
 * **request/reply in one line**: :meth:`FeedOwner.serve` advertises a replier
@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -159,7 +160,7 @@ class FeedOwner:
         return owner.router, mailbox.post_one
 
     # -------------------------------------------------------------- long form
-    def open_publish_feed(
+    def _open_publish_feed(
         self,
         message_class: type[N],
         subject: str,
@@ -173,7 +174,7 @@ class FeedOwner:
         router, post = self._ab_feed_context()
         return PublishFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
-    def open_subscribe_feed(
+    def _open_subscribe_feed(
         self,
         message_class: type[N],
         subject: str | Wildcard,
@@ -201,7 +202,7 @@ class FeedOwner:
             discoverable=discoverable,
         )
 
-    def open_request_feed(
+    def _open_request_feed(
         self,
         message_class: type[Q],
         subject: str,
@@ -215,7 +216,7 @@ class FeedOwner:
         router, post = self._ab_feed_context()
         return RequestFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
-    def open_reply_feed(
+    def _open_reply_feed(
         self,
         message_class: type[Q],
         subject: str,
@@ -247,7 +248,7 @@ class FeedOwner:
         """Open and advertise a publish feed; with ``up=True`` also declare it UP
         (``discoverable=False``: discovery never lists it; ``on_congestion``:
         told when a link it publishes to is congested, and when it drained)."""
-        feed = self.open_publish_feed(message_class, subject, scope, discoverable=discoverable)
+        feed = self._open_publish_feed(message_class, subject, scope, discoverable=discoverable)
         if on_status is not None:
             feed.status_callback(on_status)
         if on_congestion is not None:
@@ -272,7 +273,7 @@ class FeedOwner:
         """Open and subscribe a subscribe feed (``subject`` may be a
         :class:`~actorbus.Wildcard`; ``queue``: join that queue group;
         ``discoverable=False``: discovery never lists it)."""
-        feed = self.open_subscribe_feed(
+        feed = self._open_subscribe_feed(
             message_class, subject, scope, condition, queue=queue, discoverable=discoverable
         )
         if on_message is not None:
@@ -294,7 +295,7 @@ class FeedOwner:
     ) -> RequestFeed[Q]:
         """Open and subscribe a request feed (``discoverable=False``: discovery
         never lists it)."""
-        feed = self.open_request_feed(message_class, subject, scope, discoverable=discoverable)
+        feed = self._open_request_feed(message_class, subject, scope, discoverable=discoverable)
         if on_reply is not None:
             feed.reply_callback(on_reply)
         if on_status is not None:
@@ -316,7 +317,7 @@ class FeedOwner:
     ) -> ReplyFeed[Q]:
         """Open and advertise a reply feed, declared UP unless ``up=False``
         (``discoverable=False``: discovery never lists it)."""
-        feed = self.open_reply_feed(
+        feed = self._open_reply_feed(
             message_class, subject, scope, condition, discoverable=discoverable
         )
         if on_request is not None:
@@ -327,6 +328,23 @@ class FeedOwner:
         if up:
             feed.update_feed_state(FeedState.UP)
         return feed
+
+    # ------------------------------ deprecated: the long form is actor_context.open_*
+    def open_publish_feed(self, *args: Any, **kwargs: Any) -> PublishFeed[Any]:
+        _moved("open_publish_feed")
+        return self._open_publish_feed(*args, **kwargs)
+
+    def open_subscribe_feed(self, *args: Any, **kwargs: Any) -> SubscribeFeed[Any]:
+        _moved("open_subscribe_feed")
+        return self._open_subscribe_feed(*args, **kwargs)
+
+    def open_request_feed(self, *args: Any, **kwargs: Any) -> RequestFeed[Any]:
+        _moved("open_request_feed")
+        return self._open_request_feed(*args, **kwargs)
+
+    def open_reply_feed(self, *args: Any, **kwargs: Any) -> ReplyFeed[Any]:
+        _moved("open_reply_feed")
+        return self._open_reply_feed(*args, **kwargs)
 
     # -------------------------------------------------------- request/reply, short
     def serve(
@@ -358,7 +376,7 @@ class FeedOwner:
         Returns the reply feed (close it, or let ``shutdown`` close it, to stop)."""
         if not callable(handler):
             raise UsageError(f"serve() takes a callable handler(request), found {handler!r}")
-        feed = self.open_reply_feed(
+        feed = self._open_reply_feed(
             message_class, subject, scope, condition, discoverable=discoverable
         )
         _refuse_async(feed, handler, "request", streams=True)
@@ -467,6 +485,15 @@ class FeedOwner:
                     return
         finally:
             feed.close()  # cancels what is still outstanding
+
+
+def _moved(name: str) -> None:
+    warnings.warn(
+        f"Actor.{name}() moved to Actor.actor_context.{name}(), with the same "
+        f"arguments (the old name goes away in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _ignore(*args: object) -> None:
