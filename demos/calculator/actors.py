@@ -57,7 +57,7 @@ class Source(Actor):
         self.sent = 0
 
     def startup(self) -> None:
-        self.feed = self.publisher(DataPoint, self.subject, on_status=self.publish_status)
+        self.feed = self.publisher(DataPoint, self.subject, on_status=self.publish_status, up=False)
 
     def publish_status(self, state: FeedState, feed: PublishFeed[DataPoint]) -> None:
         if state is FeedState.UP:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actorbus import Actor, Bus, Notification, PublishFeed, Scope
+from actorbus import Actor, Bus, FeedState, Notification, PublishFeed, Scope
 from actorbus.actors import ActorContext
 
 #: Actor's public names (FeedOwner's included): the user's API, then the
@@ -112,3 +112,25 @@ def test_a_moved_open_feed_warns_and_still_opens(bus: Bus, role: str) -> None:
         feed = getattr(actor, name)(cls, "/old", Scope.LOCAL_ONLY)
     assert feed.key.subject == "/old"
     feed.close()
+
+
+class Quiet(Actor):
+    def on_publish_status(self, state: FeedState, feed: PublishFeed[Tick]) -> None:
+        pass
+
+
+def test_publisher_is_up_by_default_on_an_actor_as_on_a_bus(bus: Bus) -> None:
+    actor = Quiet("pub-default")
+    bus.register(actor)
+    on_bus = bus.publisher(Tick, "/bus-default")
+    explicit = actor.publisher(Tick, "/actor-up", up=True)
+    down = actor.publisher(Tick, "/actor-down", up=False)
+    with pytest.warns(
+        DeprecationWarning, match=r"publisher\(Tick, '/actor-default'\) now declares"
+    ):
+        implicit = actor.publisher(Tick, "/actor-default")
+    up = FeedState.UP
+    assert on_bus.declared_state is explicit.declared_state is implicit.declared_state is up
+    assert down.declared_state is FeedState.DOWN
+    for feed in (on_bus, explicit, down, implicit):
+        feed.close()

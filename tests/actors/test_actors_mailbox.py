@@ -169,6 +169,7 @@ def test_public_exports() -> None:
     assert sorted(actorbus.actors.__all__) == sorted(
         [
             "Actor",
+            "ActorContext",
             "ActorRuntime",
             "Completion",
             "Dispatcher",

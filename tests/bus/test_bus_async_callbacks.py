@@ -127,7 +127,7 @@ def test_async_feed_status_callbacks_are_awaited(bus: Bus) -> None:
 def test_async_publish_status_callbacks_are_awaited(bus: Bus) -> None:
     class Pub(Recorder):
         def startup(self) -> None:
-            self.publisher(Tick, "/p", on_status=self.status)
+            self.publisher(Tick, "/p", on_status=self.status, up=False)
 
         async def status(self, state: FeedState, feed: Any) -> None:
             await self.work(state)
@@ -248,7 +248,7 @@ class Mixed(Actor):
             "status",
             lambda a: a.subscribe(Tick, "/x", on_message=lambda m, f: None, on_status=a.astatus),
         ),
-        ("status", lambda a: a.publisher(Tick, "/x", on_status=a.astatus)),
+        ("status", lambda a: a.publisher(Tick, "/x", on_status=a.astatus, up=False)),
         ("request", lambda a: a.replier(Ask, "/x", on_request=a.arequest)),
         (
             "cancel",

@@ -70,7 +70,7 @@ def test_subscriber_sees_up_only_after_publisher_declares_up(bus: Bus) -> None:
 def test_publish_while_down_is_an_error_that_says_what_to_do(bus: Bus) -> None:
     pub = Recorder("pub")
     started(bus, pub)
-    pfeed = pub.publisher(Tick, "/t")
+    pfeed = pub.publisher(Tick, "/t", up=False)
     with pytest.raises(
         FeedStateError, match=r"Tick:\"/t\" while its state is DOWN; call update_feed_state"
     ):
@@ -134,7 +134,7 @@ def test_one_down_feed_does_not_affect_other_feeds(bus: Bus) -> None:
 def test_publisher_told_down_when_last_subscriber_leaves(bus: Bus) -> None:
     pub, s1, s2 = Recorder("pub"), Recorder("s1"), Recorder("s2")
     started(bus, pub, s1, s2)
-    p = pub.publisher(Tick, "/t")
+    p = pub.publisher(Tick, "/t", up=False)
     f1 = s1.subscribe(Tick, "/t")
     f2 = s2.subscribe(Tick, "/t")
     pub.log.wait_count("publish_status", 1)
@@ -238,7 +238,7 @@ def test_value_added_publisher_sees_no_callback_before_startup_returned(bus: Bus
 
     class ValueAdded(Actor):
         def startup(self) -> None:
-            self.out = self.publisher(Tick, "/out", on_status=lambda s, f: None)
+            self.out = self.publisher(Tick, "/out", on_status=lambda s, f: None, up=False)
             self.inp = self.subscribe(Tick, "/in", on_message=self.fwd, on_status=self.status)
             order.append("startup-opened")
             # give every other thread a chance to deliver a callback early

@@ -80,7 +80,7 @@ def test_feed_state_crosses_both_ways_and_drop_goes_down(
     pub, sub = Recorder("pub"), Recorder("sub")
     start(a, pub)
     start(b, sub)
-    p = pub.publisher(Tick, "/t")
+    p = pub.publisher(Tick, "/t", up=False)
     s = sub.subscribe(Tick, "/t")
     pub.log.wait_for(lambda ev: ("publish_status", p.key, UP) in ev)
     assert s.feed_state is DOWN

@@ -584,7 +584,7 @@ def test_publisher_takes_no_wildcard(bus: Bus) -> None:
     rec = Recorder("rec")
     started(bus, rec)
     with pytest.raises(UsageError, match="only a subscription takes a wildcard"):
-        rec.publisher(Px, wild)
+        rec.publisher(Px, wild, up=False)
     assert bus.router.key_count == before
 
 

@@ -44,7 +44,7 @@ def feed_state_story(pub_bus: Bus, sub_bus: Bus) -> tuple[list[FeedState], list[
     pub, sub = Recorder("pub"), Recorder("sub")
     started(pub_bus, pub)
     started(sub_bus, sub)
-    p = pub.publisher(Counter, "/c")
+    p = pub.publisher(Counter, "/c", up=False)
     s = sub.subscribe(Counter, "/c")
     pub.log.wait_for(lambda ev: pub.states("publish_status") == [UP])
     assert s.feed_state is DOWN  # advertised, but the publisher has not declared UP

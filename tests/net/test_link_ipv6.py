@@ -32,7 +32,7 @@ def test_feeds_and_requests_cross_a_link_over_ipv6_loopback() -> None:
         started(b, sub)
         rep.auto_reply = lambda inc: Answer("/q", value=inc.request.q * 2)
         rep.replier(Ask, "/q")
-        p = pub.publisher(Counter, "/v6")
+        p = pub.publisher(Counter, "/v6", up=False)
         s = sub.subscribe(Counter, "/v6")
         pub.log.wait_for(lambda ev: pub.states("publish_status") == [UP])
         p.update_feed_state(UP)

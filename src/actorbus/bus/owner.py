@@ -241,13 +241,27 @@ class FeedOwner:
         *,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         on_status: Callable[[FeedState, PublishFeed[N]], object] | None = None,
-        up: bool = False,
+        up: bool | None = None,
         discoverable: bool = True,
         on_congestion: Callable[[bool, PublishFeed[N]], object] | None = None,
     ) -> PublishFeed[N]:
-        """Open and advertise a publish feed; with ``up=True`` also declare it UP
-        (``discoverable=False``: discovery never lists it; ``on_congestion``:
-        told when a link it publishes to is congested, and when it drained)."""
+        """Open and advertise a publish feed, declared UP unless ``up=False`` (as
+        ``Bus.publisher`` and ``replier`` do; ``discoverable=False``: discovery
+        never lists it; ``on_congestion``: told when a link it publishes to is
+        congested, and when it drained).
+
+        The default was ``up=False`` until this release: leaving ``up`` out
+        warns until the next one; pass it."""
+        if up is None:
+            warnings.warn(
+                f"publisher({getattr(message_class, '__name__', message_class)}, {subject!r}) now declares the feed UP "
+                f"by default, as Bus.publisher() and replier() do (it was up=False); pass "
+                f"up=True to keep the new default, or up=False to declare UP yourself with "
+                f"feed.update_feed_state()",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            up = True
         feed = self._open_publish_feed(message_class, subject, scope, discoverable=discoverable)
         if on_status is not None:
             feed.status_callback(on_status)

@@ -39,7 +39,7 @@ class CounterSource(Actor):
         self.feed: PublishFeed[Counter] | None = None
 
     def startup(self) -> None:
-        self.feed = self.publisher(Counter, self.subject, on_status=self.status)
+        self.feed = self.publisher(Counter, self.subject, on_status=self.status, up=False)
 
     def status(self, state: FeedState, feed: PublishFeed[Counter]) -> None:
         if state is FeedState.UP:
