@@ -274,7 +274,8 @@ class Actor(FeedOwner):
         return mailbox
 
     def __repr__(self) -> str:
-        where = f" on {self.actor_context.dispatcher_name!r}" if self._ab_mailbox else ""
+        mailbox = self._ab_mailbox
+        where = f" on {mailbox.dispatcher.name!r}" if mailbox is not None else ""
         state = "started" if self._ab_started else "stopped"
         return f"<{type(self).__qualname__} {self.name!r} {state}{where}>"
 

@@ -253,8 +253,9 @@ class FeedOwner:
         The default was ``up=False`` until this release: leaving ``up`` out
         warns until the next one; pass it."""
         if up is None:
+            shown = getattr(message_class, "__name__", message_class)
             warnings.warn(
-                f"publisher({getattr(message_class, '__name__', message_class)}, {subject!r}) now declares the feed UP "
+                f"publisher({shown}, {subject!r}) now declares the feed UP "
                 f"by default, as Bus.publisher() and replier() do (it was up=False); pass "
                 f"up=True to keep the new default, or up=False to declare UP yourself with "
                 f"feed.update_feed_state()",
