@@ -30,8 +30,8 @@ from actorbus import (
     ReplyStatus,
     SocketAddress,
 )
+from actorbus.bus import _codegen, decode, encode
 from actorbus.bus import codec as codec_module
-from actorbus.bus import decode, encode
 
 SEED = int(os.environ.get("ACTORBUS_SEED", "20261121"))
 EXAMPLES = int(os.environ.get("ACTORBUS_FUZZ_EXAMPLES", "250"))
@@ -362,7 +362,7 @@ def test_fast_decoder_agrees_with_the_reference_decoder(
     except CodecError as exc:
         fast = exc
     try:
-        slow = codec_module._slow_from_wire(cls, obj)
+        slow = _codegen._slow_from_wire(cls, obj)
     except CodecError as exc:
         slow = exc
     if isinstance(slow, CodecError):

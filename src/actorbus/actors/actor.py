@@ -23,16 +23,18 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVarTuple
 
+from actorbus.actors._context import bus_runtimes
 from actorbus.actors.errors import NotRegisteredError
 from actorbus.actors.failure import FailedTask, report_failure
 from actorbus.bus.owner import FeedOwner
-from actorbus.errors import UsageError
+from actorbus.errors import RegistrationError, UsageError
 
 if TYPE_CHECKING:
     from actorbus.actors.dispatcher import Dispatcher
     from actorbus.actors.mailbox import Mailbox
     from actorbus.actors.runtime import ActorRuntime
     from actorbus.actors.timers import TimerHandle
+    from actorbus.bus.router import Router
 
 __all__ = ["Actor"]
 
@@ -241,9 +243,32 @@ class Actor(FeedOwner):
             mailbox, delay_s, fn, args, period_s=period_s, owner=self._ab_timers
         )
 
+    def _ab_feed_context(self) -> tuple[Router, Callable[..., None]]:
+        """(FeedOwner's interface) The router of the actor's bus and its mailbox's
+        ``post_one``; an actor not registered yet is registered with the single
+        open bus first (without running ``startup``)."""
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            runtime = bus_runtimes.single()
+            if runtime is None:
+                raise RegistrationError(
+                    f"{self!r} opened a feed but is not registered and no single open "
+                    f"Bus exists; call bus.register(actor) first"
+                )
+            runtime.ensure_registered(self)
+            mailbox = self._mailbox_or_raise("open a feed")
+        router = self.runtime.router
+        if router is None:
+            raise RegistrationError(
+                f"{self!r} opened a feed but its runtime serves no bus; register the "
+                f"actor with a Bus (bus.register(actor)) to open feeds"
+            )
+        return router, mailbox.post_one
+
     def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
-        """(name, kind, awaits callbacks) of the actor's dispatcher; None when not
-        registered.  Feeds use it to refuse ``async def`` callbacks nothing awaits."""
+        """(FeedOwner's interface) (name, kind, awaits callbacks) of the actor's
+        dispatcher; None when not registered.  Feeds use it to refuse ``async
+        def`` callbacks nothing awaits."""
         mailbox = self._ab_mailbox
         if mailbox is None:
             return None

@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._log import shown
@@ -98,8 +97,6 @@ __all__ = [
     "PatternWatch",
     "RemoteParty",
     "Role",
-    "delivery_batching",
-    "use_delivery_batching",
 ]
 
 #: AccessRefused notifications a party publishes at most (one per action and
@@ -118,33 +115,6 @@ class Role(enum.Enum):
     REPLIER = "replier"
     SUBSCRIBER = "subscriber"
     REQUESTOR = "requestor"
-
-
-def _no_hold() -> bool:
-    return False
-
-
-def _no_release() -> None:
-    return None
-
-
-#: (hold, release): installed by the actors layer (``actors/dispatcher.py``) at
-#: import; until then a batch holds nothing.
-_batching: list[Callable[..., Any]] = [_no_hold, _no_release]
-
-
-def delivery_batching() -> tuple[Callable[[], bool], Callable[[], None]]:
-    """``(hold, release)``: what every party's ``hold_deliveries`` /
-    ``release_deliveries`` are, for a transport that batches before it has a
-    party (a connection reading its first bytes)."""
-    return _batching[0], _batching[1]
-
-
-def use_delivery_batching(hold: Callable[[], bool], release: Callable[[], None]) -> None:
-    """Install how a batch of inbound deliveries holds the wake-ups of the actors
-    it makes runnable (the actors layer hands its ``hold_wakes``/``release_wakes``
-    over at import: the bus core does not know dispatchers)."""
-    _batching[:] = [hold, release]
 
 
 class PartyTransport(Protocol):
@@ -220,7 +190,8 @@ class RemoteParty:
         #: thread: the actors it makes runnable are woken by
         #: ``release_deliveries()`` (call it in a ``finally`` when hold returned
         #: True; False means an outer caller holds already and releases).
-        self.hold_deliveries, self.release_deliveries = _batching
+        self.hold_deliveries = router.hold_deliveries
+        self.release_deliveries = router.release_deliveries
         #: notifications/requests from the peer on keys it never advertised, dropped
         self.unexpected = 0
         #: the link's rules for this peer; None: the peer may do everything

@@ -142,10 +142,33 @@ def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
     return False
 
 
+def _no_hold() -> bool:
+    return False
+
+
+def _no_release() -> None:
+    return None
+
+
 class Router:
     """Routes messages by key between feeds; computes and reports feed state."""
 
-    def __init__(self, schedule: Schedule | None = None) -> None:
+    def __init__(
+        self,
+        schedule: Schedule | None = None,
+        *,
+        hold_deliveries: Callable[[], bool] = _no_hold,
+        release_deliveries: Callable[[], None] = _no_release,
+    ) -> None:
+        """``schedule``: runs request timeouts (None: requests never time out).
+        ``hold_deliveries() -> bool`` / ``release_deliveries()``: how a batch of a
+        transport's inbound calls holds the wake-ups of the actors it makes
+        runnable, handed in by whoever assembles the bus (the node gives the
+        actors layer's ``hold_wakes`` / ``release_wakes``; the bus core does not
+        know dispatchers).  Every party, and a transport before it has one,
+        reads them here."""
+        self.hold_deliveries = hold_deliveries
+        self.release_deliveries = release_deliveries
         self._lock = threading.RLock()
         self._entries: dict[MessageKey, _Entry] = {}
         self._parties: list[RemoteParty] = []
