@@ -53,7 +53,9 @@ subscribe to (the first key held back is reported once per pattern).  Each
 refusal is counted (``refused``), logged at most once per period per peer
 (``router.peer_log``), and reported once per action and key with an
 ``AccessRefused`` system notification (``router.system_publish``, which the
-node installs).
+node installs).  A transport that answers its peer message by message, saying
+why one was refused (the J.REP gateway's ``Refused`` error), asks the same rule
+first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
 
 **Logs.**  Whatever the peer can make this module say goes through
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
@@ -656,16 +658,26 @@ class RemoteParty:
         )
 
     # ------------------------------------------------------------ authorization
+    def refusal(self, action: Action, key: MessageKey) -> str | None:
+        """(a question, not a frame) None when the peer may take ``action`` on
+        ``key``; else why not (the refusing rule), the refusal counted, logged and
+        reported exactly as the inbound calls do.  For a transport that tells its
+        peer why a message was refused before it makes the inbound call (which
+        checks again by itself, so asking is never needed for safety)."""
+        perm = self._perm
+        if perm is None:
+            return None
+        rule = perm.decide(action, key)
+        if rule is not None and rule.allow:
+            return None
+        why = str(rule) if rule is not None else DEFAULT_DENY
+        self._refuse(action, str(key), why)
+        return why
+
     def _permits(self, action: Action, key: MessageKey) -> bool:
         """True if the permissions let the peer take ``action`` on ``key``; else
         the refusal is counted, logged and reported."""
-        perm = self._perm
-        assert perm is not None
-        rule = perm.decide(action, key)
-        if rule is not None and rule.allow:
-            return True
-        self._refuse(action, str(key), str(rule) if rule is not None else DEFAULT_DENY)
-        return False
+        return self.refusal(action, key) is None
 
     def _refuse(self, action: Action, what: str, rule: str) -> None:
         self.refused += 1
