@@ -230,9 +230,7 @@ class RemoteParty:
 
     def _proxy_request(self, incoming: IncomingRequest[Any]) -> None:
         self._out[incoming.id] = incoming
-        self.transport.send_request_from(
-            incoming.handle.feed._sender, incoming.id, incoming.request
-        )
+        self.transport.send_request_from(incoming.handle.feed.stamp, incoming.id, incoming.request)
 
     def _proxy_cancel(self, incoming: IncomingRequest[Any]) -> None:
         if self._out.pop(incoming.id, None) is not None:
@@ -270,7 +268,7 @@ class RemoteParty:
             and not self._permits(Action.PUBLISH if role is Role.PUBLISHER else Action.REPLY, key)
         ):
             return
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             if role is Role.PUBLISHER:
@@ -309,7 +307,7 @@ class RemoteParty:
 
     def retract(self, key: MessageKey, role: Role) -> None:
         """The peer no longer advertises ``key`` for ``role``."""
-        with self.router._lock:
+        with self.router.lock:
             table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
             feed = table.pop(key, None)
         if feed is not None:
@@ -319,7 +317,7 @@ class RemoteParty:
 
     def feed_status(self, key: MessageKey, role: Role, up: bool) -> None:
         """The peer's aggregated publisher (replier) state for ``key`` changed."""
-        with self.router._lock:
+        with self.router.lock:
             table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
             feed = table.get(key)
             if feed is not None:
@@ -329,14 +327,14 @@ class RemoteParty:
         """The peer has subscribers matching our publishers of ``key``."""
         if self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
             return
-        with self.router._lock:
+        with self.router.lock:
             if not self._attached or key in self._exact:
                 return
             self._exact.add(key)
             self._ref_sub(key)
 
     def unsubscribe(self, key: MessageKey) -> None:
-        with self.router._lock:
+        with self.router.lock:
             if key not in self._exact:
                 return
             self._exact.discard(key)
@@ -391,20 +389,20 @@ class RemoteParty:
         """The peer has wildcard subscribers: every key of ``message_class`` the
         pattern matches, now or later, is sent to the peer (once, however many
         of its patterns and subscriptions name it)."""
-        with self.router._lock:
+        with self.router.lock:
             if not self._attached or (message_class, wildcard) in self._patterns:
                 return
             watch = PatternWatch(self, message_class, wildcard)
             self._patterns[message_class, wildcard] = watch
-            self.router._watch(message_class, wildcard, watch)
+            self.router.watch(message_class, wildcard, watch)
 
     def unsubscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
         closing = []
-        with self.router._lock:
+        with self.router.lock:
             watch = self._patterns.pop((message_class, wildcard), None)
             if watch is None:
                 return
-            self.router._unwatch(message_class, wildcard, watch)
+            self.router.unwatch(message_class, wildcard, watch)
             for key in watch.keys:
                 sub = self._unref_sub(key)
                 if sub is not None:
@@ -419,7 +417,7 @@ class RemoteParty:
         if members > 0 and self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
             return
         old = None
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             old = self._members.pop((key, group), None)
@@ -455,7 +453,7 @@ class RemoteParty:
         pub = self._advertised(key, "a queue-group notification")
         if pub is None:
             return
-        if not self.router._group_notify(key, group, message, sender or pub._sender):
+        if not self.router.group_notify(key, group, message, sender or pub.stamp):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
@@ -466,7 +464,7 @@ class RemoteParty:
         """The peer's proxy publisher of ``key`` if it advertised the key and its
         feed is UP; else None, and ``what`` it sent is counted unexpected."""
         pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
+        if pub is None or not pub.declared:
             self._unexpected(
                 key,
                 f"sent {what} on {{key}} without advertising it (or while its feed is "
@@ -504,7 +502,7 @@ class RemoteParty:
         """The proxy publisher's routes stamped with ``sender`` (cached per key
         and sender until the key's routes change; the cache is bounded, a peer
         naming ever new senders only makes it start over)."""
-        source = pub._entry.routes
+        source = pub.entry.routes
         last = self._last_stamped  # the run before was most likely the same
         if last[0] is pub and last[1] is sender and last[2] is source:
             return last[3]  # type: ignore[no-any-return]
@@ -527,11 +525,11 @@ class RemoteParty:
         run's tasks queued into each subscriber's mailbox in one go
         (``Mailbox.post_each``), which is woken once."""
         pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
+        if pub is None or not pub.declared:
             for message in messages:
                 self.notify(message, key)
             return
-        local, other = pub._routes if sender is None else self._routes_as(pub, sender)
+        local, other = pub.routes if sender is None else self._routes_as(pub, sender)
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:
@@ -543,7 +541,7 @@ class RemoteParty:
         (True) or drained below its low-water mark (False): the publishers whose
         notifications go to the peer learn it (``PublishFeed.congested``,
         ``on_congestion``).  Call it on change only, from any one thread."""
-        self.router._congestion(self, congested)
+        self.router.set_congestion(self, congested)
 
     def backlogs(self, keys: set[MessageKey]) -> list[Any]:
         """What holds the peer's undelivered notifications on ``keys`` here: the
@@ -554,7 +552,7 @@ class RemoteParty:
             feed = self._pubs.get(key)
             if feed is None:
                 continue
-            local, other = feed._entry.routes[CAT_REMOTE]
+            local, other = feed.entry.routes[CAT_REMOTE]
             boxes.extend(route[3] for route in local)
             for route in other:  # feeds of no actor: an Inbox's is watched too
                 backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
@@ -573,7 +571,7 @@ class RemoteParty:
             if self._perm is not None and not self._permits(Action.REQUEST, key):
                 self.transport.send_request_ack(request_id, 0)  # no replier took it
                 return
-            with router._lock:
+            with router.lock:
                 if not self._attached:
                     return
                 feed = self._reqs.get(key)
@@ -584,12 +582,12 @@ class RemoteParty:
                     feed.reply_callback(self._proxy_reply)
                     feed.subscribe()
                     self._reqs[key] = feed
-        chosen = router._choose(feed, message)
+        chosen = router.choose(feed, message)
         self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
-            # come back before _dispatch returns
-            router._dispatch(
+            # come back before dispatch returns
+            router.dispatch(
                 feed, message, chosen, None, party=self, peer_id=request_id, origin=sender
             )
 
@@ -733,7 +731,7 @@ class RemoteParty:
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
         router = self.router
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             self._attached = False
@@ -744,11 +742,11 @@ class RemoteParty:
             self._members = {}
             self._sub_refs, self._exact = {}, set()
             for (cls, wild), watch in self._patterns.items():
-                router._unwatch(cls, wild, watch)
+                router.unwatch(cls, wild, watch)
             self._patterns = {}
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
-        router._detach(self)
+        router.detach(self)
         text = f"link to remote node {self.name} lost: {reason}"
         for rep in reps:
             self._fail_forwarded(rep, text)
