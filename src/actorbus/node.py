@@ -236,6 +236,7 @@ class Bus:
         if self._closed:
             return
         self._closed = True
+        bus_runtimes.discard(self.runtime)  # no longer the single open bus
         try:
             if self.net is not None:
                 self.net.close(timeout)
