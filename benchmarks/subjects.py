@@ -506,11 +506,11 @@ def role_source(n: int, port: int) -> None:
 def _remote_turns(bus: Bus) -> int:
     """The turns remote nodes take in our group's rotation (their member counts).
     No event says a peer's GROUP frame was applied: read the router."""
-    entry = bus.router._entries.get(MessageKey(Job, QUEUE_SUBJECT))
+    entry = bus.router.entries.get(MessageKey(Job, QUEUE_SUBJECT))
     group = entry.groups.get(GROUP) if entry is not None else None
     if group is None:
         return 0
-    return sum(m._weight for m in group.members if m._remote is not None)
+    return sum(m.weight for m in group.members if m.remote is not None)
 
 
 def role_queue_publisher(n: int, turns: int) -> None:

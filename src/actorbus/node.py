@@ -32,20 +32,20 @@ import os
 import queue
 import socket
 import ssl
-import threading
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from . import _gc
 from .actors import ActorRuntime
+from .actors._context import bus_runtimes
+from .actors.dispatcher import hold_wakes, release_wakes
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.inbox import Inbox
 from .bus.message import Message, MessageKey, Notification, Reply, Request
-from .bus.owner import checked_key, find_runtime_with, subscription_key
+from .bus.owner import checked_key, subscription_key
 from .bus.permissions import Permissions
 from .bus.queues import QueueGroup
 from .bus.router import Router
@@ -99,9 +99,6 @@ def _check_node_id(node_id: str | None, where: str) -> str | None:
 class Bus:
     """One node of the bus.  Use as a context manager, or call :meth:`close`."""
 
-    _open: ClassVar[weakref.WeakSet[Bus]] = weakref.WeakSet()
-    _open_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(
         self,
         config: BusConfig | None = None,
@@ -131,11 +128,15 @@ class Bus:
             or _check_node_id(self.config.node_id, "config.node_id")
             or _make_node_id()
         )
-        self.router = Router(schedule=self._schedule)
+        self.router = Router(
+            schedule=self._schedule,
+            hold_deliveries=hold_wakes,
+            release_deliveries=release_wakes,
+        )
         self.router.node_id = self.node_id
         self.router.reserved_subject = SYSTEM_SUBJECT
         self.router.reserved_owner = _SYSTEM_OWNER
-        self.runtime = ActorRuntime(self.config, owner=self)
+        self.runtime = ActorRuntime(self.config, owner=self, router=self.router)
         self._closed = False
         self._system: dict[type, PublishFeed[Any]] = {}
         for cls in SYSTEM_MESSAGES:
@@ -165,8 +166,6 @@ class Bus:
         self._discovery.advertise()
         self._discovery.update_feed_state(FeedState.UP)
         self.net: Any = None
-        with Bus._open_lock:
-            Bus._open.add(self)
         c = self.config
         if c.services or c.connections or c.gateways or c.jrep_clients:
             self._start_net()
@@ -193,9 +192,9 @@ class Bus:
     @classmethod
     def current(cls) -> Bus | None:
         """The single open bus of this process, or None if there are none or several."""
-        with cls._open_lock:
-            live = [b for b in cls._open if not b._closed]
-        return live[0] if len(live) == 1 else None
+        runtime = bus_runtimes.single()
+        bus = runtime.owner if runtime is not None else None
+        return bus if isinstance(bus, Bus) and not bus._closed else None
 
     # ------------------------------------------------------------- lifecycle
     def register(
@@ -237,14 +236,13 @@ class Bus:
         if self._closed:
             return
         self._closed = True
+        bus_runtimes.discard(self.runtime)  # no longer the single open bus
         try:
             if self.net is not None:
                 self.net.close(timeout)
             self.runtime.close(timeout)
             self.router.peer_log.close()  # how many peer lines were held back
         finally:
-            with Bus._open_lock:
-                Bus._open.discard(self)
             if self._gc_held:
                 self._gc_held = False
                 _gc.release()
@@ -779,11 +777,3 @@ class Bus:
 
 def _ignore(*args: object) -> None:
     """A callback that does nothing."""
-
-
-def _current_runtime() -> ActorRuntime | None:
-    bus = Bus.current()
-    return bus.runtime if bus is not None else None
-
-
-find_runtime_with(_current_runtime)

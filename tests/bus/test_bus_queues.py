@@ -126,7 +126,7 @@ def states(log: EventLog) -> list[FeedState]:
 
 
 def group_of(bus: Bus, subject: str, name: str) -> Any:
-    return bus.router._entries[MessageKey(Job, subject)].groups[name]
+    return bus.router.entries[MessageKey(Job, subject)].groups[name]
 
 
 def assert_once_each(parts: list[list[int]], total: int) -> None:

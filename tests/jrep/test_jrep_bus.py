@@ -12,7 +12,8 @@ from typing import Any
 from jrep_support import WAIT, Add, Client, Price, Sum, serving
 
 from actorbus import Actor, FeedState, MessageKey, ReplyStatus
-from actorbus.bus import Permissions
+from actorbus.bus import SYSTEM_SUBJECT, AccessRefused, Permissions
+from actorbus.bus.permissions import DEFAULT_DENY
 from actorbus.testing import Recorder, wait_until
 
 PRICE = Price.__type_name__
@@ -197,6 +198,23 @@ def test_permissions_refuse_with_a_reason() -> None:
         c.error("Refused")
         c.send({"ToSubject": "/ok", "Type": PRICE, "Value": {"value": "1"}})
         c.sync()
+
+
+def test_a_refusal_is_the_seams_and_reported_like_a_linked_nodes() -> None:
+    """The session asks its party, which decides by the rule a TCP peer meets:
+    the client hears why, and the node publishes AccessRefused for it."""
+    rules = Permissions(["allow subscribe web /ok"])
+    with serving(permissions=rules) as (bus, gateway), Client(gateway) as c:
+        refused = bus.inbox(AccessRefused, SYSTEM_SUBJECT)
+        c.join({"Subject": "/ok", "Type": PRICE})
+        c.command("FeedState")
+        c.send({"ToSubject": "/no", "Type": PRICE, "Value": {"value": "1"}})
+        assert "may not publish" in c.error("Refused")["ErrorMessage"]
+        told = refused.receive(WAIT)
+        assert told is not None, "no AccessRefused"
+        assert (told.action, told.key) == ("publish", str(MessageKey(Price, "/no")))
+        assert told.rule == DEFAULT_DENY
+        refused.close()
 
 
 def test_two_sessions_never_see_each_others_private_subjects_or_replies() -> None:

@@ -82,11 +82,11 @@ def _connect(bus: Bus, port: int) -> Link:
 
 def _remote_turns(bus: Bus) -> int:
     """The turns remote nodes take in our group's rotation (their member counts)."""
-    entry = bus.router._entries.get(MessageKey(Seq, SUBJECT))
+    entry = bus.router.entries.get(MessageKey(Seq, SUBJECT))
     group = entry.groups.get(GROUP) if entry is not None else None
     if group is None:
         return 0
-    return sum(m._weight for m in group.members if m._remote is not None)
+    return sum(m.weight for m in group.members if m.remote is not None)
 
 
 def _wait_remote_turns(bus: Bus, turns: int) -> None:

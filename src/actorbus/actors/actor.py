@@ -24,11 +24,12 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
+from actorbus.actors._context import bus_runtimes
 from actorbus.actors.errors import NotRegisteredError
 from actorbus.actors.failure import FailedTask, report_failure
 from actorbus.bus.owner import FeedOwner
 from actorbus.bus.scope import Scope
-from actorbus.errors import UsageError
+from actorbus.errors import RegistrationError, UsageError
 
 if TYPE_CHECKING:
     from actorbus.actors.dispatcher import Dispatcher
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
     from actorbus.bus.message import Notification, Request
     from actorbus.bus.queues import QueueGroup
+    from actorbus.bus.router import Router
     from actorbus.bus.subjects import Wildcard
 
 __all__ = ["Actor", "ActorContext"]
@@ -255,9 +257,32 @@ class Actor(FeedOwner):
             mailbox, delay_s, fn, args, period_s=period_s, owner=self._ab_timers
         )
 
+    def _ab_feed_context(self) -> tuple[Router, Callable[..., None]]:
+        """(FeedOwner's interface) The router of the actor's bus and its mailbox's
+        ``post_one``; an actor not registered yet is registered with the single
+        open bus first (without running ``startup``)."""
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            runtime = bus_runtimes.single()
+            if runtime is None:
+                raise RegistrationError(
+                    f"{self!r} opened a feed but is not registered and no single open "
+                    f"Bus exists; call bus.register(actor) first"
+                )
+            runtime.ensure_registered(self)
+            mailbox = self._mailbox_or_raise("open a feed")
+        router = self.actor_context.runtime.router
+        if router is None:
+            raise RegistrationError(
+                f"{self!r} opened a feed but its runtime serves no bus; register the "
+                f"actor with a Bus (bus.register(actor)) to open feeds"
+            )
+        return router, mailbox.post_one
+
     def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
-        """(name, kind, awaits callbacks) of the actor's dispatcher; None when not
-        registered.  Feeds use it to refuse ``async def`` callbacks nothing awaits."""
+        """(FeedOwner's interface) (name, kind, awaits callbacks) of the actor's
+        dispatcher; None when not registered.  Feeds use it to refuse ``async
+        def`` callbacks nothing awaits."""
         mailbox = self._ab_mailbox
         if mailbox is None:
             return None

@@ -104,7 +104,6 @@ from actorbus.actors._dispatcher_base import (
 )
 from actorbus.actors.asyncio_dispatcher import AsyncioDispatcher
 from actorbus.actors.mailbox import Mailbox
-from actorbus.bus.party import use_delivery_batching
 from actorbus.config.schema import DispatcherConfig, DispatcherKind
 
 __all__ = [
@@ -269,11 +268,6 @@ def release_wakes() -> None:
     if held:
         for put, mailbox in held:
             put(mailbox)
-
-
-# A transport's batch of inbound deliveries holds the wake-ups this way (the bus
-# core's seam, bus/party.py, does not know dispatchers: it is handed these).
-use_delivery_batching(hold_wakes, release_wakes)
 
 
 class BlockingDispatcher(_ThreadDispatcher):

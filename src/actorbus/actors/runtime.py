@@ -33,11 +33,13 @@ from typing import Any
 
 from actorbus._log import logger, report
 from actorbus._signals import stop_with, take_fatal
+from actorbus.actors._context import bus_runtimes
 from actorbus.actors.actor import Actor
 from actorbus.actors.dispatcher import Dispatcher, DispatcherStats, make_dispatcher
 from actorbus.actors.errors import NotRegisteredError, RuntimeClosedError, UnknownDispatcherError
 from actorbus.actors.mailbox import Mailbox
 from actorbus.actors.timers import TimerService
+from actorbus.bus.router import Router
 from actorbus.config.schema import BusConfig
 from actorbus.errors import ConfigError, RegistrationError, UsageError
 
@@ -192,10 +194,19 @@ class ActorRuntime:
     (the ``Bus``), available as :attr:`owner`.
     """
 
-    def __init__(self, config: BusConfig = _DEFAULT_CONFIG, *, owner: object | None = None) -> None:
+    def __init__(
+        self,
+        config: BusConfig = _DEFAULT_CONFIG,
+        *,
+        owner: object | None = None,
+        router: Router | None = None,
+    ) -> None:
         self.config = config
         #: the object that owns this runtime (the Bus), or None.
         self.owner = owner
+        #: the bus's router, which the actors' feeds join; None: a runtime without
+        #: a bus, whose actors cannot open feeds
+        self.router = router
         self._lock = threading.RLock()
         self._close_lock = threading.Lock()
         self._closing = False
@@ -221,6 +232,8 @@ class ActorRuntime:
             raise
         self._dispatchers = dispatchers
         self._dispatchers_view: Mapping[str, Dispatcher] = MappingProxyType(dispatchers)
+        if router is not None:
+            bus_runtimes.add(self)
 
     def _stop_with(self, exc: BaseException) -> None:
         """(a dispatcher thread) Actor code raised ``exc``, a BaseException that is
@@ -607,6 +620,7 @@ class ActorRuntime:
             if self._closed:
                 return
             deadline = time.monotonic() + timeout
+            bus_runtimes.discard(self)
             with self._lock:
                 self._closing = True
                 actors = list(self._actors.values())

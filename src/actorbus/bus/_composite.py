@@ -2,7 +2,7 @@
 
 An Enum travels by value or by member name; a MessageKey and a nested struct of a
 subclass name a registered class by its type name, resolved through the registry
-lookup the message module hands over (see :func:`._types.use_records`); a sequence
+lookup the message module hands over (see :class:`._types.Records`); a sequence
 and an optional wrap the field type of their item.  They are kept apart from the
 value types (:mod:`._scalars`, :mod:`._converted`) because they are built per
 annotation by :func:`._types.compile_type` rather than taken from its table.

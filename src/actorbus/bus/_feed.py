@@ -5,8 +5,46 @@
 lists it (``discoverable``), the open → placed → closed life, and how callbacks
 are resolved when a feed is placed — the callable given, else the owner's role
 method — including the refusal of ``async def`` callbacks where nothing awaits
-them.  The router, the feeds and discovery share these private names on
-purpose: they are one component split by size.
+them.
+
+The feed as the bus core's shared record
+----------------------------------------
+The router, the parties, the queue groups and discovery read and write a feed's
+state; those fields are plain attributes without a leading underscore (one
+attribute load on the hot paths, like the ``_name`` they replace), which makes
+them part of the bus core's internal interface, not of the public API (the
+public names of a feed are its methods and properties).  Who writes what:
+
+=================  ===========================================================
+``cat``            the feed category (0-2 :class:`Scope`, 3 from a remote
+                   peer); set here once.  The router indexes counters and
+                   routes with it.
+``remote``         the :class:`~actorbus.bus.party.RemoteParty` of a proxy
+                   feed, else None; set here once.
+``post``           how a task reaches the owner (its mailbox's ``post_one``,
+                   or a direct call); set here once; the router, queues and
+                   requests post through it.
+``entry``          the router's per-key record (``router._Entry``) this feed
+                   is counted in; set here once.
+``stamp``          the :class:`~actorbus.bus.sender.Sender` this feed stamps on
+                   what it sends; set here when the feed is placed.
+``phase``          open / placed / closed; written here and by the feed
+                   classes, read by the queue groups.
+``reported``       the state last reported to the owner; written by the
+                   router under its lock, read by discovery.
+``condition``      a subscriber's or replier's filter, or None; set here once.
+``declared``       (publishers, repliers) the state the owner declared; written
+                   by the feed under the router lock.
+``routes``         (publishers) the stamped routes the publish loop reads;
+                   written by the router under its lock (``bus/_stamp.py``).
+``route``          (subscribers, repliers) a proxy's transport call, or None;
+                   set once.
+``group``,         (subscribers) the queue group's name and this member's turns
+``weight``         in its rotation; set once.
+``wild``           (subscribers) the :class:`Wildcard`, or None; set once.
+=================  ===========================================================
+
+Everything else of a feed keeps its ``_name`` and is its own module's.
 """
 
 from __future__ import annotations
@@ -100,20 +138,20 @@ class Feed(abc.ABC):
 
     __slots__ = (
         "__weakref__",
-        "_cat",
-        "_condition",
         "_discoverable",
-        "_entry",
         "_id",
         "_key",
         "_owner",
-        "_phase",
-        "_post",
-        "_remote",
-        "_reported",
         "_router",
         "_scope",
-        "_sender",
+        "cat",
+        "condition",
+        "entry",
+        "phase",
+        "post",
+        "remote",
+        "reported",
+        "stamp",
     )
 
     #: the verb that places this kind of feed ("advertise" or "subscribe").
@@ -141,26 +179,26 @@ class Feed(abc.ABC):
             )
         self._router = router
         #: unique per bus; what a :class:`~actorbus.bus.sender.Sender` names
-        self._id = next(router._feed_ids)
+        self._id = next(router.feed_ids)
         #: what this feed stamps on what it sends (set when it is placed)
-        self._sender: Sender = _NO_SENDER
+        self.stamp: Sender = _NO_SENDER
         self._owner = owner
         #: False keeps the feed out of discovery (:mod:`actorbus.bus.discovery`)
         self._discoverable = discoverable
         self._key = key
         self._scope = scope
-        self._remote = remote
-        self._cat = 3 if remote is not None else int(scope)
-        self._post: Callable[..., None] = post if post is not None else _direct
-        self._phase = _Phase.OPEN
-        self._reported = False
-        self._condition = condition
-        # a wildcard subscription (``_wild``, set by SubscribeFeed first) has no
+        self.remote = remote
+        self.cat = 3 if remote is not None else int(scope)
+        self.post: Callable[..., None] = post if post is not None else _direct
+        self.phase = _Phase.OPEN
+        self.reported = False
+        self.condition = condition
+        # a wildcard subscription (``wild``, set by SubscribeFeed first) has no
         # key of its own: its entry is a loose one the router never looks up
-        if getattr(self, "_wild", None) is None:
-            self._entry = router._entry(key)
+        if getattr(self, "wild", None) is None:
+            self.entry = router.entry_for(key)
         else:
-            self._entry = router._loose_entry(key)
+            self.entry = router.loose_entry(key)
 
     # ---------------------------------------------------------------- properties
     @property
@@ -190,26 +228,26 @@ class Feed(abc.ABC):
     @property
     def is_open(self) -> bool:
         """True until :meth:`close`."""
-        return self._phase is not _Phase.CLOSED
+        return self.phase is not _Phase.CLOSED
 
     @property
     def is_placed(self) -> bool:
         """True while advertised (publisher/replier) or subscribed (subscriber/requestor)."""
-        return self._phase is _Phase.PLACED
+        return self.phase is _Phase.PLACED
 
     @property
     def feed_state(self) -> FeedState:
         """UP when the other side is there (see each role)."""
-        return FeedState.UP if self._reported else FeedState.DOWN
+        return FeedState.UP if self.reported else FeedState.DOWN
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._key} {self._scope.name} {self._phase.value}>"
+        return f"<{type(self).__name__} {self._key} {self._scope.name} {self.phase.value}>"
 
     # ---------------------------------------------------------------- life
     def _require(self, phase: _Phase, action: str) -> None:
-        if self._phase is phase:
+        if self.phase is phase:
             return
-        if self._phase is _Phase.CLOSED:
+        if self.phase is _Phase.CLOSED:
             raise FeedStateError(
                 f"{action} on {type(self).__name__} {self._key}: the feed is closed; open a new feed"
             )
@@ -226,8 +264,8 @@ class Feed(abc.ABC):
         )
 
     def _require_settable(self, what: str) -> None:
-        if self._phase is not _Phase.OPEN:
-            state = "closed" if self._phase is _Phase.CLOSED else "already placed"
+        if self.phase is not _Phase.OPEN:
+            state = "closed" if self.phase is _Phase.CLOSED else "already placed"
             raise CallbackError(
                 f"cannot set the {what} callback of {type(self).__name__} {self._key}: the "
                 f"feed is {state}; set callbacks after opening and before "
@@ -270,22 +308,22 @@ class Feed(abc.ABC):
 
     def _enter_placed(self, place: Callable[[Any], None]) -> None:
         """Mark the feed placed and tell the router; undo the mark if it refuses."""
-        self._sender = sender_of(self._router.node_id, self._owner, self._id, self._remote)
-        self._phase = _Phase.PLACED
+        self.stamp = sender_of(self._router.node_id, self._owner, self._id, self.remote)
+        self.phase = _Phase.PLACED
         try:
             place(self)
         except BaseException:
-            self._phase = _Phase.OPEN
+            self.phase = _Phase.OPEN
             raise
 
     def close(self) -> None:
         """Retract if placed and make the feed unusable.  Closing twice is harmless."""
-        if self._phase is _Phase.CLOSED:
+        if self.phase is _Phase.CLOSED:
             return
-        if self._phase is _Phase.PLACED:
+        if self.phase is _Phase.PLACED:
             self._retract()
-        self._phase = _Phase.CLOSED
-        self._router._forget(self)
+        self.phase = _Phase.CLOSED
+        self._router.forget(self)
 
     def __enter__(self) -> Feed:
         return self

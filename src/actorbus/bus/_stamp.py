@@ -1,6 +1,6 @@
 """Routes stamped with their publisher's :class:`~actorbus.bus.sender.Sender`.
 
-Each publisher keeps its own copy of its category's routes (``PublishFeed._routes``),
+Each publisher keeps its own copy of its category's routes (``PublishFeed.routes``),
 every delivery in it bound to the publisher's Sender, remade whenever the key's
 routes change (:func:`restamp`, under the router lock).  So a subscriber learns
 who sent each message at no cost to the publish loop, which reads one attribute
@@ -38,7 +38,7 @@ def restamp(entry: Any) -> None:
     """(under the router lock) Remake every publisher's stamped routes of ``entry``."""
     routes = entry.routes
     for p in entry.pubs:
-        p._routes = stamped(routes[p._cat], p._sender)
+        p.routes = stamped(routes[p.cat], p.stamp)
 
 
 def stamped(routes: Routes, sender: Sender) -> Routes:

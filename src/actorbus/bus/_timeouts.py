@@ -15,7 +15,7 @@ armed for the earliest deadline it knows of.
   deadline is earlier than the armed one, which with the usual single timeout
   value is never.
 * **Finishing a request** does nothing here.  The router forgets a finished
-  request (``Router._requests``); its entry stays in the heap and is dropped
+  request (``Router.requests``); its entry stays in the heap and is dropped
   lazily: each push first pops up to two entries of finished requests off the
   top, so with one timeout value the heap holds about the requests still
   outstanding.  Entries of finished requests buried under a live one (mixed

@@ -73,6 +73,7 @@ __all__ = [
     "TIMESTAMP",
     "TIMESTAMP_MAX",
     "FieldType",
+    "Records",
     "SocketAddress",
     "SubStructExt",
     "_EnumType",
@@ -98,29 +99,25 @@ class UnsupportedType(Exception):
     """Internal: an annotation names a type fields cannot hold."""
 
 
-class _Records:
-    """The message module's classes that annotations may name, handed over by
-    :mod:`actorbus.bus.message` when it is imported (it imports this module, so
-    this module never imports it)."""
+class Records:
+    """The message module's classes an annotation may name, handed to
+    :func:`compile_type` by :mod:`actorbus.bus.message` (which imports this
+    module, so this module never imports it).  The message module makes one and
+    fills it once its classes exist: until then no annotation can name them."""
 
-    message_key: Any = None
-    message: Any = None
-    field: Any = None
-    lookup_type: Any = None
+    __slots__ = ("field", "lookup_type", "message", "message_key")
 
-
-def use_records(message_key: Any, message: Any, field: Any, lookup_type: Any) -> None:
-    """(actorbus.bus.message, at import) The classes ``compile_type`` checks
-    annotations against."""
-    _Records.message_key = message_key
-    _Records.message = message
-    _Records.field = field
-    _Records.lookup_type = lookup_type
+    def __init__(self) -> None:
+        self.message_key: Any = None
+        self.message: Any = None
+        self.field: Any = None
+        self.lookup_type: Any = None
 
 
-def compile_type(annotation: object) -> FieldType:
-    """Turn a resolved annotation into a FieldType, or raise UnsupportedType."""
-    _message = _Records
+def compile_type(annotation: object, records: Records) -> FieldType:
+    """Turn a resolved annotation into a FieldType, or raise UnsupportedType;
+    ``records``: the classes it may name."""
+    _message = records
     try:
         simple = _SIMPLE.get(annotation)
     except TypeError:  # an unhashable annotation such as [int]
@@ -139,7 +136,7 @@ def compile_type(annotation: object) -> FieldType:
         if set(members) == {ipaddress.IPv4Address, ipaddress.IPv6Address}:
             inner: FieldType = _IP_ANY
         elif len(members) == 1:
-            inner = compile_type(members[0])
+            inner = compile_type(members[0], records)
         else:
             raise UnsupportedType(f"{annotation!r}: of unions only X | None is allowed")
         if not has_none or inner.optional:
@@ -152,7 +149,7 @@ def compile_type(annotation: object) -> FieldType:
             )
         if not args:
             raise UnsupportedType(f"{annotation!r} without an item type; write list[T]")
-        item = compile_type(args[0])
+        item = compile_type(args[0], records)
         if item.optional:
             raise UnsupportedType(f"{annotation!r}: sequence items may not be None")
         return _SequenceType(item, "list" if origin is list else "tuple")

@@ -151,7 +151,7 @@ def _check_scope(scope: object) -> Scope | None:
 
 def _listed(feed: Any, router: Router, scope: Scope | None) -> bool:
     """True when discovery lists ``feed`` (see the module docstring)."""
-    if feed._remote is not None or not feed._discoverable:
+    if feed.remote is not None or not feed._discoverable:
         return False
     if scope is not None and feed._scope is not scope:
         return False
@@ -167,7 +167,7 @@ _Rows = dict[tuple[str, str, str | None, str, str, str | None], list[int]]
 
 def _count(rows: _Rows, feed: Any, role: str, up: bool, wildcard: str | None = None) -> None:
     key = feed._key
-    group: str | None = getattr(feed, "_group", None)
+    group: str | None = getattr(feed, "group", None)
     cell = rows.setdefault(
         (key.message_class.__type_name__, key.subject, wildcard, role, feed._scope.name, group),
         [0, 0],
@@ -185,27 +185,27 @@ def local_topics(router: Router, node_id: str, *, scope: Scope | None = None) ->
     Raises :class:`~actorbus.UsageError` when ``scope`` is not a Scope or None."""
     wanted = _check_scope(scope)
     rows: _Rows = {}
-    with router._lock:
-        for entry in router._entries.values():
+    with router.lock:
+        for entry in router.entries.values():
             for pub in entry.pubs:
                 if _listed(pub, router, wanted):
-                    _count(rows, pub, "publisher", pub._declared)
+                    _count(rows, pub, "publisher", pub.declared)
             for sub in entry.subs:
                 # a wildcard subscription joined to this key is listed once, below
-                if sub._wild is None and _listed(sub, router, wanted):
-                    _count(rows, sub, "subscriber", sub._reported)
+                if sub.wild is None and _listed(sub, router, wanted):
+                    _count(rows, sub, "subscriber", sub.reported)
             for req in entry.requestors:
                 if _listed(req, router, wanted):
-                    _count(rows, req, "requestor", req._reported)
+                    _count(rows, req, "requestor", req.reported)
             for rep in entry.repliers:
                 if _listed(rep, router, wanted):
-                    _count(rows, rep, "replier", rep._declared)
-        for index in router._wild.values():
+                    _count(rows, rep, "replier", rep.declared)
+        for index in router.wild.values():
             for wild, bucket in index._buckets.items():
                 for _, value in bucket:
                     # a remote party's pattern is a PatternWatch, not a feed
-                    if getattr(value, "_wild", None) is wild and _listed(value, router, wanted):
-                        _count(rows, value, "subscriber", value._reported, wild.dialect)
+                    if getattr(value, "wild", None) is wild and _listed(value, router, wanted):
+                        _count(rows, value, "subscriber", value.reported, wild.dialect)
     topics = [
         Topic(node_id, mtype, subject, wildcard, role, scope_name, queue, count, up)
         for (mtype, subject, wildcard, role, scope_name, queue), (count, up) in rows.items()

@@ -17,7 +17,7 @@ naming the missing one.  Required callbacks: publisher → publish status;
 subscriber → message; requestor → reply; replier → request.  The others
 (subscriber/requestor feed status, replier cancel) are optional.
 
-Every callback runs as a task in the owner's mailbox (``self._post``), so an
+Every callback runs as a task in the owner's mailbox (``self.post``), so an
 actor's callbacks never overlap.  Feeds without an actor (inboxes, the
 synchronous request helpers, remote proxies) have a direct poster that runs the
 callback at once on the calling thread; their callbacks only enqueue.
@@ -82,14 +82,14 @@ class PublishFeed(Feed, Generic[N]):
         "_cb_congestion",
         "_cb_status",
         "_congested",
-        "_declared",
         "_given_congestion",
         "_given_status",
         "_mcls",
         "_ready",
-        "_routes",
         "_subject",
         "_waiters",
+        "declared",
+        "routes",
     )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
@@ -99,12 +99,12 @@ class PublishFeed(Feed, Generic[N]):
         super().__init__(*args, **kwargs)
         self._given_status: Callback | None = None
         self._cb_status: Callback | None = None
-        self._declared = False
+        self.declared = False
         self._mcls: type = self._key.message_class
         self._subject: str = self._key.subject
         #: this publisher's routes: its category's in the entry, each delivery
         #: stamped with this feed's sender (the router keeps them; see there)
-        self._routes: tuple[tuple[Any, ...], tuple[Callable[[Any], object], ...]] = ((), ())
+        self.routes: tuple[tuple[Any, ...], tuple[Callable[[Any], object], ...]] = ((), ())
         #: publisher back-pressure: a link this feed publishes to is over its
         #: output queue's high-water mark (the router sets it, under its lock)
         self._congested = False
@@ -136,7 +136,7 @@ class PublishFeed(Feed, Generic[N]):
         self._cb_congestion = self._resolve(
             self._given_congestion, "on_congestion", "congestion", required=False
         )
-        self._enter_placed(self._router._place_publisher)
+        self._enter_placed(self._router.place_publisher)
 
     def unadvertise(self) -> None:
         """Retract the advertisement; the feed may be advertised again."""
@@ -144,9 +144,9 @@ class PublishFeed(Feed, Generic[N]):
         self._retract()
 
     def _retract(self) -> None:
-        self._router._retract_publisher(self)
-        self._phase = _Phase.OPEN
-        self._declared = False
+        self._router.retract_publisher(self)
+        self.phase = _Phase.OPEN
+        self.declared = False
 
     def update_feed_state(self, state: FeedState) -> None:
         """Declare this publisher's own state (its source is up or down)."""
@@ -154,18 +154,18 @@ class PublishFeed(Feed, Generic[N]):
         if not isinstance(state, FeedState):
             raise UsageError(f"update_feed_state() takes a FeedState, found {state!r}")
         up = state is FeedState.UP
-        if up != self._declared:
-            self._declared = up
-            self._router._publisher_state(self)
+        if up != self.declared:
+            self.declared = up
+            self._router.publisher_state(self)
 
     @property
     def declared_state(self) -> FeedState:
         """The state this publisher declared with :meth:`update_feed_state`."""
-        return FeedState.UP if self._declared else FeedState.DOWN
+        return FeedState.UP if self.declared else FeedState.DOWN
 
     def is_feed_up(self) -> bool:
         """True when advertised, declared UP, and at least one subscriber is there."""
-        return self._declared and self._reported
+        return self.declared and self.reported
 
     def publish(self, message: N) -> int:
         """Send ``message`` to every in-scope subscriber of this key.
@@ -173,17 +173,13 @@ class PublishFeed(Feed, Generic[N]):
         Returns how many subscribers took it (local subscribers, inboxes and remote
         links — before subscriber conditions run): 0 means nobody was there, e.g.
         between the last subscriber leaving and this publisher's DOWN status."""
-        if (
-            not self._declared
-            or type(message) is not self._mcls
-            or message.subject != self._subject
-        ):
+        if not self.declared or type(message) is not self._mcls or message.subject != self._subject:
             self._publish_refused(message)
         # One atomic read of this category's routes (see the router): subscribers
         # posting to a mailbox get its post inlined (``Mailbox.post_parts``: the
         # one place outside the mailbox that queues a task), the others
         # (inboxes, remote proxies) are called.
-        local, other = self._routes
+        local, other = self.routes
         for put, claim, schedule, mailbox, deliver in local:
             put((deliver, message))
             if claim(0, False):
@@ -220,7 +216,7 @@ class PublishFeed(Feed, Generic[N]):
                 "runs (and the links on it may be the ones to drain); use "
                 "'await feed.ready(timeout)' there"
             )
-        with self._router._lock:
+        with self._router.lock:
             if not self._congested:
                 return True
             ready = self._ready
@@ -232,7 +228,7 @@ class PublishFeed(Feed, Generic[N]):
         """``await`` until no link this feed publishes to is congested (see
         :meth:`wait_ready`); False if ``timeout`` seconds passed first."""
         loop = asyncio.get_running_loop()
-        with self._router._lock:
+        with self._router.lock:
             if not self._congested:
                 return True
             waiter = (loop, loop.create_future())
@@ -242,11 +238,11 @@ class PublishFeed(Feed, Generic[N]):
         except TimeoutError:
             return False
         finally:
-            with self._router._lock:
+            with self._router.lock:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
-    def _congestion_changed(self, congested: bool) -> None:
+    def congestion_changed(self, congested: bool) -> None:
         """(under the router lock) The router's mark changed: wake the waiters,
         post the callback."""
         self._congested = congested
@@ -263,19 +259,19 @@ class PublishFeed(Feed, Generic[N]):
                     loop.call_soon_threadsafe(_resolve_ready, future)
                 except RuntimeError:  # its loop is closed
                     pass
-        if self._phase is _PLACED and self._cb_congestion is not None:
-            self._post(self._fire_congestion, congested)
+        if self.phase is _PLACED and self._cb_congestion is not None:
+            self.post(self._fire_congestion, congested)
 
     def _fire_congestion(self, congested: bool) -> object:
-        if self._phase is _PLACED and self._cb_congestion is not None:
+        if self.phase is _PLACED and self._cb_congestion is not None:
             return self._cb_congestion(congested, self)
         return None
 
     def _publish_refused(self, message: object) -> None:
         key = self._key
-        if self._phase is not _Phase.PLACED:
+        if self.phase is not _Phase.PLACED:
             self._require(_Phase.PLACED, "publish()")
-        if not self._declared:
+        if not self.declared:
             raise FeedStateError(
                 f"publish() on feed {key} while its state is DOWN; call "
                 f"update_feed_state(FeedState.UP) (typically after publish status reports UP)"
@@ -290,7 +286,7 @@ class PublishFeed(Feed, Generic[N]):
         )
 
     def _fire_status(self, up: bool) -> object:
-        if self._phase is _Phase.PLACED and self._cb_status is not None:
+        if self.phase is _Phase.PLACED and self._cb_status is not None:
             return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
         return None
 
@@ -320,14 +316,14 @@ class SubscribeFeed(Feed, Generic[N]):
         "_from",
         "_given_message",
         "_given_status",
-        "_group",
         "_group_config",
         "_inline",
         "_joined",
-        "_route",
         "_ups",
-        "_weight",
-        "_wild",
+        "group",
+        "route",
+        "weight",
+        "wild",
     )
     _place_verb = "subscribe"
     _retract_verb = "unsubscribe"
@@ -348,31 +344,31 @@ class SubscribeFeed(Feed, Generic[N]):
     ) -> None:
         # A wildcard subscription matches many keys: the router joins it to the
         # entry of each matching key (``_joined``: entry -> UP there; ``_ups``
-        # counts the UP ones).  A queue member (``_group``, its name) is reached
+        # counts the UP ones).  A queue member (``group``, its name) is reached
         # through its group's rotation, never by a route of its own
-        # (:mod:`actorbus.bus.queues`); ``_weight`` is how many turns it takes
+        # (:mod:`actorbus.bus.queues`); ``weight`` is how many turns it takes
         # (a remote node's proxy: its member count).
-        self._wild = wildcard
+        self.wild = wildcard
         #: the sender of the message being delivered (see ``sender``)
         self._from: Sender | None = None
         self._joined: dict[Any, bool] = {}
         self._ups = 0
-        self._group: str | None = None
+        self.group: str | None = None
         self._group_config: QueueGroup | None = None
-        self._weight = weight
+        self.weight = weight
         if queue is not None:
             config = QueueGroup.of(queue) if not isinstance(queue, str) else None
             check_group_name(queue if isinstance(queue, str) else queue.name)
-            self._group = queue if isinstance(queue, str) else queue.name
+            self.group = queue if isinstance(queue, str) else queue.name
             self._group_config = config
             if wildcard is not None:
                 raise UsageError(
-                    f"queue group {self._group!r}: a queue subscription takes one subject, "
+                    f"queue group {self.group!r}: a queue subscription takes one subject, "
                     f"not a wildcard ({wildcard}); subscribe the members to an exact subject"
                 )
             if kwargs.get("condition") is not None:
                 raise UsageError(
-                    f"queue group {self._group!r}: a queue member cannot have a condition (a "
+                    f"queue group {self.group!r}: a queue member cannot have a condition (a "
                     f"notification it refused would reach nobody); filter in the callback"
                 )
         super().__init__(*args, **kwargs)
@@ -383,31 +379,31 @@ class SubscribeFeed(Feed, Generic[N]):
         # How a publisher reaches this feed.  When the poster is a mailbox's
         # ``post``, ``_inline`` is ``(put, claim, schedule, mailbox, deliver)``
         # and the publish loop runs the post inline (``Mailbox.post_parts``);
-        # otherwise ``_route(message)`` is
+        # otherwise ``route(message)`` is
         # called: ``route`` when given (a remote proxy's transport), else the
         # delivery itself for a direct poster, or a partial that posts it.
-        # Exactly one of ``_inline`` and ``_route`` is set.
-        deliver = self._deliver if self._condition is None else self._deliver_if
-        post = self._post
+        # Exactly one of ``_inline`` and ``route`` is set.
+        deliver = self._deliver if self.condition is None else self._deliver_if
+        post = self.post
         mailbox = getattr(post, "__self__", None)
         parts = getattr(mailbox, "post_parts", None) if post is not _direct else None
         self._inline: tuple[Any, ...] | None = None
-        self._route: Callable[[Any], object] | None = None
+        self.route: Callable[[Any], object] | None = None
         #: what holds this feed's undelivered messages when it is not a mailbox
         #: (an :class:`~actorbus.bus.inbox.Inbox`): anything with a ``depth``, which
         #: a link's input back-pressure watches as it watches mailboxes
         self._backlog: Any = None
         if route is not None:
-            self._route = route
+            self.route = route
         elif parts is not None:
             put, claim, schedule = parts()
             self._inline = (put, claim, schedule, mailbox, deliver)
         elif post is _direct:
-            self._route = deliver
+            self.route = deliver
         else:
             import functools
 
-            self._route = functools.partial(post, deliver)
+            self.route = functools.partial(post, deliver)
 
     def status_callback(self, fn: Callable[[FeedState, SubscribeFeed[N]], object]) -> None:
         """Set the feed-status callback ``fn(state, feed)`` (only while not subscribed)."""
@@ -424,7 +420,7 @@ class SubscribeFeed(Feed, Generic[N]):
         self._require(_Phase.OPEN, "subscribe()")
         self._cb_message = self._resolve(self._given_message, "on_message", "message", True)
         self._cb_status = self._resolve(self._given_status, "on_feed_status", "status", False)
-        self._enter_placed(self._router._place_subscriber)
+        self._enter_placed(self._router.place_subscriber)
 
     def unsubscribe(self) -> None:
         """Stop receiving; the feed may subscribe again."""
@@ -432,8 +428,8 @@ class SubscribeFeed(Feed, Generic[N]):
         self._retract()
 
     def _retract(self) -> None:
-        self._router._retract_subscriber(self)
-        self._phase = _Phase.OPEN
+        self._router.retract_subscriber(self)
+        self.phase = _Phase.OPEN
 
     # The delivery task, run on the owner's dispatcher: drop the message if the
     # feed was retracted since it was queued; check the condition just before
@@ -441,12 +437,12 @@ class SubscribeFeed(Feed, Generic[N]):
     # The callback's result is the task's: an awaitable is awaited by an asyncio
     # dispatcher before the actor's next task.
     def _deliver(self, message: Any) -> object:
-        if self._phase is _PLACED:
+        if self.phase is _PLACED:
             return self._cb_message(message, self)  # type: ignore[misc]
         return None
 
     def _deliver_if(self, message: Any) -> object:
-        if self._phase is _PLACED and self._condition(message):  # type: ignore[misc]
+        if self.phase is _PLACED and self.condition(message):  # type: ignore[misc]
             return self._cb_message(message, self)  # type: ignore[misc]
         return None
 
@@ -459,15 +455,15 @@ class SubscribeFeed(Feed, Generic[N]):
     @property
     def wildcard(self) -> Wildcard | None:
         """The pattern this feed subscribes to, or None for an exact subject."""
-        return self._wild
+        return self.wild
 
     @property
     def queue(self) -> str | None:
         """The queue group this feed is a member of, or None."""
-        return self._group
+        return self.group
 
     def _fire_status(self, up: bool) -> object:
-        if self._phase is _Phase.PLACED and self._cb_status is not None:
+        if self.phase is _Phase.PLACED and self._cb_status is not None:
             return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
         return None
 
@@ -487,14 +483,14 @@ class Stamped:
 
     def deliver(self, message: Any) -> object:
         feed = self.target_feed
-        if feed._phase is _PLACED:
+        if feed.phase is _PLACED:
             feed._from = self.sender
             return feed._cb_message(message, feed)  # type: ignore[misc]
         return None
 
     def deliver_if(self, message: Any) -> object:
         feed = self.target_feed
-        if feed._phase is _PLACED and feed._condition(message):  # type: ignore[misc]
+        if feed.phase is _PLACED and feed.condition(message):  # type: ignore[misc]
             feed._from = self.sender
             return feed._cb_message(message, feed)  # type: ignore[misc]
         return None

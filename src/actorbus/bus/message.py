@@ -48,12 +48,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import CodecError, DeclarationError, UsageError, ValidationError
-from . import _types
+from . import _codegen
 from ._types import (
     ALLOWED_TYPES_TEXT,
     TIMESTAMP,
     TIMESTAMP_MAX,
     FieldType,
+    Records,
     UnsupportedType,
     _EnumType,
     _Mismatch,
@@ -85,6 +86,9 @@ __all__ = [
 M = TypeVar("M", bound="Message")
 
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>", "__slots__": ()})()
+
+#: the classes a field annotation may name (filled in below, once they exist)
+_records = Records()
 _CLASSVAR = re.compile(r"^\s*(typing\.|t\.)?ClassVar\b")
 _TYPE_NAME = re.compile(r'[^\s:"]+')
 # tuple methods a field may shadow (DataPoint.count is a better use of the name)
@@ -255,7 +259,7 @@ class _MessageMeta(type):
                 ftype = (
                     TIMESTAMP
                     if is_root and field_name == "timestamp" and ns.get("_ab_message")
-                    else compile_type(annotation)
+                    else compile_type(annotation, _records)
                 )
             except UnsupportedType as exc:
                 raise DeclarationError(
@@ -366,22 +370,8 @@ def _install_request_replies(cls: Any, replies: Any) -> None:
 
 
 def _compile_codec(cls: Any) -> None:
-    """Generate ``cls``'s codec: the codec module hands its compiler over when it is
-    imported (it imports this module, so this module never imports it); the
-    package imports it, so it is there before any message is encoded."""
-    if _codec_compiler is None:
-        raise RuntimeError("actorbus.bus.codec is not imported; import actorbus.bus")
-    _codec_compiler(cls)
-
-
-#: actorbus.bus.codec.compile, handed over by the codec module at import
-_codec_compiler: Any = None
-
-
-def use_codec_compiler(compiler: Any) -> None:
-    """(actorbus.bus.codec, at import) The function that generates a class's codec."""
-    global _codec_compiler
-    _codec_compiler = compiler
+    """Generate ``cls``'s codec (:mod:`actorbus.bus._codegen`)."""
+    _codegen.generate(cls)
 
 
 def _install_codec_stubs(cls: Any) -> None:
@@ -673,7 +663,10 @@ class Message(_Record, metaclass=_MessageMeta):
         def __init__(self, subject: str, timestamp: int | None = None, **fields: Any) -> None: ...
 
 
-_types.use_records(MessageKey, Message, Field, lookup_type)
+_records.message_key = MessageKey
+_records.message = Message
+_records.field = Field
+_records.lookup_type = lookup_type
 
 
 class Notification(Message, type_name="actorbus.Notification"):

@@ -39,7 +39,7 @@ import contextlib
 import inspect
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import RegistrationError, RequestError, RequestTimeoutError, UsageError
 from .feeds import (
@@ -57,20 +57,10 @@ from .queues import QueueGroup
 from .scope import FeedState, Scope
 from .subjects import Wildcard
 
-__all__ = ["FeedOwner", "find_runtime_with"]
+if TYPE_CHECKING:
+    from .router import Router
 
-#: Finds the actor runtime of the single open bus, for an actor that opens a feed
-#: before it is registered.  The node module sets it when it is imported (this layer
-#: never imports the node); while it is None no bus can be open.
-_find_runtime: Callable[[], Any] | None = None
-
-
-def find_runtime_with(finder: Callable[[], Any]) -> None:
-    """(the node, at import) Use ``finder()`` — the runtime of the single open bus,
-    or None — for actors that open a feed before they are registered."""
-    global _find_runtime
-    _find_runtime = finder
-
+__all__ = ["FeedOwner"]
 
 N = TypeVar("N", bound=Notification)
 Q = TypeVar("Q", bound=Request)
@@ -143,21 +133,24 @@ class FeedOwner:
         """A reply arrived; ``remaining`` repliers are still active."""
 
     # -------------------------------------------------------------- plumbing
-    def _ab_feed_context(self) -> tuple[Any, Callable[..., None]]:
-        """The router and the mailbox poster of this actor, registering it if needed."""
-        runtime: Any = getattr(self, "_ab_runtime", None)
-        if runtime is None:
-            found = _find_runtime() if _find_runtime is not None else None
-            if found is None:
-                raise RegistrationError(
-                    f"{self!r} opened a feed but is not registered and no single open "
-                    f"Bus exists; call bus.register(actor) first"
-                )
-            found.ensure_registered(self)
-            runtime = getattr(self, "_ab_runtime", None)
-        owner: Any = runtime.owner  # the Bus
-        mailbox = self._ab_mailbox  # type: ignore[attr-defined]
-        return owner.router, mailbox.post_one
+    # What the class that mixes FeedOwner in provides (the actors layer's Actor
+    # does): the bus core asks the owner of a feed only these two questions, and
+    # never reads the actors layer's own attributes.
+
+    def _ab_feed_context(self) -> tuple[Router, Callable[..., None]]:
+        """The router this owner's feeds join and the poster of its mailbox
+        (``post(fn, *args)``), registering the owner first if it must.  Raises
+        RegistrationError when there is no bus to register with."""
+        raise RegistrationError(
+            f"{self!r} opened a feed, but {type(self).__name__} does not say which bus "
+            f"it belongs to; derive from actorbus.Actor"
+        )
+
+    def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
+        """(name, kind, awaits callbacks) of the dispatcher this owner's callbacks
+        run on; None when it has none (callbacks run on the calling thread).
+        Feeds use it to refuse ``async def`` callbacks nothing awaits."""
+        return None
 
     # -------------------------------------------------------------- long form
     def _open_publish_feed(

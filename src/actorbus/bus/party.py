@@ -53,7 +53,9 @@ subscribe to (the first key held back is reported once per pattern).  Each
 refusal is counted (``refused``), logged at most once per period per peer
 (``router.peer_log``), and reported once per action and key with an
 ``AccessRefused`` system notification (``router.system_publish``, which the
-node installs).
+node installs).  A transport that answers its peer message by message, saying
+why one was refused (the J.REP gateway's ``Refused`` error), asks the same rule
+first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
 
 **Logs.**  Whatever the peer can make this module say goes through
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
@@ -67,7 +69,6 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._log import shown
@@ -98,8 +99,6 @@ __all__ = [
     "PatternWatch",
     "RemoteParty",
     "Role",
-    "delivery_batching",
-    "use_delivery_batching",
 ]
 
 #: AccessRefused notifications a party publishes at most (one per action and
@@ -118,33 +117,6 @@ class Role(enum.Enum):
     REPLIER = "replier"
     SUBSCRIBER = "subscriber"
     REQUESTOR = "requestor"
-
-
-def _no_hold() -> bool:
-    return False
-
-
-def _no_release() -> None:
-    return None
-
-
-#: (hold, release): installed by the actors layer (``actors/dispatcher.py``) at
-#: import; until then a batch holds nothing.
-_batching: list[Callable[..., Any]] = [_no_hold, _no_release]
-
-
-def delivery_batching() -> tuple[Callable[[], bool], Callable[[], None]]:
-    """``(hold, release)``: what every party's ``hold_deliveries`` /
-    ``release_deliveries`` are, for a transport that batches before it has a
-    party (a connection reading its first bytes)."""
-    return _batching[0], _batching[1]
-
-
-def use_delivery_batching(hold: Callable[[], bool], release: Callable[[], None]) -> None:
-    """Install how a batch of inbound deliveries holds the wake-ups of the actors
-    it makes runnable (the actors layer hands its ``hold_wakes``/``release_wakes``
-    over at import: the bus core does not know dispatchers)."""
-    _batching[:] = [hold, release]
 
 
 class PartyTransport(Protocol):
@@ -220,7 +192,8 @@ class RemoteParty:
         #: thread: the actors it makes runnable are woken by
         #: ``release_deliveries()`` (call it in a ``finally`` when hold returned
         #: True; False means an outer caller holds already and releases).
-        self.hold_deliveries, self.release_deliveries = _batching
+        self.hold_deliveries = router.hold_deliveries
+        self.release_deliveries = router.release_deliveries
         #: notifications/requests from the peer on keys it never advertised, dropped
         self.unexpected = 0
         #: the link's rules for this peer; None: the peer may do everything
@@ -257,9 +230,7 @@ class RemoteParty:
 
     def _proxy_request(self, incoming: IncomingRequest[Any]) -> None:
         self._out[incoming.id] = incoming
-        self.transport.send_request_from(
-            incoming.handle.feed._sender, incoming.id, incoming.request
-        )
+        self.transport.send_request_from(incoming.handle.feed.stamp, incoming.id, incoming.request)
 
     def _proxy_cancel(self, incoming: IncomingRequest[Any]) -> None:
         if self._out.pop(incoming.id, None) is not None:
@@ -297,7 +268,7 @@ class RemoteParty:
             and not self._permits(Action.PUBLISH if role is Role.PUBLISHER else Action.REPLY, key)
         ):
             return
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             if role is Role.PUBLISHER:
@@ -336,7 +307,7 @@ class RemoteParty:
 
     def retract(self, key: MessageKey, role: Role) -> None:
         """The peer no longer advertises ``key`` for ``role``."""
-        with self.router._lock:
+        with self.router.lock:
             table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
             feed = table.pop(key, None)
         if feed is not None:
@@ -346,7 +317,7 @@ class RemoteParty:
 
     def feed_status(self, key: MessageKey, role: Role, up: bool) -> None:
         """The peer's aggregated publisher (replier) state for ``key`` changed."""
-        with self.router._lock:
+        with self.router.lock:
             table: dict[MessageKey, Any] = self._pubs if role is Role.PUBLISHER else self._reps
             feed = table.get(key)
             if feed is not None:
@@ -356,14 +327,14 @@ class RemoteParty:
         """The peer has subscribers matching our publishers of ``key``."""
         if self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
             return
-        with self.router._lock:
+        with self.router.lock:
             if not self._attached or key in self._exact:
                 return
             self._exact.add(key)
             self._ref_sub(key)
 
     def unsubscribe(self, key: MessageKey) -> None:
-        with self.router._lock:
+        with self.router.lock:
             if key not in self._exact:
                 return
             self._exact.discard(key)
@@ -418,20 +389,20 @@ class RemoteParty:
         """The peer has wildcard subscribers: every key of ``message_class`` the
         pattern matches, now or later, is sent to the peer (once, however many
         of its patterns and subscriptions name it)."""
-        with self.router._lock:
+        with self.router.lock:
             if not self._attached or (message_class, wildcard) in self._patterns:
                 return
             watch = PatternWatch(self, message_class, wildcard)
             self._patterns[message_class, wildcard] = watch
-            self.router._watch(message_class, wildcard, watch)
+            self.router.watch(message_class, wildcard, watch)
 
     def unsubscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None:
         closing = []
-        with self.router._lock:
+        with self.router.lock:
             watch = self._patterns.pop((message_class, wildcard), None)
             if watch is None:
                 return
-            self.router._unwatch(message_class, wildcard, watch)
+            self.router.unwatch(message_class, wildcard, watch)
             for key in watch.keys:
                 sub = self._unref_sub(key)
                 if sub is not None:
@@ -446,7 +417,7 @@ class RemoteParty:
         if members > 0 and self._perm is not None and not self._permits(Action.SUBSCRIBE, key):
             return
         old = None
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             old = self._members.pop((key, group), None)
@@ -482,7 +453,7 @@ class RemoteParty:
         pub = self._advertised(key, "a queue-group notification")
         if pub is None:
             return
-        if not self.router._group_notify(key, group, message, sender or pub._sender):
+        if not self.router.group_notify(key, group, message, sender or pub.stamp):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
@@ -493,7 +464,7 @@ class RemoteParty:
         """The peer's proxy publisher of ``key`` if it advertised the key and its
         feed is UP; else None, and ``what`` it sent is counted unexpected."""
         pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
+        if pub is None or not pub.declared:
             self._unexpected(
                 key,
                 f"sent {what} on {{key}} without advertising it (or while its feed is "
@@ -531,7 +502,7 @@ class RemoteParty:
         """The proxy publisher's routes stamped with ``sender`` (cached per key
         and sender until the key's routes change; the cache is bounded, a peer
         naming ever new senders only makes it start over)."""
-        source = pub._entry.routes
+        source = pub.entry.routes
         last = self._last_stamped  # the run before was most likely the same
         if last[0] is pub and last[1] is sender and last[2] is source:
             return last[3]  # type: ignore[no-any-return]
@@ -554,11 +525,11 @@ class RemoteParty:
         run's tasks queued into each subscriber's mailbox in one go
         (``Mailbox.post_each``), which is woken once."""
         pub = self._pubs.get(key)
-        if pub is None or not pub._declared:
+        if pub is None or not pub.declared:
             for message in messages:
                 self.notify(message, key)
             return
-        local, other = pub._routes if sender is None else self._routes_as(pub, sender)
+        local, other = pub.routes if sender is None else self._routes_as(pub, sender)
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:
@@ -570,7 +541,7 @@ class RemoteParty:
         (True) or drained below its low-water mark (False): the publishers whose
         notifications go to the peer learn it (``PublishFeed.congested``,
         ``on_congestion``).  Call it on change only, from any one thread."""
-        self.router._congestion(self, congested)
+        self.router.set_congestion(self, congested)
 
     def backlogs(self, keys: set[MessageKey]) -> list[Any]:
         """What holds the peer's undelivered notifications on ``keys`` here: the
@@ -581,7 +552,7 @@ class RemoteParty:
             feed = self._pubs.get(key)
             if feed is None:
                 continue
-            local, other = feed._entry.routes[CAT_REMOTE]
+            local, other = feed.entry.routes[CAT_REMOTE]
             boxes.extend(route[3] for route in local)
             for route in other:  # feeds of no actor: an Inbox's is watched too
                 backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
@@ -600,7 +571,7 @@ class RemoteParty:
             if self._perm is not None and not self._permits(Action.REQUEST, key):
                 self.transport.send_request_ack(request_id, 0)  # no replier took it
                 return
-            with router._lock:
+            with router.lock:
                 if not self._attached:
                     return
                 feed = self._reqs.get(key)
@@ -611,12 +582,12 @@ class RemoteParty:
                     feed.reply_callback(self._proxy_reply)
                     feed.subscribe()
                     self._reqs[key] = feed
-        chosen = router._choose(feed, message)
+        chosen = router.choose(feed, message)
         self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
-            # come back before _dispatch returns
-            router._dispatch(
+            # come back before dispatch returns
+            router.dispatch(
                 feed, message, chosen, None, party=self, peer_id=request_id, origin=sender
             )
 
@@ -685,16 +656,26 @@ class RemoteParty:
         )
 
     # ------------------------------------------------------------ authorization
+    def refusal(self, action: Action, key: MessageKey) -> str | None:
+        """(a question, not a frame) None when the peer may take ``action`` on
+        ``key``; else why not (the refusing rule), the refusal counted, logged and
+        reported exactly as the inbound calls do.  For a transport that tells its
+        peer why a message was refused before it makes the inbound call (which
+        checks again by itself, so asking is never needed for safety)."""
+        perm = self._perm
+        if perm is None:
+            return None
+        rule = perm.decide(action, key)
+        if rule is not None and rule.allow:
+            return None
+        why = str(rule) if rule is not None else DEFAULT_DENY
+        self._refuse(action, str(key), why)
+        return why
+
     def _permits(self, action: Action, key: MessageKey) -> bool:
         """True if the permissions let the peer take ``action`` on ``key``; else
         the refusal is counted, logged and reported."""
-        perm = self._perm
-        assert perm is not None
-        rule = perm.decide(action, key)
-        if rule is not None and rule.allow:
-            return True
-        self._refuse(action, str(key), str(rule) if rule is not None else DEFAULT_DENY)
-        return False
+        return self.refusal(action, key) is None
 
     def _refuse(self, action: Action, what: str, rule: str) -> None:
         self.refused += 1
@@ -750,7 +731,7 @@ class RemoteParty:
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
         router = self.router
-        with router._lock:
+        with router.lock:
             if not self._attached:
                 return
             self._attached = False
@@ -761,11 +742,11 @@ class RemoteParty:
             self._members = {}
             self._sub_refs, self._exact = {}, set()
             for (cls, wild), watch in self._patterns.items():
-                router._unwatch(cls, wild, watch)
+                router.unwatch(cls, wild, watch)
             self._patterns = {}
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
-        router._detach(self)
+        router.detach(self)
         text = f"link to remote node {self.name} lost: {reason}"
         for rep in reps:
             self._fail_forwarded(rep, text)

@@ -186,7 +186,7 @@ class _LocalTarget:
         #: the member (failure reports name its callback, not this object)
         self.target_feed = feed
         self.rotation = rotation
-        self.post = feed._post
+        self.post = feed.post
         self.box = getattr(self.post, "__self__", None)
 
     def depth(self) -> int:
@@ -197,7 +197,7 @@ class _LocalTarget:
         """The delivery task of ``(sender, message)``, on the member's dispatcher."""
         sender, message = item
         feed = self.target_feed
-        if feed._phase is _PLACED:
+        if feed.phase is _PLACED:
             feed._from = sender
             return feed._cb_message(message, feed)
         self.rotation.group.reoffer(self.rotation, sender, message)
@@ -266,12 +266,12 @@ class _Group:
             targets: list[Callable[[Any], object] | _LocalTarget] = []
             locals_: list[_LocalTarget] = []
             for m in self.members:
-                if not MATCH[c][m._cat]:
+                if not MATCH[c][m.cat]:
                     continue
-                if m._remote is not None:
+                if m.remote is not None:
                     if rotation.only_local:
                         continue  # never forward a remote-origin message again
-                    targets.extend([m._route] * m._weight)
+                    targets.extend([m.route] * m.weight)
                 else:
                     target = _LocalTarget(m, rotation)
                     targets.append(target)
@@ -287,7 +287,7 @@ class _Group:
 
     def remote_members(self) -> int:
         """Local members a remote node may reach (remote-capable scopes)."""
-        return sum(1 for m in self.members if m._remote is None and m._cat in (1, 2))
+        return sum(1 for m in self.members if m.remote is None and m.cat in (1, 2))
 
     def keep_or_drop(self, rotation: _Rotation, sender: Any, message: Any) -> None:
         if len(self.kept) < self.keep:

@@ -90,7 +90,7 @@ class IncomingRequest(Generic[Q]):
     def sender(self) -> Sender:
         """Who sent the request: the requestor's node, actor, feed and hops."""
         handle = self.handle
-        return handle.origin or handle.feed._sender
+        return handle.origin or handle.feed.stamp
 
     def reply(self, reply: Reply) -> bool:
         """Send ``reply`` to the requestor.  Returns False (and sends nothing) when the
@@ -208,7 +208,7 @@ class RequestHandle(Generic[Q]):
     def _finish(self) -> None:
         # The router forgets it; its timeout (if any) is dropped lazily
         # (bus/_timeouts.py): nothing to cancel, no reference back to the handle.
-        self.feed._router._requests.pop(self.id, None)
+        self.feed._router.requests.pop(self.id, None)
 
     def _reply_from(
         self, incoming: IncomingRequest[Q], reply: Reply, sender: Sender | None = None
@@ -228,7 +228,7 @@ class RequestHandle(Generic[Q]):
             if incoming.cancelled or self._done:
                 return False
             if reply.status is not _OK_CONTINUING:
-                if incoming.feed._remote is None:
+                if incoming.feed.remote is None:
                     self._retire(incoming)
                 else:
                     incoming._remote_finals += 1
@@ -241,18 +241,18 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining, sender or incoming.feed._sender)
+        self._pass_on(reply, remaining, sender or incoming.feed.stamp)
         return True
 
     def _pass_on(self, reply: Reply, remaining: int, sender: Sender | None) -> None:
         """Post ``reply`` (with ``remaining`` after it, from ``sender``) to the
         requestor; forget the request when it was the last."""
         feed = self.feed
-        remote: Any = feed._remote
+        remote: Any = feed.remote
         if remote is not None:  # a peer's request: straight back to its party
             remote._proxy_reply(remaining, reply, self, sender)
         else:
-            post = feed._post
+            post = feed.post
             if post is _direct:  # no mailbox: straight on, one call less per reply
                 feed._deliver_reply((self, reply, remaining, sender))
             else:
@@ -289,7 +289,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
-        self._pass_on(reply, remaining, sender or incoming.feed._sender)
+        self._pass_on(reply, remaining, sender or incoming.feed.stamp)
         return True
 
     def _retire(self, incoming: IncomingRequest[Q], count: bool = True) -> None:
@@ -331,7 +331,7 @@ class RequestHandle(Generic[Q]):
                 Reply(
                     self.request.subject,
                     status=ReplyStatus.ERROR,
-                    reason=f"no replier at remote node {incoming.feed._remote} took the request",
+                    reason=f"no replier at remote node {incoming.feed.remote} took the request",
                 ),
             )
         elif done:
@@ -350,7 +350,7 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, (self, error, max(remaining, 0), None))
+        self.feed.post(self.feed._deliver_reply, (self, error, max(remaining, 0), None))
         if remaining <= 0:
             self._finish()
 
@@ -374,7 +374,7 @@ class RequestHandle(Generic[Q]):
         for incoming in active:
             incoming.feed._send_cancel(incoming)
         error = Reply(self.request.subject, status=ReplyStatus.ERROR, reason=reason)
-        self.feed._post(self.feed._deliver_reply, (self, error, 0, None))
+        self.feed.post(self.feed._deliver_reply, (self, error, 0, None))
         self._finish()
 
     def __repr__(self) -> str:
@@ -448,7 +448,7 @@ class RequestFeed(Feed, Generic[Q]):
             _refuse_async(self, fn, "reply")
         self._cb_reply = generic
         self._cb_status = self._resolve(self._given_status, "on_feed_status", "status", False)
-        self._enter_placed(self._router._place_requestor)
+        self._enter_placed(self._router.place_requestor)
 
     def unsubscribe(self) -> None:
         """Stop; outstanding requests are cancelled."""
@@ -456,15 +456,15 @@ class RequestFeed(Feed, Generic[Q]):
         self._retract()
 
     def _retract(self) -> None:
-        self._router._retract_requestor(self)
-        self._phase = _Phase.OPEN
+        self._router.retract_requestor(self)
+        self.phase = _Phase.OPEN
 
     def request(self, message: Q, *, timeout: float | None = None) -> RequestHandle[Q]:
         """Send ``message`` to every in-scope replier that is up and whose condition
         accepts it.  Raises :class:`~actorbus.RequestError` at once when there is
         none.  With ``timeout`` (seconds), the request ends with an ERROR reply
         "timed out after …" if repliers are still active then."""
-        if self._phase is not _PLACED:
+        if self.phase is not _PLACED:
             self._require(_PLACED, "request()")
         if type(message) is not self._mcls or message.subject != self._subject:
             key = self._key
@@ -474,7 +474,7 @@ class RequestFeed(Feed, Generic[Q]):
             )
         if timeout is not None and timeout <= 0:
             raise UsageError(f"request() timeout must be > 0 seconds, found {timeout!r}")
-        return self._router._request(self, message, timeout)
+        return self._router.request(self, message, timeout)
 
     def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int, Sender | None]) -> object:
         # one argument, (handle, reply, remaining, sender): a one-argument task
@@ -491,7 +491,7 @@ class RequestFeed(Feed, Generic[Q]):
         return None
 
     def _fire_status(self, up: bool) -> object:
-        if self._phase is _Phase.PLACED and self._cb_status is not None:
+        if self.phase is _Phase.PLACED and self._cb_status is not None:
             return self._cb_status(FeedState.UP if up else FeedState.DOWN, self)
         return None
 
@@ -510,11 +510,11 @@ class ReplyFeed(Feed, Generic[Q]):
     __slots__ = (
         "_cb_cancel",
         "_cb_request",
-        "_declared",
         "_given_cancel",
         "_given_request",
         "_outstanding",
-        "_route",
+        "declared",
+        "route",
     )
     _place_verb = "advertise"
     _retract_verb = "unadvertise"
@@ -526,12 +526,12 @@ class ReplyFeed(Feed, Generic[Q]):
         super().__init__(*args, **kwargs)
         #: where a request goes instead of the request callback: a remote
         #: proxy's transport (the peer's repliers answer it)
-        self._route = route
+        self.route = route
         self._given_request: Callback | None = None
         self._given_cancel: Callback | None = None
         self._cb_request: Callback | None = None
         self._cb_cancel: Callback | None = None
-        self._declared = False
+        self.declared = False
         self._outstanding: dict[int, IncomingRequest[Q]] = {}
 
     def request_callback(self, fn: Callable[[IncomingRequest[Q]], object]) -> None:
@@ -549,7 +549,7 @@ class ReplyFeed(Feed, Generic[Q]):
         self._require(_Phase.OPEN, "advertise()")
         self._cb_request = self._resolve(self._given_request, "on_request", "request", True)
         self._cb_cancel = self._resolve(self._given_cancel, "on_cancel", "cancel", False)
-        self._enter_placed(self._router._place_replier)
+        self._enter_placed(self._router.place_replier)
 
     def unadvertise(self) -> None:
         """Retract; outstanding requests get an ERROR reply."""
@@ -557,9 +557,9 @@ class ReplyFeed(Feed, Generic[Q]):
         self._retract()
 
     def _retract(self) -> None:
-        self._router._retract_replier(self)
-        self._phase = _Phase.OPEN
-        self._declared = False
+        self._router.retract_replier(self)
+        self.phase = _Phase.OPEN
+        self.declared = False
         self._fail_outstanding(f"replier for {self._key} retracted")
 
     def _fail_outstanding(self, reason: str) -> None:
@@ -578,13 +578,13 @@ class ReplyFeed(Feed, Generic[Q]):
         if not isinstance(state, FeedState):
             raise UsageError(f"update_feed_state() takes a FeedState, found {state!r}")
         up = state is FeedState.UP
-        if up != self._declared:
-            self._declared = up
-            self._router._replier_state(self)
+        if up != self.declared:
+            self.declared = up
+            self._router.replier_state(self)
 
     @property
     def declared_state(self) -> FeedState:
-        return FeedState.UP if self._declared else FeedState.DOWN
+        return FeedState.UP if self.declared else FeedState.DOWN
 
     @property
     def outstanding(self) -> int:
@@ -592,16 +592,16 @@ class ReplyFeed(Feed, Generic[Q]):
         return len(self._outstanding)
 
     def _accepts(self, message: Any) -> bool:
-        cond = self._condition
+        cond = self.condition
         return cond is None or bool(cond(message))
 
     def _send_request(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding[incoming.id] = incoming
-        route = self._route
+        route = self.route
         if route is not None:
             route(incoming)
             return
-        post = self._post
+        post = self.post
         if post is _direct:  # a link's proxy: straight on, one call less per request
             self._deliver_request(incoming)
         else:
@@ -625,7 +625,7 @@ class ReplyFeed(Feed, Generic[Q]):
 
     def _send_cancel(self, incoming: IncomingRequest[Q]) -> None:
         self._outstanding.pop(incoming.id, None)
-        self._post(self._deliver_cancel, incoming)
+        self.post(self._deliver_cancel, incoming)
 
     def _deliver_cancel(self, incoming: IncomingRequest[Q]) -> object:
         cb = self._cb_cancel

@@ -129,10 +129,10 @@ class _Entry:
 
 def _loose(sub: SubscribeFeed[Any]) -> bool:
     """True for a subscriber that only follows patterns (see _Entry.empty)."""
-    if sub._wild is not None:
+    if sub.wild is not None:
         return True
-    party = sub._remote
-    return isinstance(party, RemoteParty) and sub._group is None and party._pattern_only(sub._key)
+    party = sub.remote
+    return isinstance(party, RemoteParty) and sub.group is None and party._pattern_only(sub._key)
 
 
 def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
@@ -142,22 +142,56 @@ def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
     return False
 
 
-class Router:
-    """Routes messages by key between feeds; computes and reports feed state."""
+def _no_hold() -> bool:
+    return False
 
-    def __init__(self, schedule: Schedule | None = None) -> None:
-        self._lock = threading.RLock()
-        self._entries: dict[MessageKey, _Entry] = {}
+
+def _no_release() -> None:
+    return None
+
+
+class Router:
+    """Routes messages by key between feeds; computes and reports feed state.
+
+    **Shared within the bus core** (its internal interface, named without a
+    leading underscore; users meet the router only through a ``Bus``): state
+    written only here, under ``lock`` (an RLock) — ``entries`` (key -> its
+    ``_Entry``), ``requests`` (id -> outstanding handle; the timeouts read it),
+    ``wild`` (class -> wildcard index) — and ``feed_ids`` (the feeds draw ids,
+    lock-free); the feeds' calls (``place_*`` / ``retract_*`` per role,
+    ``publisher_state``, ``replier_state``, ``entry_for``, ``loose_entry``,
+    ``forget``, ``request`` / ``choose`` / ``dispatch``); a party's calls
+    (``detach``, ``watch`` / ``unwatch``, ``group_notify``, ``set_congestion``).
+    """
+
+    def __init__(
+        self,
+        schedule: Schedule | None = None,
+        *,
+        hold_deliveries: Callable[[], bool] = _no_hold,
+        release_deliveries: Callable[[], None] = _no_release,
+    ) -> None:
+        """``schedule``: runs request timeouts (None: requests never time out).
+        ``hold_deliveries() -> bool`` / ``release_deliveries()``: how a batch of a
+        transport's inbound calls holds the wake-ups of the actors it makes
+        runnable, handed in by whoever assembles the bus (the node gives the
+        actors layer's ``hold_wakes`` / ``release_wakes``; the bus core does not
+        know dispatchers).  Every party, and a transport before it has one,
+        reads them here."""
+        self.hold_deliveries = hold_deliveries
+        self.release_deliveries = release_deliveries
+        self.lock = threading.RLock()
+        self.entries: dict[MessageKey, _Entry] = {}
         self._parties: list[RemoteParty] = []
-        self._requests: dict[int, RequestHandle[Any]] = {}
+        self.requests: dict[int, RequestHandle[Any]] = {}
         #: request timeouts (one timer for all; see _timeouts.py), None without a timer
-        self._timeouts = RequestTimeouts(self._requests, schedule) if schedule is not None else None
+        self._timeouts = RequestTimeouts(self.requests, schedule) if schedule is not None else None
         #: a subject only ``reserved_owner`` may advertise on (system notifications)
         self.reserved_subject: str | None = None
         self.reserved_owner: object = None
         #: wildcard subscriptions and remote parties' patterns, per message class
         #: (values: a wildcard SubscribeFeed, or a party's :class:`PatternWatch`)
-        self._wild: dict[type[Message], WildcardIndex[Any]] = {}
+        self.wild: dict[type[Message], WildcardIndex[Any]] = {}
         #: remote-capable local wildcard subscriptions per (class, pattern): what
         #: remote parties are told with send_subscribe_pattern
         self._patterns: dict[tuple[type[Message], Wildcard], int] = {}
@@ -171,7 +205,7 @@ class Router:
         #: node sets it)
         self.node_id = ""
         #: feed ids, unique per bus
-        self._feed_ids = itertools.count(1)
+        self.feed_ids = itertools.count(1)
         #: transports whose parties said their output queue is congested, and how
         #: many publishers are marked congested (see :meth:`_congestion`)
         #: (by id: a transport need not be hashable)
@@ -179,11 +213,11 @@ class Router:
         self._congested_pubs = 0
 
     # ------------------------------------------------------------------ entries
-    def _entry(self, key: MessageKey) -> _Entry:
-        entry = self._entries.get(key)
+    def entry_for(self, key: MessageKey) -> _Entry:
+        entry = self.entries.get(key)
         if entry is None:
-            with self._lock:
-                entry = self._entries.get(key)
+            with self.lock:
+                entry = self.entries.get(key)
                 if entry is None:
                     entry = self._register(_Entry(key))
         return entry
@@ -193,8 +227,8 @@ class Router:
         (under the lock).  Matching costs a trie walk, paid once per new key:
         the publish path never looks at wildcards."""
         key = entry.key
-        self._entries[key] = entry
-        index = self._wild.get(key.message_class)
+        self.entries[key] = entry
+        index = self.wild.get(key.message_class)
         if index:
             for value in index.match(key.subject):
                 if isinstance(value, SubscribeFeed):
@@ -204,33 +238,33 @@ class Router:
         return entry
 
     @staticmethod
-    def _loose_entry(key: MessageKey) -> _Entry:
+    def loose_entry(key: MessageKey) -> _Entry:
         """An entry no key leads to (a wildcard subscription's own)."""
         return _Entry(key)
 
-    def _forget(self, feed: Feed) -> None:
+    def forget(self, feed: Feed) -> None:
         """Drop an entry that no feed uses any more (keeps memory flat)."""
-        with self._lock:
-            entry = self._entries.get(feed._key)
-            if entry is not None and entry is feed._entry and entry.empty():
+        with self.lock:
+            entry = self.entries.get(feed._key)
+            if entry is not None and entry is feed.entry and entry.empty():
                 self._drop_entry(entry)
 
     def _drop_entry(self, entry: _Entry) -> None:
-        del self._entries[entry.key]
+        del self.entries[entry.key]
         for group in entry.groups.values():
             group.discard()
         for s in list(entry.subs):  # loose ones only (the entry is empty)
-            if s._wild is not None:
+            if s.wild is not None:
                 self._unjoin(entry, s)
             else:  # a peer's proxy for its patterns: made again with the key
-                party = s._remote
+                party = s.remote
                 assert isinstance(party, RemoteParty)
                 party._release(entry.key)
                 s.close()
 
     @property
     def key_count(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     # ---------------------------------------------------------------- publishers
     def _check_reserved(self, feed: Feed) -> None:
@@ -238,79 +272,79 @@ class Router:
         # node's router refused any other owner.  A peer's publishers are refused:
         # system notifications never cross a link.
         if feed._key.subject == self.reserved_subject and feed._owner is not self.reserved_owner:
-            if feed._remote is not None and isinstance(feed, ReplyFeed):
+            if feed.remote is not None and isinstance(feed, ReplyFeed):
                 return
             raise UsageError(
                 f"cannot advertise on {feed._key}: the subject {self.reserved_subject!r} is "
                 f"reserved for system notifications; subscribe to it, or use another subject"
             )
 
-    def _place_publisher(self, feed: PublishFeed[Any]) -> None:
+    def place_publisher(self, feed: PublishFeed[Any]) -> None:
         self._check_reserved(feed)
-        with self._lock:
+        with self.lock:
             entry = self._live_entry(feed)
             entry.pubs.append(feed)
-            feed._routes = _stamped(entry.routes[feed._cat], feed._sender)
-            feed._reported = False
+            feed.routes = _stamped(entry.routes[feed.cat], feed.stamp)
+            feed.reported = False
             if self._congested:
                 self._recongest(entry)
-            counts = entry.subs_n if feed._cat != CAT_REMOTE else entry.xsubs_n
-            self._report(feed, _any(counts, MATCHING[feed._cat]))
+            counts = entry.subs_n if feed.cat != CAT_REMOTE else entry.xsubs_n
+            self._report(feed, _any(counts, MATCHING[feed.cat]))
             self._sync_remote_pub(entry)
 
-    def _retract_publisher(self, feed: PublishFeed[Any]) -> None:
-        with self._lock:
-            entry = feed._entry
+    def retract_publisher(self, feed: PublishFeed[Any]) -> None:
+        with self.lock:
+            entry = feed.entry
             entry.pubs.remove(feed)
-            feed._routes = _NO_ROUTES
-            feed._reported = False
+            feed.routes = _NO_ROUTES
+            feed.reported = False
             if feed._congested:
                 self._congested_pubs -= 1
-                feed._congestion_changed(False)
-            if feed._declared:
-                feed._declared = False
-                entry.up_pubs[feed._cat] -= 1
+                feed.congestion_changed(False)
+            if feed.declared:
+                feed.declared = False
+                entry.up_pubs[feed.cat] -= 1
                 self._refresh_subscribers(entry)
             self._sync_remote_pub(entry)
 
-    def _publisher_state(self, feed: PublishFeed[Any]) -> None:
-        with self._lock:
-            entry = feed._entry
-            entry.up_pubs[feed._cat] += 1 if feed._declared else -1
+    def publisher_state(self, feed: PublishFeed[Any]) -> None:
+        with self.lock:
+            entry = feed.entry
+            entry.up_pubs[feed.cat] += 1 if feed.declared else -1
             self._refresh_subscribers(entry)
             self._sync_remote_pub(entry)
 
     # --------------------------------------------------------------- subscribers
-    def _place_subscriber(self, feed: SubscribeFeed[Any]) -> None:
-        if feed._wild is not None:
+    def place_subscriber(self, feed: SubscribeFeed[Any]) -> None:
+        if feed.wild is not None:
             self._place_wildcard(feed)
             return
-        if feed._group is not None:
+        if feed.group is not None:
             self._place_member(feed)
             return
-        with self._lock:
+        with self.lock:
             entry = self._live_entry(feed)
             entry.subs.append(feed)
-            entry.subs_n[feed._cat] += 1
-            entry.xsubs_n[feed._cat] += 1
+            entry.subs_n[feed.cat] += 1
+            entry.xsubs_n[feed.cat] += 1
             self._add_route(entry, feed)
-            feed._reported = False
-            self._report(feed, _any(entry.up_pubs, MATCHING[feed._cat]))
+            feed.reported = False
+            self._report(feed, _any(entry.up_pubs, MATCHING[feed.cat]))
             self._refresh_publishers(entry)
 
-    def _retract_subscriber(self, feed: SubscribeFeed[Any]) -> None:
-        if feed._wild is not None:
+    def retract_subscriber(self, feed: SubscribeFeed[Any]) -> None:
+        if feed.wild is not None:
             self._retract_wildcard(feed)
             return
-        if feed._group is not None:
+        if feed.group is not None:
             self._retract_member(feed)
             return
-        with self._lock:
-            entry = feed._entry
+        with self.lock:
+            entry = feed.entry
             entry.subs.remove(feed)
-            entry.subs_n[feed._cat] -= 1
-            entry.xsubs_n[feed._cat] -= 1
-            feed._reported = False
+            entry.subs_n[feed.cat] -= 1
+            entry.xsubs_n[feed.cat] -= 1
+            feed.reported = False
             self._drop_route(entry, feed)
             self._refresh_publishers(entry)
 
@@ -320,44 +354,44 @@ class Router:
     # the same single lookup with or without wildcards.  Its own state is UP
     # while at least one joined entry has a matching publisher UP.
     def _place_wildcard(self, feed: SubscribeFeed[Any]) -> None:
-        wild = feed._wild
+        wild = feed.wild
         assert wild is not None
         cls = feed._key.message_class
-        with self._lock:
-            index = self._wild.get(cls)
+        with self.lock:
+            index = self.wild.get(cls)
             if index is None:
-                index = self._wild[cls] = WildcardIndex()
+                index = self.wild[cls] = WildcardIndex()
             index.add(wild, feed)
             feed._joined = {}
             feed._ups = 0
-            feed._reported = False
-            for entry in [e for k, e in self._entries.items() if k.message_class is cls]:
+            feed.reported = False
+            for entry in [e for k, e in self.entries.items() if k.message_class is cls]:
                 if wild.matches(entry.key.subject):
                     self._join(entry, feed)
-            if feed._cat in (1, 2):
+            if feed.cat in (1, 2):
                 self._count_pattern(cls, wild, 1)
 
     def _retract_wildcard(self, feed: SubscribeFeed[Any]) -> None:
-        wild = feed._wild
+        wild = feed.wild
         assert wild is not None
         cls = feed._key.message_class
-        with self._lock:
-            index = self._wild[cls]
+        with self.lock:
+            index = self.wild[cls]
             index.remove(wild, feed)
             if not index:
-                del self._wild[cls]
+                del self.wild[cls]
             joined: list[_Entry] = list(feed._joined)
             for entry in joined:
                 self._unjoin(entry, feed, report=False)
                 self._refresh_publishers(entry)
-                if entry.empty() and self._entries.get(entry.key) is entry:
+                if entry.empty() and self.entries.get(entry.key) is entry:
                     self._drop_entry(entry)
-            feed._reported = False
-            if feed._cat in (1, 2):
+            feed.reported = False
+            if feed.cat in (1, 2):
                 self._count_pattern(cls, wild, -1)
 
     def _join(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
-        cat = feed._cat
+        cat = feed.cat
         entry.subs.append(feed)
         entry.subs_n[cat] += 1
         self._add_route(entry, feed)
@@ -370,7 +404,7 @@ class Router:
 
     def _unjoin(self, entry: _Entry, feed: SubscribeFeed[Any], *, report: bool = True) -> None:
         entry.subs.remove(feed)
-        entry.subs_n[feed._cat] -= 1
+        entry.subs_n[feed.cat] -= 1
         self._drop_route(entry, feed)
         if feed._joined.pop(entry, False):
             feed._ups -= 1
@@ -391,29 +425,29 @@ class Router:
             for party in self._parties:
                 party.transport.send_unsubscribe_pattern(cls, wild)
 
-    def _watch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
+    def watch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
         """(a party, under the lock) Call ``watch.matched(key)`` for every key of
         ``cls`` that ``wild`` matches, now and as new ones appear."""
-        index = self._wild.get(cls)
+        index = self.wild.get(cls)
         if index is None:
-            index = self._wild[cls] = WildcardIndex()
+            index = self.wild[cls] = WildcardIndex()
         index.add(wild, watch)
-        for key in [k for k in self._entries if k.message_class is cls]:
+        for key in [k for k in self.entries if k.message_class is cls]:
             if wild.matches(key.subject):
                 watch.matched(key)
 
-    def _unwatch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
-        index = self._wild.get(cls)
+    def unwatch(self, cls: type[Message], wild: Wildcard, watch: PatternWatch) -> None:
+        index = self.wild.get(cls)
         if index is not None:
             index.remove(wild, watch)
             if not index:
-                del self._wild[cls]
+                del self.wild[cls]
 
     # ------------------------------------------------------------- queue groups
     def _place_member(self, feed: SubscribeFeed[Any]) -> None:
-        name = feed._group
+        name = feed.group
         assert name is not None
-        with self._lock:
+        with self.lock:
             entry = self._live_entry(feed)
             group = entry.groups.get(name)
             if group is None:
@@ -421,24 +455,24 @@ class Router:
             if feed._group_config is not None:
                 group.configure(feed._group_config)
             entry.subs.append(feed)
-            entry.subs_n[feed._cat] += 1
+            entry.subs_n[feed.cat] += 1
             group.members.append(feed)
             self._regroup(entry, group)
-            feed._reported = False
-            self._report(feed, _any(entry.up_pubs, MATCHING[feed._cat]))
+            feed.reported = False
+            self._report(feed, _any(entry.up_pubs, MATCHING[feed.cat]))
             self._refresh_publishers(entry)
             group.flush_kept()
 
     def _retract_member(self, feed: SubscribeFeed[Any]) -> None:
-        name = feed._group
+        name = feed.group
         assert name is not None
-        with self._lock:
-            entry = feed._entry
+        with self.lock:
+            entry = feed.entry
             group = entry.groups[name]
             entry.subs.remove(feed)
-            entry.subs_n[feed._cat] -= 1
+            entry.subs_n[feed.cat] -= 1
             group.members.remove(feed)
-            feed._reported = False
+            feed.reported = False
             self._regroup(entry, group)
             self._refresh_publishers(entry)
 
@@ -465,10 +499,10 @@ class Router:
             for party in self._parties:
                 party.transport.send_group(entry.key, group.name, n)
 
-    def _group_notify(self, key: MessageKey, name: str, message: Message, sender: Sender) -> bool:
+    def group_notify(self, key: MessageKey, name: str, message: Message, sender: Sender) -> bool:
         """(a party) A notification another node chose this node's group for:
         one local member gets it.  False when no such group is here."""
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         group = entry.groups.get(name) if entry is not None else None
         if group is None:
             return False
@@ -480,7 +514,7 @@ class Router:
     # without the lock).  Appending keeps placement order, as a rebuild would.
     def _add_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
-        inline, route, cat = feed._inline, feed._route, feed._cat
+        inline, route, cat = feed._inline, feed.route, feed.cat
         for c in range(4):
             if MATCH[c][cat]:
                 local, other = routes[c]
@@ -495,7 +529,7 @@ class Router:
 
     def _drop_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
-        inline, cat = feed._inline, feed._cat
+        inline, cat = feed._inline, feed.cat
         for c in range(4):
             if MATCH[c][cat]:
                 local, other = routes[c]
@@ -506,7 +540,7 @@ class Router:
                     )  # no two feeds' tuples are equal (their ``deliver`` differs)
                     routes[c] = (tuple(kept), other)
                 else:
-                    route = feed._route
+                    route = feed.route
                     routes[c] = (local, tuple(r for r in other if r is not route))
         entry.routes = routes
         _restamp(entry)
@@ -514,67 +548,67 @@ class Router:
             self._recongest(entry)
 
     # ------------------------------------------------------------------ repliers
-    def _place_replier(self, feed: ReplyFeed[Any]) -> None:
+    def place_replier(self, feed: ReplyFeed[Any]) -> None:
         self._check_reserved(feed)
-        with self._lock:
+        with self.lock:
             entry = self._live_entry(feed)
             entry.repliers = (*entry.repliers, feed)
             self._sync_remote_rep(entry)
 
-    def _retract_replier(self, feed: ReplyFeed[Any]) -> None:
-        with self._lock:
-            entry = feed._entry
+    def retract_replier(self, feed: ReplyFeed[Any]) -> None:
+        with self.lock:
+            entry = feed.entry
             entry.repliers = tuple(r for r in entry.repliers if r is not feed)
-            if feed._declared:
-                feed._declared = False
-                entry.up_reps[feed._cat] -= 1
+            if feed.declared:
+                feed.declared = False
+                entry.up_reps[feed.cat] -= 1
                 self._refresh_requestors(entry)
             self._sync_remote_rep(entry)
 
-    def _replier_state(self, feed: ReplyFeed[Any]) -> None:
-        with self._lock:
-            entry = feed._entry
-            entry.up_reps[feed._cat] += 1 if feed._declared else -1
+    def replier_state(self, feed: ReplyFeed[Any]) -> None:
+        with self.lock:
+            entry = feed.entry
+            entry.up_reps[feed.cat] += 1 if feed.declared else -1
             self._refresh_requestors(entry)
             self._sync_remote_rep(entry)
 
     # ---------------------------------------------------------------- requestors
-    def _place_requestor(self, feed: RequestFeed[Any]) -> None:
-        with self._lock:
+    def place_requestor(self, feed: RequestFeed[Any]) -> None:
+        with self.lock:
             entry = self._live_entry(feed)
             entry.requestors.append(feed)
-            feed._reported = False
-            self._report(feed, _any(entry.up_reps, MATCHING[feed._cat]))
+            feed.reported = False
+            self._report(feed, _any(entry.up_reps, MATCHING[feed.cat]))
 
-    def _retract_requestor(self, feed: RequestFeed[Any]) -> None:
-        with self._lock:
-            feed._entry.requestors.remove(feed)
-            feed._reported = False
-            mine = [h for h in self._requests.values() if h.feed is feed]
+    def retract_requestor(self, feed: RequestFeed[Any]) -> None:
+        with self.lock:
+            feed.entry.requestors.remove(feed)
+            feed.reported = False
+            mine = [h for h in self.requests.values() if h.feed is feed]
         for handle in mine:
             handle.cancel()
 
     # --------------------------------------------------------------- state push
     def _live_entry(self, feed: Feed) -> _Entry:
-        entry = self._entries.get(feed._key)
-        if entry is None or entry is not feed._entry:
+        entry = self.entries.get(feed._key)
+        if entry is None or entry is not feed.entry:
             # the entry was forgotten while the feed was retracted: re-attach
             if entry is None:
-                entry = self._register(feed._entry)
-            feed._entry = entry
+                entry = self._register(feed.entry)
+            feed.entry = entry
         return entry
 
     @staticmethod
     def _report(feed: Any, up: bool) -> None:
-        if up != feed._reported:
-            feed._reported = up
-            feed._post(feed._fire_status, up)
+        if up != feed.reported:
+            feed.reported = up
+            feed.post(feed._fire_status, up)
 
     def _refresh_subscribers(self, entry: _Entry) -> None:
         counts = entry.up_pubs
         for s in entry.subs:
-            up = _any(counts, MATCHING[s._cat])
-            if s._wild is None:
+            up = _any(counts, MATCHING[s.cat])
+            if s.wild is None:
                 self._report(s, up)
             elif s._joined.get(entry) is not up:
                 s._joined[entry] = up
@@ -585,32 +619,32 @@ class Router:
         for p in entry.pubs:
             # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
             # plain subscribers only (see _Entry.xsubs_n)
-            counts = entry.subs_n if p._cat != CAT_REMOTE else entry.xsubs_n
-            self._report(p, _any(counts, MATCHING[p._cat]))
+            counts = entry.subs_n if p.cat != CAT_REMOTE else entry.xsubs_n
+            self._report(p, _any(counts, MATCHING[p.cat]))
 
     def _refresh_requestors(self, entry: _Entry) -> None:
         counts = entry.up_reps
         for r in entry.requestors:
-            self._report(r, _any(counts, MATCHING[r._cat]))
+            self._report(r, _any(counts, MATCHING[r.cat]))
 
     # ------------------------------------------------------------ request/reply
-    def _choose(self, feed: RequestFeed[Any], message: Message) -> list[ReplyFeed[Any]]:
-        match = MATCH[feed._cat]
+    def choose(self, feed: RequestFeed[Any], message: Message) -> list[ReplyFeed[Any]]:
+        match = MATCH[feed.cat]
         # a loop, not a comprehension: no function call (Python 3.11) for the
         # one or two repliers a key usually has
         chosen = []
-        for r in feed._entry.repliers:
-            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message)):
+        for r in feed.entry.repliers:
+            if r.declared and match[r.cat] and (r.condition is None or r._accepts(message)):
                 chosen.append(r)
         return chosen
 
-    def _request(
+    def request(
         self, feed: RequestFeed[Any], message: Message, timeout: float | None
     ) -> RequestHandle[Any]:
-        match = MATCH[feed._cat]  # _choose(), inline
+        match = MATCH[feed.cat]  # choose(), inline
         chosen = []
-        for r in feed._entry.repliers:
-            if r._declared and match[r._cat] and (r._condition is None or r._accepts(message)):
+        for r in feed.entry.repliers:
+            if r.declared and match[r.cat] and (r.condition is None or r._accepts(message)):
                 chosen.append(r)
         if not chosen:
             raise RequestError(
@@ -618,9 +652,9 @@ class Router:
                 f"{feed._scope.name} (or every replier's condition refused the request); "
                 f"wait for the request feed's status to report UP"
             )
-        return self._dispatch(feed, message, chosen, timeout)
+        return self.dispatch(feed, message, chosen, timeout)
 
-    def _dispatch(
+    def dispatch(
         self,
         feed: RequestFeed[Any],
         message: Message,
@@ -636,14 +670,14 @@ class Router:
         replier can answer (repliers may answer on other threads before this
         returns)."""
         handle: RequestHandle[Any] = RequestHandle(feed, message)
-        incomings = []  # a loop, not a comprehension (see _choose)
+        incomings = []  # a loop, not a comprehension (see choose)
         for r in chosen:
             incomings.append(IncomingRequest(handle, r, message))
         # a copy: a replier that answers final before this loop is done (on
         # this thread, or a fast remote one) leaves handle._active at once
         handle._active = incomings[:]
         handle._remaining = len(incomings)
-        self._requests[handle.id] = handle
+        self.requests[handle.id] = handle
         if party is not None:
             handle.peer_id = peer_id
             handle.origin = origin
@@ -659,7 +693,7 @@ class Router:
 
     @property
     def outstanding_requests(self) -> int:
-        return len(self._requests)
+        return len(self.requests)
 
     # ------------------------------------------------------------ remote parties
     def attach(
@@ -670,9 +704,9 @@ class Router:
         subscribe to, request and reply on (None: everything); the party checks
         them (bus/party.py, "Authorization")."""
         party = RemoteParty(self, name, transport, permissions)
-        with self._lock:
+        with self.lock:
             self._parties.append(party)
-            for entry in self._entries.values():
+            for entry in self.entries.values():
                 adv, up = entry.remote_pub
                 if adv:
                     transport.send_advertise(entry.key, Role.PUBLISHER, up)
@@ -687,23 +721,23 @@ class Router:
         return party
 
     def _sync_remote_pub(self, entry: _Entry) -> None:
-        local = [p for p in entry.pubs if p._remote is None and p._scope.remote_capable]
-        now = (bool(local), any(p._declared for p in local))
+        local = [p for p in entry.pubs if p.remote is None and p._scope.remote_capable]
+        now = (bool(local), any(p.declared for p in local))
         if now != entry.remote_pub:
             before, entry.remote_pub = entry.remote_pub, now
             for party in self._parties:
                 party._tell(entry.key, Role.PUBLISHER, before, now)
 
     def _sync_remote_rep(self, entry: _Entry) -> None:
-        local = [r for r in entry.repliers if r._remote is None and r._scope.remote_capable]
-        now = (bool(local), any(r._declared for r in local))
+        local = [r for r in entry.repliers if r.remote is None and r._scope.remote_capable]
+        now = (bool(local), any(r.declared for r in local))
         if now != entry.remote_rep:
             before, entry.remote_rep = entry.remote_rep, now
             for party in self._parties:
                 party._tell(entry.key, Role.REPLIER, before, now)
 
-    def _detach(self, party: RemoteParty) -> None:
-        with self._lock:
+    def detach(self, party: RemoteParty) -> None:
+        with self.lock:
             if party in self._parties:
                 self._parties.remove(party)
             # (its proxies' routes go next, and the publishers they held congested
@@ -711,14 +745,14 @@ class Router:
             self._congested.pop(id(party.transport), None)
 
     # --------------------------------------------------------------- congestion
-    def _congestion(self, party: RemoteParty, congested: bool) -> None:
+    def set_congestion(self, party: RemoteParty, congested: bool) -> None:
         """(the transport's thread) ``party``'s output queue went over its high-water
         mark (``congested``) or back under its low-water mark: every publisher
         whose routes reach that transport (the party's proxy subscribers) is
-        marked, and told on change (``PublishFeed._congestion_changed``).  The
+        marked, and told on change (``PublishFeed.congestion_changed``).  The
         publish loop is untouched: the mark is made here, when routes or
         congestion change, never per message."""
-        with self._lock:
+        with self.lock:
             if not party._attached:
                 return
             transport = party.transport
@@ -727,7 +761,7 @@ class Router:
             else:
                 self._congested.pop(id(transport), None)
             for key in list(party._subs):
-                entry = self._entries.get(key)
+                entry = self.entries.get(key)
                 if entry is not None:
                     self._recongest(entry)
 
@@ -739,16 +773,16 @@ class Router:
         routes = entry.routes
         for p in entry.pubs:
             now = bool(congested) and any(
-                id(getattr(r, "__self__", None)) in congested for r in routes[p._cat][1]
+                id(getattr(r, "__self__", None)) in congested for r in routes[p.cat][1]
             )
             if now is not p._congested:
                 self._congested_pubs += 1 if now else -1
-                p._congestion_changed(now)
+                p.congestion_changed(now)
 
     # ------------------------------------------------------------------ inspect
     def feeds(self, key: MessageKey) -> dict[str, int]:
         """How many feeds of each role are placed for ``key`` (for tests and tools)."""
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is None:
             return {"publishers": 0, "subscribers": 0, "repliers": 0, "requestors": 0}
         return {

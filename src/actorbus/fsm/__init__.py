@@ -18,6 +18,7 @@ actions propagate unchanged.  :func:`render` draws any machine as Mermaid, DOT, 
 PNG with the current state highlighted.  See ``docs/fsm.md``.
 """
 
+from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import (
     EventArgumentError,
     GraphvizNotFoundError,
@@ -35,7 +36,6 @@ from actorbus.fsm.spec import (
     MachineSpec,
     StateSpec,
     TransitionSpec,
-    machine_spec,
 )
 
 __all__ = [

@@ -28,7 +28,7 @@ from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
 from actorbus.fsm._smc_lexer import _Token
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
-from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, machine_spec
+from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, declared_spec
 
 #: Parameter names the engines inject; a transition parameter may not use them.
 _RESERVED_PARAMS = frozenset(
@@ -497,7 +497,7 @@ class _Builder:
         return SmMachine(
             path=self.path,
             machine_class=cls,
-            spec=machine_spec(cls),
+            spec=declared_spec(cls),
             start=(start_map.text, start_state.text),
             maps=tuple(maps),
             class_name=directives["%class"].text if "%class" in directives else None,

@@ -99,10 +99,11 @@ from ..bus.owner import FeedOwner
 from ..bus.scope import FeedState
 from ..errors import FsmError
 from ._compile import STATE_FIELD
+from ._declaration import machine_spec
 from ._inline import InlineCode
 from .engine import compile_machine
 from .reference import reference_machine
-from .spec import INLINE_ATTR, CallbackRef, MachineSpec, machine_spec
+from .spec import INLINE_ATTR, CallbackRef, MachineSpec
 
 __all__ = ["BUS_CALLBACKS", "FsmActor", "FsmModel"]
 

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from actorbus.errors import FsmError
+from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import GraphvizNotFoundError
-from actorbus.fsm.spec import CallbackRef, MachineSpec, TransitionSpec, machine_spec
+from actorbus.fsm.spec import CallbackRef, MachineSpec, TransitionSpec
 
 __all__ = ["DiagramFormat", "render", "write_diagram"]
 

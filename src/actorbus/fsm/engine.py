@@ -49,8 +49,9 @@ from statemachine.model import Model
 
 from actorbus.errors import FsmError
 from actorbus.fsm._compile import build
+from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import TransitionNotAllowed
-from actorbus.fsm.spec import Declaration, MachineSpec, StateSpec, machine_spec
+from actorbus.fsm.spec import Declaration, MachineSpec, StateSpec
 
 __all__ = ["MAX_STEP_EVENTS", "CompiledMachine", "FsmEngine", "compile_machine", "runaway_step"]
 

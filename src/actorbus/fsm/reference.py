@@ -46,9 +46,10 @@ from statemachine.exceptions import TransitionNotAllowed as PsmTransitionNotAllo
 
 from actorbus.errors import FsmError
 from actorbus.fsm._compile import STATE_FIELD
+from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import TransitionNotAllowed, UnsupportedMachineError
 from actorbus.fsm.engine import MAX_STEP_EVENTS, _default_model, runaway_step
-from actorbus.fsm.spec import Declaration, MachineSpec, machine_spec
+from actorbus.fsm.spec import Declaration, MachineSpec
 
 __all__ = ["ReferenceMachine", "reference_machine"]
 

@@ -63,7 +63,6 @@ from pathlib import Path
 from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm._smc_builder import SmMachine, _Builder
 from actorbus.fsm._smc_parser import _Parser
-from actorbus.fsm.spec import use_sm_loader
 
 __all__ = ["SmMachine", "load_sm", "parse_sm"]
 
@@ -119,6 +118,3 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
     machine = parse_sm(text, name)
     _LOADED[key] = (stamp, machine)
     return machine
-
-
-use_sm_loader(lambda path: load_sm(path).spec)

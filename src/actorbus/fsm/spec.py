@@ -37,7 +37,6 @@ from __future__ import annotations
 import inspect
 import os
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
 
@@ -57,7 +56,7 @@ __all__ = [
     "MachineSpec",
     "StateSpec",
     "TransitionSpec",
-    "machine_spec",
+    "declared_spec",
 ]
 
 CallbackKind = Literal["name", "expr", "callable", "property"]
@@ -269,24 +268,14 @@ _EXPECTED_FLAGS = {
 }
 
 
-#: Reads a ``.sm`` file into its MachineSpec: handed over by actorbus.fsm.smc when
-#: it is imported (it imports this module, so this module never imports it).
-_sm_loader: Callable[[str | os.PathLike[str]], MachineSpec] | None = None
-
-
-def use_sm_loader(loader: Callable[[str | os.PathLike[str]], MachineSpec]) -> None:
-    """(actorbus.fsm.smc, at import) ``loader(path)`` returns a ``.sm`` file's spec."""
-    global _sm_loader
-    _sm_loader = loader
-
-
-def machine_spec(declaration: Declaration) -> MachineSpec:
-    """Build (once, then cached) the :class:`MachineSpec` of a declaration.
+def declared_spec(declaration: Declaration) -> MachineSpec:
+    """Build (once, then cached) the :class:`MachineSpec` of a declaration that is
+    not a path (:func:`actorbus.fsm.machine_spec` reads a ``.sm`` path first).
 
     Args:
         declaration: a python-statemachine ``StateMachine`` subclass (plain or
-            :class:`~actorbus.fsm.Machine`), an :class:`~actorbus.fsm.SmMachine`, a
-            :class:`MachineSpec` (returned as is) or the path of a ``.sm`` file.
+            :class:`~actorbus.fsm.Machine`), an :class:`~actorbus.fsm.SmMachine` or a
+            :class:`MachineSpec` (returned as is).
 
     Raises:
         FsmError: the declaration is not one of those.
@@ -294,10 +283,6 @@ def machine_spec(declaration: Declaration) -> MachineSpec:
     """
     if isinstance(declaration, MachineSpec):
         return declaration
-    if isinstance(declaration, (str, os.PathLike)):
-        if _sm_loader is None:
-            raise FsmError("actorbus.fsm.smc is not imported; import actorbus.fsm")
-        return _sm_loader(declaration)
     spec = getattr(declaration, "spec", None)
     if isinstance(spec, MachineSpec):
         return spec
@@ -438,3 +423,21 @@ def _extract(cls: Any) -> MachineSpec:
         declaration=cls,
         source_path=getattr(cls, "_actorbus_source_path", None),
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``machine_spec`` moved to :mod:`actorbus.fsm` (it also reads ``.sm`` paths,
+    which this module does not know); the old import warns for one release."""
+    if name == "machine_spec":
+        import warnings
+
+        from actorbus.fsm._declaration import machine_spec
+
+        warnings.warn(
+            "actorbus.fsm.spec.machine_spec moved; write 'from actorbus.fsm import "
+            "machine_spec' (the old name goes away in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return machine_spec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

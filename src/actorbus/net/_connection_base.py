@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from .._log import logger
 from ..bus.message import MessageKey
-from ..bus.party import RemoteParty, delivery_batching
+from ..bus.party import RemoteParty
 from ..bus.sender import Sender
 from .protocol import LinkProtocol, WireKey
 
@@ -249,7 +249,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.notified = {}
         self.request_decoders = {}
         self.reply_decoders = {}
-        self.hold_deliveries, self.release_deliveries = delivery_batching()
+        self.hold_deliveries = net.router.hold_deliveries
+        self.release_deliveries = net.router.release_deliveries
         self.timer = None
         self.timer_at = None
         self.ack_timer = None

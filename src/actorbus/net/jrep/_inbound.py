@@ -266,12 +266,12 @@ class ClientSide(SessionBase):
         return found
 
     def _allowed(self, action: Action, key: MessageKey) -> None:
-        perm = self.gateway.peer_permissions
-        if perm is None:
-            return
-        rule = perm.decide(action, key)
-        if rule is None or not rule.allow:
-            why = str(rule) if rule is not None else "no rule allows it"
+        """Refuse what the party refuses, with the reason (the rule is the
+        seam's: :meth:`RemoteParty.refusal`, which counts and reports it)."""
+        party = self.party
+        assert party is not None
+        why = party.refusal(action, key)
+        if why is not None:
             raise JrepFault(
                 p.REFUSED,
                 f"may not {action.value} {key}: {why}; the gateway's permissions decide "

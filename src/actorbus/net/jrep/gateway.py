@@ -17,8 +17,8 @@ when it opens) — the rule a TCP service applies to its secret.
 name in the permissions (``allow subscribe web /prices/...`` for a gateway
 named ``web``, or a role holding that name, or ``*``): the gateway hands each
 session's party those rules, so the party refuses exactly what it would refuse
-a TCP peer of that name, and the gateway checks the same rules first to tell
-the client why (``Refused`` on ClientBusErrors).
+a TCP peer of that name; a session asks its party first
+(``RemoteParty.refusal``) to tell the client why (``Refused`` on ClientBusErrors).
 
 **Private subjects.**  Each session gets a private prefix (``ReplyPrefix``, a
 new private topic of the bus); the gateway knows which session owns which
@@ -43,7 +43,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 
 from ..._log import RateLimitedLog, logger
 from ...bus.message import Message, lookup_type
-from ...bus.permissions import PeerPermissions, Permissions
+from ...bus.permissions import Permissions
 from ...bus.subjects import new_private_subject
 from ...errors import ConfigError, UsageError
 from .._address import endpoint
@@ -126,15 +126,14 @@ class Gateway:
         self.settings = settings or GatewaySettings()
         self.auth = auth
         self.config_prefix = config_prefix
-        #: the rules of the peer named like the gateway, made to apply to every session
-        self.peer_permissions: PeerPermissions | None = None
+        #: the rules of the peer named like the gateway, made to apply to every
+        #: session (each session's party checks them)
         self.session_permissions: Permissions | None = None
         if permissions is not None:
             mine = permissions.for_peer(name).rules
             self.session_permissions = Permissions(
                 [replace(rule, peers=("*",)) for rule in mine], source=permissions.source
             )
-            self.peer_permissions = self.session_permissions.for_peer(name)
         #: subject -> message class for messages without a Type part
         self.types = _types(name, types or {}, key("types"))
         self.close_timeout = 2.0
