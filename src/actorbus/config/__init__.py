@@ -4,7 +4,9 @@ Theory of operation: :mod:`.properties` turns text into ``key=value`` entries
 that remember their line; :mod:`.loader` reads the ``actorbus.`` (or ``eBus.``)
 keys among them into the dataclasses of :mod:`.schema`, rejecting anything
 invalid with a :class:`~actorbus.errors.ConfigError` that names file, line and
-key.  The runtime only ever sees validated dataclasses.  Every key is described
+key.  The services, connections and J.REP gateways and clients carry one
+immutable settings object each (:mod:`.settings`).  The runtime only ever
+sees validated dataclasses.  Every key is described
 in docs/configuration.md.
 """
 
@@ -34,6 +36,13 @@ from actorbus.config.schema import (
     SelectorConfig,
     ServiceConfig,
 )
+from actorbus.config.settings import (
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    LinkSettings,
+    ServiceSettings,
+)
 
 __all__ = [
     "DEFAULT_DISPATCHER",
@@ -42,13 +51,18 @@ __all__ = [
     "ActorConfig",
     "BusConfig",
     "ConnectionConfig",
+    "ConnectionSettings",
     "DispatcherConfig",
     "DispatcherKind",
     "GatewayConfig",
+    "GatewaySettings",
     "JrepClientConfig",
+    "JrepClientSettings",
+    "LinkSettings",
     "Property",
     "SelectorConfig",
     "ServiceConfig",
+    "ServiceSettings",
     "config_from_env",
     "config_from_properties",
     "dump_config",

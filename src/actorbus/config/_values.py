@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorbus.config.schema import (
+from actorbus.config._checks import (
     TLS_FILE_KINDS,
     DispatcherKind,
     node_id_problem,
@@ -47,6 +47,8 @@ class _Setting:
     ref: str | None = None
     #: (top-level settings) how dump_config writes None; None: leaves the key out
     none_text: str | None = None
+    #: a time: milliseconds in the file, seconds in the field
+    ms: bool = False
 
 
 def _int_in(text: str, low: int, high: int | None, expected: str) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import operator
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ PREFIXES = ("actorbus.", "eBus.")
 ENV_VAR = "ACTORBUS_CONFIG"
 
 _T = TypeVar("_T")
+_Path = str | os.PathLike[str]
 
 #: A slot is what a key means: (kind, section noun, item name, setting or key).
 _Slot = tuple[str, str, str, str]
@@ -449,18 +451,18 @@ class _Loader:
         the key with that certificate), a service's CA with its certificate, a
         connection's certificate and server name with its CA."""
         for service in services:
-            self._tls_pair("service", service.name, service.tls_cert_file, service.tls_key_file)
-            if service.tls_ca_file is not None and service.tls_cert_file is None:
+            s = service.settings
+            self._tls_pair("service", service.name, s.tls_cert_file, s.tls_key_file)
+            if s.tls_ca_file is not None and s.tls_cert_file is None:
                 raise self.error(
                     self._tls_entry("service", service.name, "tlsCaFile"),
                     "verifying the clients' certificates needs a service that speaks TLS; "
                     "set tlsCertFile and tlsKeyFile on this service too",
                 )
         for connection in connections:
-            self._tls_pair(
-                "connection", connection.name, connection.tls_cert_file, connection.tls_key_file
-            )
-            if connection.tls_ca_file is not None:
+            c = connection.settings
+            self._tls_pair("connection", connection.name, c.tls_cert_file, c.tls_key_file)
+            if c.tls_ca_file is not None:
                 continue
             for attr in ("tlsCertFile", "tlsKeyFile", "tlsServerName"):
                 entry = self.entries.get(("item", "connection", connection.name, attr))
@@ -472,7 +474,7 @@ class _Loader:
                         "this connection too",
                     )
 
-    def _tls_pair(self, noun: str, name: str, cert: str | None, key: str | None) -> None:
+    def _tls_pair(self, noun: str, name: str, cert: _Path | None, key: _Path | None) -> None:
         if cert is not None and key is None:
             raise self.error(
                 self._tls_entry(noun, name, "tlsCertFile"),
@@ -484,7 +486,7 @@ class _Loader:
                 "a private key needs its certificate: set tlsCertFile too",
             )
         if cert is not None and key is not None:
-            problem = tls_pair_problem(cert, key)
+            problem = tls_pair_problem(os.fspath(cert), os.fspath(key))
             if problem is not None:
                 raise self.error(self._tls_entry(noun, name, "tlsKeyFile"), problem)
 
@@ -606,7 +608,8 @@ def dump_config(config: BusConfig) -> str:
         for item in items:
             head = f"{prefix}{section.item_prefix}{item.name}."
             for attr, setting in section.settings.items():
-                text = _format_value(getattr(item, setting.field))
+                value = operator.attrgetter(setting.field)(item)
+                text = _format_value(round(value * 1000) if setting.ms else value)
                 if text is not None:
                     lines.append(format_property(head + attr, text))
             if section.options_field is not None:

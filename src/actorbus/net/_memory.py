@@ -17,10 +17,11 @@ from typing import Literal
 
 import msgpack
 
+from actorbus.config.settings import LinkSettings
 from actorbus.net._auth import KeyLookup, client_proof, new_nonce, server_proof
 from actorbus.net._events import Event, LogonAccepted, LogonComplete, LogonRequested
 from actorbus.net._wire import PROTOCOL_VERSION, FrameType
-from actorbus.net.protocol import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net.protocol import LinkProtocol, ProtocolState, Side
 
 __all__ = [
     "MemoryPipe",
@@ -109,7 +110,7 @@ class MemoryPipe:
         now: float = 0.0,
         client_id: str = "client-node",
         server_id: str = "server-node",
-        settings: ProtocolSettings | None = None,
+        settings: LinkSettings | None = None,
         client_knows: Callable[[str], bool] = all_types_known,
         server_knows: Callable[[str], bool] = all_types_known,
         client_secret: bytes = b"",
