@@ -519,7 +519,9 @@ def test_service_port_0_means_any_free_port(tmp_path: Path) -> None:
 
 def test_the_unnamed_service_form(tmp_path: Path) -> None:
     cfg = load(tmp_path, "eBus.service.port=12345\neBus.service.byteOrder=big_endian\n")
-    assert cfg.services == (ServiceConfig(name="default", port=12345, settings=ServiceSettings(byte_order="big")),)
+    assert cfg.services == (
+        ServiceConfig(name="default", port=12345, settings=ServiceSettings(byte_order="big")),
+    )
 
 
 def test_the_unnamed_service_needs_a_port(tmp_path: Path) -> None:
@@ -1223,10 +1225,14 @@ def test_dump_round_trips_a_config_built_in_code(tmp_path: Path) -> None:
             DispatcherConfig(name="a", kind=DispatcherKind.ASYNCIO),
             DispatcherConfig(name="b", is_default=True, classes=(f"{HERE}.AlsoPinned",)),
         ),
-        services=(ServiceConfig(name="s", port=1, settings=ServiceSettings(address_filter=("h", "h:2"))),),
-        connections=(ConnectionConfig(
+        services=(
+            ServiceConfig(name="s", port=1, settings=ServiceSettings(address_filter=("h", "h:2"))),
+        ),
+        connections=(
+            ConnectionConfig(
                 name="c", host="h", port=3, settings=ConnectionSettings(bind_port=65535)
-            ),),
+            ),
+        ),
         actors=(ActorConfig(name="x", class_path=f"{HERE}.make_actor", dispatcher="a"),),
         spark=MappingProxyType({"journal": "/tmp/j k"}),
         gc_threshold=None,

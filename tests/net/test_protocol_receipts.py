@@ -8,7 +8,8 @@ import pytest
 
 from actorbus import FeedState, MessageTooLargeError, ProtocolError, Scope, UsageError
 from actorbus.bus.router import Role
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.config import LinkSettings
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolState, Side
 from actorbus.net._memory import accept_for_client, all_types_known, authenticate, encode_frame
 from actorbus.net.protocol import (
     FrameType,
@@ -34,7 +35,7 @@ def frames_of(data: bytes) -> list[tuple[object, ...]]:
 
 
 #: The smallest frame limit, so that "too large" is cheap to reach.
-SETTINGS = ProtocolSettings(max_frame_size=1024)
+SETTINGS = LinkSettings(max_frame_size=1024)
 
 
 def end(side: Side, node: str, run_id: str = "") -> LinkProtocol:

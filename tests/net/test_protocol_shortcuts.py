@@ -11,7 +11,8 @@ import pytest
 
 from actorbus import FeedState, MessageTooLargeError, ReplyStatus, Scope, UsageError
 from actorbus.bus.party import Role
-from actorbus.net import LinkProtocol, ProtocolSettings
+from actorbus.config import LinkSettings
+from actorbus.net import LinkProtocol
 from actorbus.net._memory import MemoryPipe
 from actorbus.net.protocol import (
     Advertised,
@@ -165,7 +166,7 @@ def test_the_shortcuts_do_nothing_when_they_cannot_stand_for_the_command() -> No
 
 
 def test_the_shortcuts_refuse_what_the_commands_refuse_and_queue_nothing() -> None:
-    pipe = MemoryPipe(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = MemoryPipe(settings=LinkSettings(max_frame_size=1024))
     pipe.logon()
     client = pipe.client
     client.request(KEY, 1, ["x"])

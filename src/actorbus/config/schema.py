@@ -56,6 +56,7 @@ __all__ = [
     "tls_pair_problem",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class DispatcherConfig:
     """One named dispatcher (``dispatcher.NAME.*``)."""

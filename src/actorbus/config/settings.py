@@ -247,8 +247,10 @@ class _Settings:
         cls = type(self)
         for f, info in settings_fields(cls):
             value = getattr(self, f.name)
-            if isinstance(f.default, tuple) and isinstance(value, Iterable) and not isinstance(
-                value, (str, bytes, tuple)
+            if (
+                isinstance(f.default, tuple)
+                and isinstance(value, Iterable)
+                and not isinstance(value, (str, bytes, tuple))
             ):
                 value = tuple(value)
                 object.__setattr__(self, f.name, value)
@@ -354,7 +356,10 @@ class LinkSettings(_Settings):
         doc="advertisements and subscriptions the peer may hold at once",
     )
     max_patterns: int = setting(
-        1_024, low=1, unit="wildcard subscriptions", doc="wildcard subscriptions the peer may hold at once"
+        1_024,
+        low=1,
+        unit="wildcard subscriptions",
+        doc="wildcard subscriptions the peer may hold at once",
     )
     max_groups: int = setting(
         1_024,
@@ -401,7 +406,9 @@ class LinkSettings(_Settings):
         """Just the :class:`LinkSettings` part (itself when it is one)."""
         if type(self) is LinkSettings:
             return self
-        return LinkSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(LinkSettings)})
+        return LinkSettings(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(LinkSettings)}
+        )
 
 
 #: The high-water mark when ``message_queue_bytes`` is 0 (unlimited): 32 MiB.
@@ -441,7 +448,10 @@ class ServiceSettings(LinkSettings):
         128, low=1, unit="connections", doc="connections open at once from one source address"
     )
     accept_backlog: int = setting(
-        1_024, low=1, unit="connections", doc="connections the kernel may hold waiting to be accepted"
+        1_024,
+        low=1,
+        unit="connections",
+        doc="connections the kernel may hold waiting to be accepted",
     )
     secret_file: str | os.PathLike[str] | None = setting(
         None, check=_path_check, row=_secret_file, doc=_SECRET_DOC + "; not readable by every user"
@@ -612,9 +622,14 @@ class GatewaySettings(_Settings):
     max_message_size: int = setting(
         1 << 20, low=1, unit="bytes", doc="a larger WebSocket message closes the session (1009)"
     )
-    max_batch: int = setting(1_000, low=1, unit="messages per wire message", doc="J.REP messages in one wire array")
+    max_batch: int = setting(
+        1_000, low=1, unit="messages per wire message", doc="J.REP messages in one wire array"
+    )
     max_subscriptions: int = setting(
-        1_000, low=0, unit="keys per session", doc="keys a session subscribes to, publishes on or replies on"
+        1_000,
+        low=0,
+        unit="keys per session",
+        doc="keys a session subscribes to, publishes on or replies on",
     )
     max_requests: int = setting(
         1_000, low=0, unit="requests per session", doc="requests outstanding each way per session"
@@ -628,7 +643,10 @@ class GatewaySettings(_Settings):
         "the session pauses",
     )
     message_burst: int = setting(
-        0, low=0, unit="messages, 0 = one second's worth", doc="messages at once above the rate (0: one second's worth)"
+        0,
+        low=0,
+        unit="messages, 0 = one second's worth",
+        doc="messages at once above the rate (0: one second's worth)",
     )
     message_queue_size: int = setting(
         10_000,
@@ -682,7 +700,10 @@ class JrepClientSettings(_Settings):
         5.0, ms=True, unit="seconds", doc="doubles per failed attempt up to 10x"
     )
     connect_timeout: float = setting(
-        10.0, ms=True, unit="seconds", doc="give up a dial after it (0: as long as the system waits)"
+        10.0,
+        ms=True,
+        unit="seconds",
+        doc="give up a dial after it (0: as long as the system waits)",
     )
     heartbeat: float = setting(
         0.0,
@@ -769,7 +790,9 @@ def default_of(cls: type, attribute: str) -> Any:
     return next(f.default for f, _ in settings_fields(cls) if f.name == attribute)
 
 
-def from_old_keywords(call: str, cls: type[_S], settings: LinkSettings | _S | None, old: dict[str, Any]) -> _S:
+def from_old_keywords(
+    call: str, cls: type[_S], settings: LinkSettings | _S | None, old: dict[str, Any]
+) -> _S:
     """``settings`` (None: the defaults; a plain :class:`LinkSettings` for a
     service or connection: widened to ``cls``) with the keyword arguments
     ``call`` took before settings objects, ``old``, applied — each with a
