@@ -125,7 +125,10 @@ def test_the_api_checks_secrets_too(tmp_path: Path) -> None:
     with buses("n") as (n,):
         with pytest.raises(ConfigError, match=r"listen\(secret=...\): the secret has 5 bytes"):
             n.listen(0, secret=b"short")
-        with pytest.raises(ConfigError, match=r"listen\(secret_file=...\): the secret file"):
+        with pytest.raises(
+            ConfigError,
+            match=r"listen\(settings=ServiceSettings\(secret_file=...\)\): the secret file",
+        ):
             n.listen(0, settings=ServiceSettings(secret_file=tmp_path / "missing"))
         readable = secret_file(tmp_path, KEY, 0o644)
         with pytest.raises(ConfigError, match="can be read by every user") as info:

@@ -407,7 +407,9 @@ def test_a_failed_dial_says_what_to_do(host: str, bind_to_held_port: bool, says:
         service = b.listen(0)
         port = service.port
         service.close()  # nothing listens on port now
-        bind = {"bind_host": "127.0.0.1", "bind_port": held.getsockname()[1]}
+        bind = {
+            "settings": ConnectionSettings(bind_host="127.0.0.1", bind_port=held.getsockname()[1])
+        }
         link = b.connect(host, port, **(bind if bind_to_held_port else {}))
         # (30 s: a resolver that times out before failing takes a while)
         with pytest.raises(LinkClosedError, match="cannot connect to") as info:

@@ -424,7 +424,9 @@ def test_heartbeats_keep_an_idle_link_up() -> None:
     with buses("A", "B") as (a, b):
         sub = Recorder("sub")
         started(b, sub)
-        service, link = linked(a, b, heartbeat_delay=0.02, heartbeat_reply_delay=0.2)
+        service, link = linked(
+            a, b, settings=ConnectionSettings(heartbeat_delay=0.02, heartbeat_reply_delay=0.2)
+        )
         (accepted,) = service.links
         wait_for(lambda: accepted.counters.heartbeats_in >= 5, "five heartbeats from B answered")
         assert link.is_logged_on and link.counters.heartbeats_out >= 5

@@ -430,7 +430,7 @@ def test_nodes_from_properties_files_link_with_mutual_tls(pki: Pki, tmp_path: Pa
             "actorbus.connection.up.tlsServerName = localhost\n"
         )
         config = load_config(client)
-        assert config.connections[0].tls_server_name == "localhost"
+        assert config.connections[0].settings.tls_server_name == "localhost"
         b = Bus.from_properties(client, node_id="B")
         try:
             (link,) = b.links

@@ -75,8 +75,8 @@ def credentials_of(
     elif secret is not None:
         if secret_file is not None:
             raise ConfigError(
-                f"{call}(): secret= and {label('secret_file')} both given; give one (the "
-                "file is better: the secret stays out of the code)"
+                f"{call}(): secret= and secret_file= both given ({label('secret_file')}); "
+                "give one (the file is better: the secret stays out of the code)"
             )
         shared = secret_of(secret, f"{call}(secret=...)")
     if secret_file is not None:

@@ -358,7 +358,7 @@ class NodeNet:
             tls = check_client_context(tls, "connect(tls=...)")
         elif s.tls_server_name is not None:
             raise UsageError(
-                f"{label('tls_server_name')}={s.tls_server_name!r} without TLS: the name is "
+                f"{label('tls_server_name')}: {s.tls_server_name!r} without tls=: the name is "
                 "checked against the service's TLS certificate; pass tls= too "
                 "(actorbus.net.tls_client_context(ca_file)) or set tls_ca_file"
             )
