@@ -285,6 +285,7 @@ class LinkSettings(_Settings):
     byte_order: Literal["big", "little"] = setting(
         "big",
         check=_choice("big", "little"),
+        unit="word",
         row=_byte_order,
         doc="byte order of the 4-byte frame length prefix (`BIG_ENDIAN`, `LITTLE_ENDIAN` "
         "are read too)",
@@ -425,6 +426,7 @@ class ServiceSettings(LinkSettings):
     address_filter: tuple[str, ...] = setting(
         (),
         check=_strings,
+        unit="comma list",
         row=_address_filter,
         doc="only these hosts (`h`) or endpoints (`h:port`; IPv6 as `::1` or `[::1]:80`) "
         "may connect; empty: everyone",
@@ -432,12 +434,14 @@ class ServiceSettings(LinkSettings):
     service_selector: str | None = setting(
         None,
         check=_name_check,
+        unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) that accepts; listed in `net.selectors`",
     )
     connection_selector: str | None = setting(
         None,
         check=_name_check,
+        unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector the accepted links run on (default: `serviceSelector`'s)",
     )
@@ -454,17 +458,23 @@ class ServiceSettings(LinkSettings):
         doc="connections the kernel may hold waiting to be accepted",
     )
     secret_file: str | os.PathLike[str] | None = setting(
-        None, check=_path_check, row=_secret_file, doc=_SECRET_DOC + "; not readable by every user"
+        None,
+        check=_path_check,
+        unit="path",
+        row=_secret_file,
+        doc=_SECRET_DOC + "; not readable by every user",
     )
     peer_secrets_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _secret_file(name, holds_one=False),
         doc="a file of `node-id = secret` lines: the nodes that prove a secret of their own",
     )
     auth: Literal["auto", "none"] = setting(
         "auto",
         check=_choice("auto", "none"),
+        unit="word",
         row=_auth,
         doc="`auto`: without a secret the service may listen on loopback only; `none`: links "
         "without a secret accepted on any address (one warning)",
@@ -472,6 +482,7 @@ class ServiceSettings(LinkSettings):
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules: what each peer may publish, subscribe to, request "
         "and reply on (none: everything)",
@@ -479,18 +490,21 @@ class ServiceSettings(LinkSettings):
     tls_cert_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: the service's certificate (PEM, its chain after it); needs `tlsKeyFile`",
     )
     tls_key_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
     tls_ca_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the clients' certificates (mutual TLS)",
     )
@@ -502,17 +516,26 @@ class ConnectionSettings(LinkSettings):
     proves.  ``Bus.connect(settings=...)``."""
 
     bind_host: str | None = setting(
-        None, check=_host_check, row=_host, doc="the local address to dial from (none: any)"
+        None,
+        check=_host_check,
+        unit="host",
+        row=_host,
+        doc="the local address to dial from (none: any)",
     )
     bind_port: int = setting(0, low=0, high=65535, unit="port", doc="the local port (0: any)")
     selector: str | None = setting(
         None,
         check=_name_check,
+        unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the link runs on; listed in `net.selectors`",
     )
     reconnect: bool = setting(
-        False, check=_bool_check, row=_boolean, doc="dial again after a lost or refused link"
+        False,
+        check=_bool_check,
+        unit="boolean",
+        row=_boolean,
+        doc="dial again after a lost or refused link",
     )
     reconnect_delay: float = setting(
         5.0,
@@ -531,18 +554,21 @@ class ConnectionSettings(LinkSettings):
     secret_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
     )
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules: what the node this link dials may do here",
     )
     tls_ca_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the service's certificate; set: the link "
         "speaks TLS and verifies the service's certificate and host name",
@@ -550,18 +576,21 @@ class ConnectionSettings(LinkSettings):
     tls_cert_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: this node's client certificate (mutual TLS); needs `tlsKeyFile`",
     )
     tls_key_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
     tls_server_name: str | None = setting(
         None,
         check=_host_check,
+        unit="host",
         row=_host,
         doc="the name the service's certificate must carry (none: the connection's host)",
     )
@@ -578,12 +607,14 @@ class GatewaySettings(_Settings):
     path: str = setting(
         "/jrep",
         check=lambda v: _parsed(_url_path("path"), v),
+        unit="URL path",
         row=_url_path,
         doc="the URL path of the J.REP WebSocket endpoint (not `/actorbus.js`)",
     )
     allowed_origins: tuple[str, ...] = setting(
         (),
         check=_strings,
+        unit="comma list",
         row=_origins,
         doc="`Origin` values a WebSocket handshake may carry (`*`: any); empty: the "
         "gateway's own origin only",
@@ -591,12 +622,14 @@ class GatewaySettings(_Settings):
     token_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_secret_file,
         doc="a file holding the token every client gives, not readable by every user",
     )
     auth: Literal["auto", "none"] = setting(
         "auto",
         check=_choice("auto", "none"),
+        unit="word",
         row=_auth,
         doc="`auto`: a token is required beyond loopback; `none`: clients without a token "
         "accepted on any address (one warning)",
@@ -604,18 +637,21 @@ class GatewaySettings(_Settings):
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules; the clients are the peer named like the gateway",
     )
     static_dir: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_directory,
         doc="a directory whose files are served over HTTP on the same port",
     )
     selector: str | None = setting(
         None,
         check=_name_check,
+        unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the gateway runs on (none: the default one)",
     )
@@ -690,11 +726,16 @@ class JrepClientSettings(_Settings):
     token_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_secret_file,
         doc="a file holding the gateway's token, not readable by every user",
     )
     reconnect: bool = setting(
-        True, check=_bool_check, row=_boolean, doc="dial again after a lost or refused session"
+        True,
+        check=_bool_check,
+        unit="boolean",
+        row=_boolean,
+        doc="dial again after a lost or refused session",
     )
     reconnect_delay: float = setting(
         5.0, ms=True, unit="seconds", doc="doubles per failed attempt up to 10x"
@@ -716,12 +757,14 @@ class JrepClientSettings(_Settings):
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
         check=_path_check,
+        unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules; the remote node is the peer named like the client",
     )
     selector: str | None = setting(
         None,
         check=_name_check,
+        unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the client runs on (none: the default one)",
     )
@@ -765,18 +808,25 @@ def markdown_table(cls: type) -> str:
     """The markdown table of settings type ``cls`` (key | attribute | default |
     unit | meaning) that docs/configuration.md shows between
     ``<!-- settings-table:NAME -->`` and ``<!-- /settings-table -->``
-    (``make settings-tables`` rewrites them)."""
+    (``make settings-tables`` rewrites them).  A service's or connection's
+    table leaves out the :class:`LinkSettings` fields, which have a table of
+    their own."""
+    inherited = set()
+    if cls is not LinkSettings and issubclass(cls, LinkSettings):
+        inherited = {f.name for f in dataclasses.fields(LinkSettings)}
     lines = [
         "| key | attribute | default | unit | meaning |",
         "|---|---|---|---|---|",
     ]
     for f, info in settings_fields(cls):
+        if f.name in inherited:
+            continue
         key = f"`{info.key}`" + "".join(f" (alias `{a}`)" for a in info.aliases)
         shown = file_value(info, f.default)
         default = "none" if shown is None else ("empty" if shown == "" else f"`{shown}`")
         if info.ms:
             default += f" ({f.default:g} s)"
-        unit = f"{info.unit}; file: milliseconds" if info.ms else info.unit
+        unit = f"{info.unit} (file: milliseconds)" if info.ms else info.unit
         lines.append(f"| {key} | `{f.name}` | {default} | {unit} | {info.doc} |")
     return "\n".join(lines) + "\n"
 
