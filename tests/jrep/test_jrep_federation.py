@@ -169,11 +169,11 @@ def test_a_client_bus_from_a_properties_file(tmp_path: Path) -> None:
         )
         config = load_config(props)
         (hub,) = config.jrep_clients
-        assert (hub.name, hub.url, hub.reconnect, hub.heartbeat_ms) == (
+        assert (hub.name, hub.url, hub.settings.reconnect, hub.settings.heartbeat) == (
             "hub",
             gateway.url,
             True,
-            1000,
+            1.0,
         )
         a = Bus(config)
         on_a = a.inbox(Price, "/b")

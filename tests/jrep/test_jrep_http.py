@@ -99,8 +99,9 @@ def test_a_gateway_from_a_properties_file(tmp_path: Path) -> None:
     )
     config = load_config(path)
     (gw,) = config.gateways
-    assert (gw.path, gw.max_subscriptions, gw.idle_timeout_ms) == ("/bus", 7, 30_000)
-    assert gw.allowed_origins == ("http://localhost:8080", "*")
+    s = gw.settings
+    assert (s.path, s.max_subscriptions, s.idle_timeout) == ("/bus", 7, 30.0)
+    assert s.allowed_origins == ("http://localhost:8080", "*")
     bus = Bus(config, node_id="gw")
     try:
         (gateway,) = bus.net.gateways
