@@ -1050,7 +1050,13 @@ def test_a_prefix_in_the_wrong_case(tmp_path: Path, key: str) -> None:
 
 def test_keys_without_the_prefix_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, "dispatchers=a,,b\nlogging.level=x ; y\nactorbusx.dispatchers=z\n")
-    assert load_config(path) == BusConfig(source=str(path))
+    with pytest.warns(actorbus.config.ConfigWarning) as caught:
+        assert load_config(path) == BusConfig(source=str(path))
+    # ignored, but a key of ours without the prefix, or with a typo in it, is pointed out
+    assert [str(w.message).split(": ", 2)[1] for w in caught] == [
+        "dispatchers",
+        "actorbusx.dispatchers",
+    ]
 
 
 # ------------------------------------------------------------------ trailing comments
@@ -1279,6 +1285,7 @@ def test_the_public_api() -> None:
             "PREFIXES",
             "ActorConfig",
             "BusConfig",
+            "ConfigWarning",
             "ConnectionConfig",
             "ConnectionSettings",
             "DispatcherConfig",

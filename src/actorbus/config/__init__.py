@@ -13,6 +13,7 @@ in docs/configuration.md.
 from actorbus.config.loader import (
     ENV_VAR,
     PREFIXES,
+    ConfigWarning,
     config_from_env,
     config_from_properties,
     dump_config,
@@ -50,6 +51,7 @@ __all__ = [
     "PREFIXES",
     "ActorConfig",
     "BusConfig",
+    "ConfigWarning",
     "ConnectionConfig",
     "ConnectionSettings",
     "DispatcherConfig",

@@ -49,6 +49,8 @@ class _Setting:
     none_text: str | None = None
     #: a time: milliseconds in the file, seconds in the field
     ms: bool = False
+    #: a path: a relative one is relative to the directory of the properties file
+    path: bool = False
 
 
 def _int_in(text: str, low: int, high: int | None, expected: str) -> int:
@@ -225,7 +227,7 @@ def _secret_file(field: str, *, holds_one: bool = True) -> _Setting:
             raise _Invalid(problem)
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 def _permissions_file(field: str) -> _Setting:
@@ -242,7 +244,7 @@ def _permissions_file(field: str) -> _Setting:
             raise _Invalid(f"{text} {what}; {expected}")
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 def _tls_file(field: str, kind: str) -> _Setting:
@@ -256,7 +258,7 @@ def _tls_file(field: str, kind: str) -> _Setting:
             raise _Invalid(problem)
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 _AUTH_MODES = ("auto", "none")
@@ -324,7 +326,7 @@ def _directory(field: str) -> _Setting:
             raise _Invalid(f"{text} {what}; {expected}")
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/?#]+")
