@@ -133,9 +133,10 @@ class Link:
         port: int,
         bind_host: str | None = None,
         bind_port: int = 0,
+        # (a dialled link's come from its ConnectionSettings; an accepted one dials never)
         reconnect: bool = False,
-        reconnect_delay: float = 5.0,
-        connect_timeout: float = 10.0,
+        reconnect_delay: float = 0.0,
+        connect_timeout: float = 0.0,
         service: Service | None = None,
         credentials: Secret | Credentials | None = None,
         permissions: Permissions | None = None,
