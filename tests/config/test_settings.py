@@ -149,3 +149,23 @@ def test_a_table_names_key_attribute_default_and_unit() -> None:
     )
     assert "maxPatterns" not in markdown_table(ServiceSettings)  # the link rows are LinkSettings'
     assert "(alias `reconnectTime`)" in markdown_table(ConnectionSettings)
+
+
+def test_the_settings_module_exports() -> None:
+    import actorbus.config.settings as module
+
+    assert sorted(module.__all__) == [
+        "ConnectionSettings",
+        "GatewaySettings",
+        "JrepClientSettings",
+        "LinkSettings",
+        "ServiceSettings",
+        "SettingInfo",
+        "default_of",
+        "file_value",
+        "from_old_keywords",
+        "key_of",
+        "markdown_table",
+        "setting",
+        "settings_fields",
+    ]
