@@ -16,7 +16,23 @@ from typing import Any
 from actorbus.config._values import _integer, _Invalid, _Setting
 from actorbus.errors import UsageError
 
-__all__ = ["SettingInfo", "Settings", "file_value", "key_of", "setting", "settings_fields"]
+__all__ = [
+    "SettingInfo",
+    "Settings",
+    "bool_check",
+    "choice",
+    "file_value",
+    "host_check",
+    "int_row",
+    "key_of",
+    "name_check",
+    "number_check",
+    "parsed_check",
+    "path_check",
+    "setting",
+    "settings_fields",
+    "strings_check",
+]
 
 _META = "actorbus.setting"
 
@@ -72,12 +88,12 @@ def setting(
         check = _time_check(low) if ms else _int_check(low, high, unit)
     if row is None:
         floor = int(low if low is not None else 0)
-        row = _ms_row(1 if low else 0, zero) if ms else _int_row(floor, high, unit)
+        row = _ms_row(1 if low else 0, zero) if ms else int_row(floor, high, unit)
     info = SettingInfo("", doc, unit, row, check, ms, aliases)
     return dataclasses.field(default=default, repr=repr, metadata={_META: info})
 
 
-def _int_row(low: int, high: int | None, unit: str) -> Callable[[str], _Setting]:
+def int_row(low: int, high: int | None, unit: str) -> Callable[[str], _Setting]:
     return lambda name: _integer(name, low, high, unit=unit)
 
 
@@ -122,36 +138,36 @@ def _time_check(low: float | None) -> Callable[[Any], str | None]:
     return check
 
 
-def _bool_check(value: Any) -> str | None:
+def bool_check(value: Any) -> str | None:
     return None if isinstance(value, bool) else "expected True or False"
 
 
-def _path_check(value: Any) -> str | None:
+def path_check(value: Any) -> str | None:
     if value is None or isinstance(value, (str, os.PathLike)):
         return None
     return "expected a path (str or os.PathLike) or None"
 
 
-def _name_check(value: Any) -> str | None:
+def name_check(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and value):
         return None
     return "expected the name of a selector (net.selectors) or None for the default one"
 
 
-def _choice(*allowed: str) -> Callable[[Any], str | None]:
+def choice(*allowed: str) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         return None if value in allowed else "expected " + " or ".join(map(repr, allowed))
 
     return check
 
 
-def _strings(value: Any) -> str | None:
+def strings_check(value: Any) -> str | None:
     if isinstance(value, tuple) and all(isinstance(item, str) for item in value):
         return None
     return "expected a tuple of str (any iterable of str is turned into one)"
 
 
-def _host_check(value: Any) -> str | None:
+def host_check(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and value and not any(c.isspace() for c in value)):
         return None
     return "expected a host name or IP address (not empty, no spaces) or None"
@@ -203,7 +219,7 @@ class Settings:
                 )
 
 
-def _parsed(row: _Setting, value: Any) -> str | None:
+def parsed_check(row: _Setting, value: Any) -> str | None:
     if not isinstance(value, str):
         return row.expected
     try:
@@ -213,7 +229,7 @@ def _parsed(row: _Setting, value: Any) -> str | None:
     return None
 
 
-def _number(value: Any, unit: str) -> str | None:
+def number_check(value: Any, unit: str) -> str | None:
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
         return f"expected a finite number >= 0 ({unit})"
     return None

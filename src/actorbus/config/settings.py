@@ -44,19 +44,19 @@ from typing import Any, Literal, TypeVar
 from actorbus.config._fields import (
     SettingInfo,
     Settings,
-    _bool_check,
-    _choice,
-    _host_check,
-    _int_row,
-    _name_check,
-    _number,
-    _parsed,
-    _path_check,
-    _strings,
+    bool_check,
+    choice,
     file_value,
+    host_check,
+    int_row,
     key_of,
+    name_check,
+    number_check,
+    parsed_check,
+    path_check,
     setting,
     settings_fields,
+    strings_check,
 )
 from actorbus.config._values import (
     _address_filter,
@@ -114,7 +114,7 @@ class LinkSettings(Settings):
     )
     byte_order: Literal["big", "little"] = setting(
         "big",
-        check=_choice("big", "little"),
+        check=choice("big", "little"),
         unit="word",
         row=_byte_order,
         doc="byte order of the 4-byte frame length prefix (`BIG_ENDIAN`, `LITTLE_ENDIAN` "
@@ -255,7 +255,7 @@ class ServiceSettings(LinkSettings):
 
     address_filter: tuple[str, ...] = setting(
         (),
-        check=_strings,
+        check=strings_check,
         unit="comma list",
         row=_address_filter,
         doc="only these hosts (`h`) or endpoints (`h:port`; IPv6 as `::1` or `[::1]:80`) "
@@ -263,14 +263,14 @@ class ServiceSettings(LinkSettings):
     )
     service_selector: str | None = setting(
         None,
-        check=_name_check,
+        check=name_check,
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) that accepts; listed in `net.selectors`",
     )
     connection_selector: str | None = setting(
         None,
-        check=_name_check,
+        check=name_check,
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector the accepted links run on (default: `serviceSelector`'s)",
@@ -289,21 +289,21 @@ class ServiceSettings(LinkSettings):
     )
     secret_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_secret_file,
         doc=_SECRET_DOC + "; not readable by every user",
     )
     peer_secrets_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _secret_file(name, holds_one=False),
         doc="a file of `node-id = secret` lines: the nodes that prove a secret of their own",
     )
     auth: Literal["auto", "none"] = setting(
         "auto",
-        check=_choice("auto", "none"),
+        check=choice("auto", "none"),
         unit="word",
         row=_auth,
         doc="`auto`: without a secret the service may listen on loopback only; `none`: links "
@@ -311,7 +311,7 @@ class ServiceSettings(LinkSettings):
     )
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules: what each peer may publish, subscribe to, request "
@@ -319,21 +319,21 @@ class ServiceSettings(LinkSettings):
     )
     tls_cert_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: the service's certificate (PEM, its chain after it); needs `tlsKeyFile`",
     )
     tls_key_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
     tls_ca_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the clients' certificates (mutual TLS)",
@@ -347,7 +347,7 @@ class ConnectionSettings(LinkSettings):
 
     bind_host: str | None = setting(
         None,
-        check=_host_check,
+        check=host_check,
         unit="host",
         row=_host,
         doc="the local address to dial from (none: any)",
@@ -355,14 +355,14 @@ class ConnectionSettings(LinkSettings):
     bind_port: int = setting(0, low=0, high=65535, unit="port", doc="the local port (0: any)")
     selector: str | None = setting(
         None,
-        check=_name_check,
+        check=name_check,
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the link runs on; listed in `net.selectors`",
     )
     reconnect: bool = setting(
         False,
-        check=_bool_check,
+        check=bool_check,
         unit="boolean",
         row=_boolean,
         doc="dial again after a lost or refused link",
@@ -383,21 +383,21 @@ class ConnectionSettings(LinkSettings):
     )
     secret_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
     )
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules: what the node this link dials may do here",
     )
     tls_ca_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the service's certificate; set: the link "
@@ -405,21 +405,21 @@ class ConnectionSettings(LinkSettings):
     )
     tls_cert_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: this node's client certificate (mutual TLS); needs `tlsKeyFile`",
     )
     tls_key_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
     tls_server_name: str | None = setting(
         None,
-        check=_host_check,
+        check=host_check,
         unit="host",
         row=_host,
         doc="the name the service's certificate must carry (none: the connection's host)",
@@ -436,14 +436,14 @@ class GatewaySettings(Settings):
 
     path: str = setting(
         "/jrep",
-        check=lambda v: _parsed(_url_path("path"), v),
+        check=lambda v: parsed_check(_url_path("path"), v),
         unit="URL path",
         row=_url_path,
         doc="the URL path of the J.REP WebSocket endpoint (not `/actorbus.js`)",
     )
     allowed_origins: tuple[str, ...] = setting(
         (),
-        check=_strings,
+        check=strings_check,
         unit="comma list",
         row=_origins,
         doc="`Origin` values a WebSocket handshake may carry (`*`: any); empty: the "
@@ -451,14 +451,14 @@ class GatewaySettings(Settings):
     )
     token_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_secret_file,
         doc="a file holding the token every client gives, not readable by every user",
     )
     auth: Literal["auto", "none"] = setting(
         "auto",
-        check=_choice("auto", "none"),
+        check=choice("auto", "none"),
         unit="word",
         row=_auth,
         doc="`auto`: a token is required beyond loopback; `none`: clients without a token "
@@ -466,21 +466,21 @@ class GatewaySettings(Settings):
     )
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules; the clients are the peer named like the gateway",
     )
     static_dir: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_directory,
         doc="a directory whose files are served over HTTP on the same port",
     )
     selector: str | None = setting(
         None,
-        check=_name_check,
+        check=name_check,
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the gateway runs on (none: the default one)",
@@ -502,8 +502,8 @@ class GatewaySettings(Settings):
     )
     message_rate: float = setting(
         1_000.0,
-        check=lambda v: _number(v, "messages per second"),
-        row=_int_row(0, None, "messages per second, 0 = no limit"),
+        check=lambda v: number_check(v, "messages per second"),
+        row=int_row(0, None, "messages per second, 0 = no limit"),
         unit="messages per second, 0 = no limit",
         doc="J.REP messages a session may send on average (0 = no limit); over it, reading "
         "the session pauses",
@@ -555,14 +555,14 @@ class JrepClientSettings(Settings):
 
     token_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_secret_file,
         doc="a file holding the gateway's token, not readable by every user",
     )
     reconnect: bool = setting(
         True,
-        check=_bool_check,
+        check=bool_check,
         unit="boolean",
         row=_boolean,
         doc="dial again after a lost or refused session",
@@ -586,14 +586,14 @@ class JrepClientSettings(Settings):
     )
     permissions_file: str | os.PathLike[str] | None = setting(
         None,
-        check=_path_check,
+        check=path_check,
         unit="path",
         row=_permissions_file,
         doc="a file of allow/deny rules; the remote node is the peer named like the client",
     )
     selector: str | None = setting(
         None,
-        check=_name_check,
+        check=name_check,
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the client runs on (none: the default one)",
