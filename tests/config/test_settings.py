@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actorbus import Bus, UsageError
+from actorbus import Bus, ConfigError, UsageError
 from actorbus.config import (
     ConnectionSettings,
     GatewaySettings,
@@ -78,6 +78,21 @@ def test_invalid_values_say_the_field_the_key_and_what_is_allowed(
 def test_the_high_water_mark_is_checked_against_the_queue_bytes() -> None:
     with pytest.raises(UsageError, match="lower it or leave it at -1"):
         LinkSettings(message_queue_bytes=100, message_queue_high_water=200)
+
+
+def test_a_rule_between_two_keys_is_a_config_error_on_the_line_of_the_last(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "app.properties"
+    path.write_text(
+        "actorbus.services=s\nactorbus.service.s.port=0\n"
+        "actorbus.service.s.messageQueueBytes=100\nactorbus.service.s.messageQueueHighWater=200\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert (info.value.line, info.value.key) == (4, "actorbus.service.s.messageQueueHighWater")
+    assert "lower it or leave it at -1" in str(info.value)
 
 
 def test_times_are_milliseconds_in_a_file_and_seconds_in_python(tmp_path: Path) -> None:

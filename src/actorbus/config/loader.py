@@ -73,7 +73,7 @@ from actorbus.config.schema import (
     ServiceConfig,
     tls_pair_problem,
 )
-from actorbus.errors import ConfigError
+from actorbus.errors import ConfigError, UsageError
 
 __all__ = [
     "ENV_VAR",
@@ -370,7 +370,14 @@ class _Loader:
             }
             if section.options_field is not None:
                 fields[section.options_field] = MappingProxyType(options.get(name, {}))
-            built.append(section.factory(name=name, **fields))
+            try:
+                built.append(section.factory(name=name, **fields))
+            except ConfigError:
+                raise
+            except UsageError as exc:  # a rule between settings: cite the last key it names
+                given_entries = [e for e, _ in values.values()]
+                named = [e for attr, (e, _) in values.items() if attr in str(exc)] or given_entries
+                raise self.error(named[-1], str(exc)) from None
         if "isDefault" in section.settings:
             built = self._one_default(section, built, given)
         return tuple(built)

@@ -233,14 +233,6 @@ class LinkSettings(Settings):
             return high
         return (self.message_queue_bytes or _UNLIMITED_HIGH_WATER * 2) // 2
 
-    def link_settings(self) -> LinkSettings:
-        """Just the :class:`LinkSettings` part (itself when it is one)."""
-        if type(self) is LinkSettings:
-            return self
-        return LinkSettings(
-            **{f.name: getattr(self, f.name) for f in dataclasses.fields(LinkSettings)}
-        )
-
 
 #: The high-water mark when ``message_queue_bytes`` is 0 (unlimited): 32 MiB.
 _UNLIMITED_HIGH_WATER = 32 * 1_048_576
