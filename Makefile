@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz clean venv system-tools
+.PHONY: demo test lint bench fuzz clean venv system-tools settings-tables
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ system-tools:
 
 test: system-tools lint
 	$(PY) -m pytest -q
+
+# docs/configuration.md's settings tables, generated from actorbus.config.settings
+settings-tables: $(STAMP)
+	PYTHONPATH=src $(PY) tools/settings_table.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -55,19 +55,20 @@ with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
     from actorbus.bus.message import ReplyStatus
     from actorbus.bus.router import Role
     from actorbus.bus.scope import FeedState, Scope
+    from actorbus.config import LinkSettings
     from actorbus.errors import (
         LinkClosedError,
         MessageTooLargeError,
         ProtocolError,
         UsageError,
     )
-    from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+    from actorbus.net import LinkProtocol, ProtocolState, Side
     from actorbus.net.protocol import LogonAccepted, LogonRequested
     from actorbus.testing import encode_frame
 
 __all__ = ["OPS", "SETTINGS", "Trace", "one_input", "run", "seeds"]
 
-SETTINGS = ProtocolSettings(
+SETTINGS = LinkSettings(
     max_frame_size=1024, heartbeat_delay=1.0, heartbeat_reply_delay=2.0, logon_timeout=5.0
 )
 

@@ -37,8 +37,9 @@ except ImportError:
 _INSTRUMENT = _atheris is not None and __name__ == "__main__"
 
 with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
+    from actorbus.config import LinkSettings
     from actorbus.errors import ProtocolError
-    from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+    from actorbus.net import LinkProtocol, ProtocolState, Side
     from actorbus.net.protocol import FrameType, LogonRequested
     from actorbus.testing import MemoryPipe, encode_frame, proof_for_server
 
@@ -60,7 +61,7 @@ MAX_FRAME = 1024
 #: The receiving ends byte 0 chooses from.
 MODES = ("fresh server", "client awaiting logon answer", "accepted server", "connected client")
 
-SETTINGS = ProtocolSettings(max_frame_size=MAX_FRAME, logon_timeout=0)
+SETTINGS = LinkSettings(max_frame_size=MAX_FRAME, logon_timeout=0)
 
 #: The nonces of the authentication, fixed so that a run is reproducible (fed
 #: whole or in reads, a receiver answers with the same bytes) and so that valid

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from actorbus import StopSignals
+from actorbus.config import GatewaySettings
 from actorbus.net.jrep import Gateway
 from actorbus.node import Bus
 from demos.calculator.actors import Calculator
@@ -53,7 +54,7 @@ class WebDemo:
                 bus.register(actor)
             bus.startup(actors).wait(10)
             self.gateway = bus.serve_jrep(
-                self.port, self.host, name="web", static_dir=str(PAGE_DIR)
+                self.port, self.host, name="web", settings=GatewaySettings(static_dir=str(PAGE_DIR))
             )
         except BaseException:
             bus.close()

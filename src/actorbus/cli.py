@@ -367,11 +367,12 @@ def _cmd_topics(args: argparse.Namespace) -> int:
 
 
 def _topics_of(host: str, port: int, address: str, timeout: float) -> list[Topic]:
+    from .config import ConnectionSettings
     from .errors import LinkClosedError
     from .node import Bus
 
     with Bus() as bus:  # a generated node id: host-pid-random
-        link = bus.connect(host, port, connect_timeout=timeout)
+        link = bus.connect(host, port, settings=ConnectionSettings(connect_timeout=timeout))
         try:
             link.wait_logged_on(timeout)
         except LinkClosedError:

@@ -33,7 +33,8 @@ import queue
 import socket
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+import warnings
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from . import _gc
@@ -53,10 +54,18 @@ from .bus.scope import FeedState, Scope
 from .bus.subjects import Wildcard, new_private_subject
 from .bus.system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
 from .config.schema import BusConfig, node_id_problem
+from .config.settings import (
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    LinkSettings,
+    ServiceSettings,
+    from_old_keywords,
+)
 from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
-    from .net.jrep import Gateway, GatewaySettings, JrepClient
+    from .net.jrep import Gateway, JrepClient
     from .net.link import Link
     from .net.service import Service
 
@@ -458,36 +467,11 @@ class Bus:
         host: str = "127.0.0.1",
         *,
         name: str | None = None,
-        address_filter: Iterable[str] = (),
-        heartbeat_delay: float = 0.0,
-        heartbeat_reply_delay: float = 0.0,
-        message_queue_size: int = 0,
-        input_buffer_size: int = 65_536,
-        output_buffer_size: int = 65_536,
-        byte_order: Literal["big", "little"] = "big",
-        input_backlog: int = 10_000,
-        logon_timeout: float = 10.0,
-        frame_timeout: float = 30.0,
-        max_frame_size: int = 1_049_600,
-        max_keys: int = 16_384,
-        max_subject_length: int = 1_024,
-        max_feeds: int = 16_384,
-        max_patterns: int = 1_024,
-        max_groups: int = 1_024,
-        message_queue_bytes: int = 64 * 1_048_576,
-        message_queue_high_water: int = -1,
-        service_selector: str | None = None,
-        connection_selector: str | None = None,
-        secret: bytes | None = None,
-        secret_file: str | os.PathLike[str] | None = None,
-        peer_secrets: Mapping[str, bytes] | None = None,
-        peer_secrets_file: str | os.PathLike[str] | None = None,
-        auth: Literal["auto", "none"] = "auto",
-        permissions: Permissions | None = None,
+        settings: ServiceSettings | LinkSettings | None = None,
+        secret: bytes | Mapping[str, bytes] | None = None,
         tls: ssl.SSLContext | None = None,
-        max_connections: int = 512,
-        max_connections_per_host: int = 128,
-        accept_backlog: int = 1_024,
+        permissions: Permissions | None = None,
+        **deprecated: Any,
     ) -> Service:
         """Listen for links from other nodes on ``host:port`` (``port=0``: any free
         port; read the bound one from ``service.port``).
@@ -497,88 +481,39 @@ class Bus:
         interface's address for other machines.  A service from a properties file
         defaults to ``0.0.0.0`` instead (``actorbus.service.NAME.host``).
 
-        ``address_filter`` admits only the hosts (``"h"``) and endpoints
-        (``"h:port"``) listed; others are closed at once and counted.  The other
-        settings apply to every link the service accepts (times in seconds, 0 =
-        off; see :class:`~actorbus.net.link.LinkSettings`); ``input_backlog`` pauses
-        reading a link while a mailbox or inbox it feeds holds more tasks than that (0 =
-        never).
-
-        Limits against peers that misbehave (docs/security.md, "What is
-        protected"): at most ``max_connections`` connections at once, and
-        ``max_connections_per_host`` from one source address (more are closed at
-        once and counted in ``over_limit``); ``accept_backlog`` connections may
-        wait to be accepted.  Each link: its whole logon within
-        ``logon_timeout`` s, each frame whole within ``frame_timeout`` s of its
-        first bytes, frames of at most ``max_frame_size`` bytes (4 KiB before the
-        logon), at most ``max_keys`` keys with type names, subjects and patterns
-        of at most ``max_subject_length`` characters, ``max_feeds``
-        advertisements and subscriptions, ``max_patterns`` wildcards and
-        ``max_groups`` queue groups held by the peer (over any: the link closes,
-        counted in ``over_limit``), and at most ``message_queue_bytes`` bytes
-        waiting for a socket that cannot keep up (then the link closes as for
-        ``message_queue_size``; 0 = unlimited); past ``message_queue_high_water``
-        bytes (-1: half of it) the publishers sending there are told
-        (``PublishFeed.congested``, docs/bus.md).
+        ``settings``: a :class:`~actorbus.config.ServiceSettings` — the limits
+        and timers of every link it accepts (its
+        :class:`~actorbus.config.LinkSettings` part; a plain ``LinkSettings``
+        is accepted too), the address filter, the connection limits, the secret
+        and permissions files, the TLS files; every field with its properties
+        key, default and unit in docs/configuration.md.  Change one with
+        ``dataclasses.replace(settings, max_patterns=64)``.
 
         Every link's logon proves a secret (docs/security.md): ``secret`` (bytes,
-        at least 16) or ``secret_file`` (a file holding it, not readable by
-        every user) is the one every peer proves; ``peer_secrets`` (node id ->
-        bytes) or ``peer_secrets_file`` (``node-id = secret`` lines) give nodes
-        secrets of their own.  Without any, only peers without a secret link,
-        and the service may listen on a loopback host only, unless
-        ``auth="none"`` (unauthenticated links accepted knowingly, one warning).
+        at least 16) is the one every peer proves, or a mapping node id -> bytes
+        gives nodes secrets of their own (``settings.secret_file`` and
+        ``settings.peer_secrets_file`` read them from files, which keeps them out
+        of the code).  Without any, only peers without a secret link, and the
+        service may listen on a loopback host only, unless ``settings.auth`` is
+        ``"none"`` (unauthenticated links accepted knowingly, one warning).
         ``permissions`` says which peers may publish, subscribe, request and
-        reply on which keys (``Permissions([...])`` or
-        ``Permissions.from_file(path)``; docs/security.md, "Authorization");
-        None lets every peer do everything.
+        reply on which keys (``Permissions([...])``; or
+        ``settings.permissions_file``; docs/security.md, "Authorization"); None
+        lets every peer do everything.  ``tls``: every link the service accepts
+        speaks TLS with this server context
+        (``actorbus.net.tls_server_context(cert_file, key_file, ca_file=None)``,
+        or the settings' TLS files); TLS and the secret are independent.
 
-        ``tls``: every link the service accepts speaks TLS with this server
-        context (``actorbus.net.tls_server_context(cert_file, key_file,
-        ca_file=None)``; with a CA file clients must present a certificate it
-        signed, and then no secret is needed beyond loopback).  TLS and the
-        secret are independent (docs/security.md).
+        The keyword arguments of earlier releases (``max_patterns=``,
+        ``secret_file=``, ``peer_secrets=`` ...) still work, with a
+        :class:`DeprecationWarning` naming the new spelling.
         Raises ConfigError when the port cannot be bound or a secret is missing
         or unfit.  Returns the service handle; ``close()`` stops listening."""
-        from .net.link import LinkSettings
-
-        settings = LinkSettings(
-            heartbeat_delay=heartbeat_delay,
-            heartbeat_reply_delay=heartbeat_reply_delay,
-            message_queue_size=message_queue_size,
-            input_buffer_size=input_buffer_size,
-            output_buffer_size=output_buffer_size,
-            byte_order=byte_order,
-            input_backlog=input_backlog,
-            logon_timeout=logon_timeout,
-            frame_timeout=frame_timeout,
-            max_frame_size=max_frame_size,
-            max_keys=max_keys,
-            max_subject_length=max_subject_length,
-            max_feeds=max_feeds,
-            max_patterns=max_patterns,
-            max_groups=max_groups,
-            message_queue_bytes=message_queue_bytes,
-            message_queue_high_water=message_queue_high_water,
-        )
+        if "peer_secrets" in deprecated:
+            secret = _merge_peer_secrets("listen", secret, deprecated.pop("peer_secrets"))
+        s = from_old_keywords("listen", ServiceSettings, settings, deprecated)
         service: Service = self._start_net().listen(
-            port,
-            host,
-            name=name,
-            address_filter=address_filter,
-            settings=settings,
-            service_selector=service_selector,
-            connection_selector=connection_selector,
-            secret=secret,
-            secret_file=secret_file,
-            peer_secrets=peer_secrets,
-            peer_secrets_file=peer_secrets_file,
-            auth=auth,
-            permissions=permissions,
-            tls=tls,
-            max_connections=max_connections,
-            max_connections_per_host=max_connections_per_host,
-            accept_backlog=accept_backlog,
+            port, host, name=name, settings=s, secret=secret, tls=tls, permissions=permissions
         )
         return service
 
@@ -588,92 +523,38 @@ class Bus:
         port: int,
         *,
         name: str | None = None,
-        reconnect: bool = False,
-        reconnect_delay: float = 5.0,
-        connect_timeout: float = 10.0,
-        bind_host: str | None = None,
-        bind_port: int = 0,
-        heartbeat_delay: float = 0.0,
-        heartbeat_reply_delay: float = 0.0,
-        message_queue_size: int = 0,
-        input_buffer_size: int = 65_536,
-        output_buffer_size: int = 65_536,
-        byte_order: Literal["big", "little"] = "big",
-        input_backlog: int = 10_000,
-        logon_timeout: float = 10.0,
-        frame_timeout: float = 30.0,
-        max_frame_size: int = 1_049_600,
-        max_keys: int = 16_384,
-        max_subject_length: int = 1_024,
-        max_feeds: int = 16_384,
-        max_patterns: int = 1_024,
-        max_groups: int = 1_024,
-        message_queue_bytes: int = 64 * 1_048_576,
-        message_queue_high_water: int = -1,
-        selector: str | None = None,
+        settings: ConnectionSettings | LinkSettings | None = None,
         secret: bytes | None = None,
-        secret_file: str | os.PathLike[str] | None = None,
-        permissions: Permissions | None = None,
         tls: ssl.SSLContext | None = None,
-        tls_server_name: str | None = None,
+        permissions: Permissions | None = None,
+        **deprecated: Any,
     ) -> Link:
         """Dial the service of another node at ``host:port`` and keep a link to it.
 
         Returns at once with the link handle; ``link.wait_logged_on(timeout)``
-        blocks until feeds flow.  With ``reconnect`` a lost (or refused)
-        connection is dialled again after ``reconnect_delay`` seconds, doubling
-        per failed attempt up to 10x the delay (30 s at most, unless the delay is
-        longer).  A dial the peer does not answer (a host that is down, a
-        firewall that drops it) is given up after ``connect_timeout`` seconds
-        (0: when the operating system gives up, minutes on Linux) and counts as
-        a failed dial.  ``bind_host``/``bind_port`` choose the local address.
-        ``secret`` / ``secret_file``: the secret this link proves at logon (the
-        service's, or this node's own one if the service has one per node);
-        without one it links only to services without a secret.
+        blocks until feeds flow.  ``settings``: a
+        :class:`~actorbus.config.ConnectionSettings` — the link's limits and
+        timers (its :class:`~actorbus.config.LinkSettings` part, as for
+        :meth:`listen`; a plain ``LinkSettings`` is accepted too), and how it
+        dials: with ``reconnect`` a lost (or refused) connection is dialled
+        again after ``reconnect_delay`` seconds, doubling per failed attempt up
+        to 10x the delay (30 s at most, unless the delay is longer); a dial the
+        peer does not answer is given up after ``connect_timeout`` seconds (0:
+        when the operating system gives up); ``bind_host``/``bind_port`` choose
+        the local address; ``secret_file``, ``permissions_file`` and the TLS
+        files as for a service.  ``secret``: the secret this link proves at
+        logon (the service's, or this node's own one if the service has one per
+        node); without one it links only to services without a secret.
         ``permissions``: what the peer may do on this link (as for
-        :meth:`listen`).  ``tls``: the
-        link speaks TLS with this client context
+        :meth:`listen`).  ``tls``: the link speaks TLS with this client context
         (``actorbus.net.tls_client_context(ca_file, cert_file=None,
         key_file=None)``), which always verifies the service's certificate and
-        that it names ``tls_server_name`` (default: ``host``).  Other settings
-        as for :meth:`listen`."""
-        from .net.link import LinkSettings
-
-        settings = LinkSettings(
-            heartbeat_delay=heartbeat_delay,
-            heartbeat_reply_delay=heartbeat_reply_delay,
-            message_queue_size=message_queue_size,
-            input_buffer_size=input_buffer_size,
-            output_buffer_size=output_buffer_size,
-            byte_order=byte_order,
-            input_backlog=input_backlog,
-            logon_timeout=logon_timeout,
-            frame_timeout=frame_timeout,
-            max_frame_size=max_frame_size,
-            max_keys=max_keys,
-            max_subject_length=max_subject_length,
-            max_feeds=max_feeds,
-            max_patterns=max_patterns,
-            max_groups=max_groups,
-            message_queue_bytes=message_queue_bytes,
-            message_queue_high_water=message_queue_high_water,
-        )
+        that it names ``settings.tls_server_name`` (default: ``host``).  Old
+        keyword arguments work with a :class:`DeprecationWarning`, as for
+        :meth:`listen`."""
+        s = from_old_keywords("connect", ConnectionSettings, settings, deprecated)
         link: Link = self._start_net().connect(
-            host,
-            port,
-            name=name,
-            settings=settings,
-            bind_host=bind_host,
-            bind_port=bind_port,
-            reconnect=reconnect,
-            reconnect_delay=reconnect_delay,
-            connect_timeout=connect_timeout,
-            selector=selector,
-            secret=secret,
-            secret_file=secret_file,
-            permissions=permissions,
-            tls=tls,
-            tls_server_name=tls_server_name,
+            host, port, name=name, settings=s, secret=secret, tls=tls, permissions=permissions
         )
         return link
 
@@ -683,47 +564,40 @@ class Bus:
         host: str = "127.0.0.1",
         *,
         name: str | None = None,
-        path: str = "/jrep",
-        allowed_origins: Iterable[str] = (),
-        token: bytes | None = None,
-        token_file: str | os.PathLike[str] | None = None,
-        auth: Literal["auto", "none"] = "auto",
-        permissions: Permissions | None = None,
-        static_dir: str | os.PathLike[str] | None = None,
-        types: Mapping[str, type[Message] | str] | None = None,
         settings: GatewaySettings | None = None,
-        selector: str | None = None,
+        token: bytes | None = None,
+        permissions: Permissions | None = None,
+        types: Mapping[str, type[Message] | str] | None = None,
+        **deprecated: Any,
     ) -> Gateway:
         """Serve J.REP (JSON messages over WebSocket, docs/jrep.md) on ``host:port``
         (``port=0``: any free port; read the bound one from ``gateway.port``): each
-        WebSocket client at ``ws://host:port{path}`` joins the bus as a remote party,
-        and the same port serves ``/actorbus.js`` (the JavaScript client) and the
-        files of ``static_dir`` over plain HTTP.
+        WebSocket client at ``ws://host:port{settings.path}`` joins the bus as a
+        remote party, and the same port serves ``/actorbus.js`` (the JavaScript
+        client) and the files of ``settings.static_dir`` over plain HTTP.
 
-        ``allowed_origins``: the ``Origin`` values a browser's handshake may carry
-        (``"*"``: any; empty: the gateway's own origin only).  ``token`` (bytes, at
-        least 16) or ``token_file``: every client must give it (``?token=`` or
+        ``settings``: a :class:`~actorbus.config.GatewaySettings` — the path,
+        the allowed origins (empty: the gateway's own origin only), the token
+        file, ``auth``, the permissions file, the static directory, the selector
+        and the per-session limits and timers.  ``token`` (bytes, at least 16;
+        or ``settings.token_file``): every client must give it (``?token=`` or
         ``Authorization: Bearer``); without one the gateway may listen on a
-        loopback host only, unless ``auth="none"``.  ``permissions``: what the
-        clients may do — they are the peer named ``name``.  ``types``: subject ->
-        message class (or type name) for messages that name no ``Type``.
-        ``settings``: the per-session limits and timers
-        (:class:`~actorbus.net.jrep.GatewaySettings`).  Raises ConfigError when
-        the port cannot be bound or a token is missing or unfit."""
+        loopback host only, unless ``settings.auth`` is ``"none"``.
+        ``permissions``: what the clients may do — they are the peer named
+        ``name``.  ``types``: subject -> message class (or type name) for
+        messages that name no ``Type``.  Old keyword arguments (``path=``,
+        ``allowed_origins=``, ``token_file=`` ...) work with a
+        :class:`DeprecationWarning`.  Raises ConfigError when the port cannot be
+        bound or a token is missing or unfit."""
+        s = from_old_keywords("serve_jrep", GatewaySettings, settings, deprecated)
         gateway: Gateway = self._start_net().serve_jrep(
             port=port,
             host=host,
             name=name,
-            path=path,
-            allowed_origins=allowed_origins,
+            settings=s,
             token=token,
-            token_file=token_file,
-            auth=auth,
             permissions=permissions,
-            static_dir=static_dir,
             types=types,
-            settings=settings,
-            selector=selector,
         )
         return gateway
 
@@ -732,37 +606,27 @@ class Bus:
         url: str,
         *,
         name: str | None = None,
+        settings: JrepClientSettings | None = None,
         token: bytes | None = None,
-        token_file: str | os.PathLike[str] | None = None,
-        reconnect: bool = False,
-        reconnect_delay: float = 5.0,
-        connect_timeout: float = 10.0,
-        heartbeat: float = 0.0,
         permissions: Permissions | None = None,
-        selector: str | None = None,
+        **deprecated: Any,
     ) -> JrepClient:
         """Federate with another node's J.REP gateway at ``url`` (its
         ``gateway.url``, ``ws://host:port/jrep``): this node becomes a client bus
         of it, and feeds, notifications, requests and replies cross as over a TCP
         link (docs/jrep.md, "Federation").  Returns at once with the handle;
-        ``client.wait_connected(timeout)`` blocks until feeds flow.  ``token`` /
-        ``token_file``: the gateway's token.  With ``reconnect`` a lost or refused
-        session is dialled again after ``reconnect_delay`` seconds, doubling per
-        failed attempt up to 10x.  ``heartbeat`` (seconds, 0: none): WebSocket
-        pings; a session whose ping is not answered within as long is dropped.
-        ``permissions``: what the remote node may do here (it is the peer
-        ``name``, by default the URL)."""
+        ``client.wait_connected(timeout)`` blocks until feeds flow.  ``token``
+        (or ``settings.token_file``): the gateway's token.  ``settings``: a
+        :class:`~actorbus.config.JrepClientSettings` — with ``reconnect`` (the
+        default) a lost or refused session is dialled again after
+        ``reconnect_delay`` seconds, doubling per failed attempt up to 10x;
+        ``heartbeat`` (seconds, 0: none): WebSocket pings, a session whose ping
+        is not answered within as long is dropped.  ``permissions``: what the
+        remote node may do here (it is the peer ``name``, by default the URL).
+        Old keyword arguments work with a :class:`DeprecationWarning`."""
+        s = from_old_keywords("connect_jrep", JrepClientSettings, settings, deprecated)
         client: JrepClient = self._start_net().connect_jrep(
-            url,
-            name=name,
-            token=token,
-            token_file=token_file,
-            reconnect=reconnect,
-            reconnect_delay=reconnect_delay,
-            connect_timeout=connect_timeout,
-            heartbeat=heartbeat,
-            permissions=permissions,
-            selector=selector,
+            url, name=name, settings=s, token=token, permissions=permissions
         )
         return client
 
@@ -777,3 +641,23 @@ class Bus:
 
 def _ignore(*args: object) -> None:
     """A callback that does nothing."""
+
+
+def _merge_peer_secrets(
+    call: str, secret: bytes | Mapping[str, bytes] | None, peers: Mapping[str, bytes]
+) -> Mapping[str, bytes]:
+    """The deprecated ``peer_secrets=`` folded into ``secret=`` (a mapping)."""
+    warnings.warn(
+        f"{call}(peer_secrets=...) is deprecated; pass secret={{node_id: secret, ...}} "
+        "(or settings=ServiceSettings(peer_secrets_file=...)); the keyword goes in the next "
+        "release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if isinstance(secret, bytes | bytearray):
+        raise UsageError(
+            f"{call}(): secret=<bytes> and peer_secrets= both given; put the shared secret "
+            "in a file (settings=ServiceSettings(secret_file=...)) and the node secrets in "
+            "secret={node_id: secret, ...}"
+        )
+    return {**(secret or {}), **peers}

@@ -41,10 +41,11 @@ from .bus.message import Reply
 from .bus.party import RemoteParty
 from .bus.scope import FeedState
 from .bus.sender import Sender
+from .config.settings import LinkSettings
 from .net._auth import KeyLookup, client_proof, new_nonce, server_proof
 from .net._events import Event, LogonAccepted, LogonComplete, LogonRequested
 from .net._wire import PROTOCOL_VERSION, FrameType
-from .net.protocol import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from .net.protocol import LinkProtocol, ProtocolState, Side
 
 if TYPE_CHECKING:
     from loguru import Record
@@ -423,7 +424,7 @@ class MemoryPipe:
         now: float = 0.0,
         client_id: str = "client-node",
         server_id: str = "server-node",
-        settings: ProtocolSettings | None = None,
+        settings: LinkSettings | None = None,
         client_knows: Callable[[str], bool] = all_types_known,
         server_knows: Callable[[str], bool] = all_types_known,
         client_secret: bytes = b"",

@@ -18,10 +18,12 @@ from actorbus.config import (
     DEFAULT_DISPATCHER,
     ActorConfig,
     ConnectionConfig,
+    ConnectionSettings,
     DispatcherConfig,
     DispatcherKind,
     SelectorConfig,
     ServiceConfig,
+    ServiceSettings,
     config_from_env,
     config_from_properties,
     dump_config,
@@ -227,7 +229,7 @@ def test_booleans(tmp_path: Path, written: str, meant: bool) -> None:
         f"actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=1\n"
         f"actorbus.connection.c.reconnect={written}\n",
     )
-    assert cfg.connections[0].reconnect is meant
+    assert cfg.connections[0].settings.reconnect is meant
 
 
 def test_no_dispatcher_marked_default_makes_the_first_the_default(tmp_path: Path) -> None:
@@ -497,15 +499,17 @@ def test_a_full_service(tmp_path: Path) -> None:
             name="api",
             port=6000,
             host="127.0.0.1",
-            address_filter=("10.0.0.1", "10.0.0.2:7000", "[::1]:8000", "::1"),
-            service_selector="accept",
-            connection_selector="io",
-            input_buffer_size=1024,
-            output_buffer_size=0,
-            byte_order="little",
-            message_queue_size=100,
-            heartbeat_delay_ms=1000,
-            heartbeat_reply_delay_ms=500,
+            settings=ServiceSettings(
+                address_filter=("10.0.0.1", "10.0.0.2:7000", "[::1]:8000", "::1"),
+                service_selector="accept",
+                connection_selector="io",
+                input_buffer_size=1024,
+                output_buffer_size=0,
+                byte_order="little",
+                message_queue_size=100,
+                heartbeat_delay=1.0,
+                heartbeat_reply_delay=0.5,
+            ),
         ),
     )
 
@@ -517,7 +521,9 @@ def test_service_port_0_means_any_free_port(tmp_path: Path) -> None:
 
 def test_the_unnamed_service_form(tmp_path: Path) -> None:
     cfg = load(tmp_path, "eBus.service.port=12345\neBus.service.byteOrder=big_endian\n")
-    assert cfg.services == (ServiceConfig(name="default", port=12345, byte_order="big"),)
+    assert cfg.services == (
+        ServiceConfig(name="default", port=12345, settings=ServiceSettings(byte_order="big")),
+    )
 
 
 def test_the_unnamed_service_needs_a_port(tmp_path: Path) -> None:
@@ -639,17 +645,19 @@ def test_a_full_connection(tmp_path: Path) -> None:
             name="up",
             host="example.org",
             port=6001,
-            bind_port=0,
-            selector="io",
-            input_buffer_size=1,
-            output_buffer_size=2,
-            byte_order="little",
-            message_queue_size=3,
-            reconnect=True,
-            reconnect_delay_ms=250,
-            connect_timeout_ms=750,
-            heartbeat_delay_ms=4,
-            heartbeat_reply_delay_ms=5,
+            settings=ConnectionSettings(
+                bind_port=0,
+                selector="io",
+                input_buffer_size=1,
+                output_buffer_size=2,
+                byte_order="little",
+                message_queue_size=3,
+                reconnect=True,
+                reconnect_delay=0.25,
+                connect_timeout=0.75,
+                heartbeat_delay=0.004,
+                heartbeat_reply_delay=0.005,
+            ),
         ),
     )
 
@@ -660,7 +668,7 @@ def test_reconnect_time_is_an_alias_of_reconnect_delay(tmp_path: Path) -> None:
         "eBus.connections=c\neBus.connection.c.host=h\neBus.connection.c.port=9\n"
         "eBus.connection.c.reconnectTime=42\n",
     )
-    assert cfg.connections[0].reconnect_delay_ms == 42
+    assert cfg.connections[0].settings.reconnect_delay == 0.042
 
 
 @pytest.mark.parametrize(
@@ -711,7 +719,7 @@ def test_bind_port_zero_is_allowed(tmp_path: Path) -> None:
         "actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=65535\n"
         "actorbus.connection.c.bindPort=0\n",
     )
-    assert (cfg.connections[0].port, cfg.connections[0].bind_port) == (65535, 0)
+    assert (cfg.connections[0].port, cfg.connections[0].settings.bind_port) == (65535, 0)
 
 
 # --------------------------------------------------------------------------- actors
@@ -1044,7 +1052,13 @@ def test_a_prefix_in_the_wrong_case(tmp_path: Path, key: str) -> None:
 
 def test_keys_without_the_prefix_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, "dispatchers=a,,b\nlogging.level=x ; y\nactorbusx.dispatchers=z\n")
-    assert load_config(path) == BusConfig(source=str(path))
+    with pytest.warns(actorbus.config.ConfigWarning) as caught:
+        assert load_config(path) == BusConfig(source=str(path))
+    # ignored, but a key of ours without the prefix, or with a typo in it, is pointed out
+    assert [str(w.message).split(": ", 2)[1] for w in caught] == [
+        "dispatchers",
+        "actorbusx.dispatchers",
+    ]
 
 
 # ------------------------------------------------------------------ trailing comments
@@ -1219,8 +1233,14 @@ def test_dump_round_trips_a_config_built_in_code(tmp_path: Path) -> None:
             DispatcherConfig(name="a", kind=DispatcherKind.ASYNCIO),
             DispatcherConfig(name="b", is_default=True, classes=(f"{HERE}.AlsoPinned",)),
         ),
-        services=(ServiceConfig(name="s", port=1, address_filter=("h", "h:2")),),
-        connections=(ConnectionConfig(name="c", host="h", port=3, bind_port=65535),),
+        services=(
+            ServiceConfig(name="s", port=1, settings=ServiceSettings(address_filter=("h", "h:2"))),
+        ),
+        connections=(
+            ConnectionConfig(
+                name="c", host="h", port=3, settings=ConnectionSettings(bind_port=65535)
+            ),
+        ),
         actors=(ActorConfig(name="x", class_path=f"{HERE}.make_actor", dispatcher="a"),),
         spark=MappingProxyType({"journal": "/tmp/j k"}),
         gc_threshold=None,
@@ -1267,14 +1287,20 @@ def test_the_public_api() -> None:
             "PREFIXES",
             "ActorConfig",
             "BusConfig",
+            "ConfigWarning",
             "ConnectionConfig",
+            "ConnectionSettings",
             "DispatcherConfig",
             "DispatcherKind",
             "GatewayConfig",
+            "GatewaySettings",
             "JrepClientConfig",
+            "JrepClientSettings",
+            "LinkSettings",
             "Property",
             "SelectorConfig",
             "ServiceConfig",
+            "ServiceSettings",
             "config_from_env",
             "config_from_properties",
             "dump_config",
@@ -1325,11 +1351,11 @@ def test_the_documented_example_loads(tmp_path: Path, myapp: None) -> None:
     assert [d.name for d in cfg.dispatchers] == ["md", "general"]
     assert cfg.default_dispatcher.name == "general"
     assert dispatcher(cfg, "md").classes == ("myapp.actors.Pricer", "myapp.actors.QuoteHandler")
-    assert cfg.services[0].address_filter == ("10.1.0.5", "10.1.0.6", "[::1]")
-    assert cfg.connections[0].reconnect is True
+    assert cfg.services[0].settings.address_filter == ("10.1.0.5", "10.1.0.6", "[::1]")
+    assert cfg.connections[0].settings.reconnect is True
     assert (
-        cfg.services[0].secret_file
-        == cfg.connections[0].secret_file
+        cfg.services[0].settings.secret_file
+        == cfg.connections[0].settings.secret_file
         == str(tmp_path / "link.secret")
     )
     assert cfg.actors[1].options == {"title": "Prices ; all venues"}
@@ -1377,8 +1403,8 @@ def test_input_backlog_for_services_and_connections(tmp_path: Path) -> None:
         "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.inputBacklog=500\n"
         "actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=1\n",
     )
-    assert cfg.services[0].input_backlog == 500
-    assert cfg.connections[0].input_backlog == 10_000  # the default
+    assert cfg.services[0].settings.input_backlog == 500
+    assert cfg.connections[0].settings.input_backlog == 10_000  # the default
     detail = fails(
         tmp_path,
         "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.inputBacklog=-1\n",

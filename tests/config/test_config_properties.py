@@ -275,7 +275,7 @@ def test_trailing_comment_lookalikes_are_marked(tmp_path: Path, value: str, at: 
 def test_a_line_without_a_key_is_rejected(tmp_path: Path, line: str) -> None:
     err, path = parse_error(tmp_path, f"ok=1\n{line}\n")
     assert err.line == 2
-    assert str(err).startswith(f"{path}:2: line ")
+    assert str(err).startswith(f"{path}:2: the line has no key")
     assert "has no key before its separator; expected key=value" in str(err)
 
 

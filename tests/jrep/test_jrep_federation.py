@@ -16,7 +16,7 @@ import pytest
 from jrep_support import WAIT, Add, Price, Sum
 
 from actorbus import Actor, Bus, ConfigError, FeedState, MessageKey, ReplyStatus
-from actorbus.config import load_config
+from actorbus.config import JrepClientSettings, load_config
 from actorbus.net.jrep import Gateway, JrepClient
 from actorbus.testing import wait_until
 
@@ -47,9 +47,8 @@ def federated(**kwargs: Any) -> Iterator[tuple[Bus, Bus, Gateway, JrepClient]]:
             gateway.url,
             name="to-b",
             token=b"t" * 24,
-            reconnect=True,
-            reconnect_delay=0.05,
             **kwargs,
+            settings=JrepClientSettings(reconnect=True, reconnect_delay=0.05),
         )
         assert client.wait_connected(WAIT)
         yield a, b, gateway, client
@@ -170,11 +169,11 @@ def test_a_client_bus_from_a_properties_file(tmp_path: Path) -> None:
         )
         config = load_config(props)
         (hub,) = config.jrep_clients
-        assert (hub.name, hub.url, hub.reconnect, hub.heartbeat_ms) == (
+        assert (hub.name, hub.url, hub.settings.reconnect, hub.settings.heartbeat) == (
             "hub",
             gateway.url,
             True,
-            1000,
+            1.0,
         )
         a = Bus(config)
         on_a = a.inbox(Price, "/b")

@@ -13,7 +13,7 @@ from jrep_support import WAIT, Client, serving
 from websockets.exceptions import InvalidStatus
 
 from actorbus import Bus, ConfigError
-from actorbus.config import load_config
+from actorbus.config import GatewaySettings, load_config
 
 
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:
@@ -30,7 +30,7 @@ def test_the_client_file_and_a_static_directory(tmp_path: Path) -> None:
     (tmp_path / "index.html").write_text("<h1>hi</h1>")
     (tmp_path / "app.js").write_text("go()")
     (tmp_path.parent / "secret.txt").write_text("no")
-    with serving(static_dir=tmp_path) as (_bus, gateway):
+    with serving(GatewaySettings(static_dir=tmp_path)) as (_bus, gateway):
         status, body, kind = get(gateway.port, "/actorbus.js")
         assert status == 200 and b"actorbus" in body and kind.startswith("text/javascript")
         assert get(gateway.port, "/")[:2] == (200, b"<h1>hi</h1>")
@@ -43,7 +43,7 @@ def test_the_client_file_and_a_static_directory(tmp_path: Path) -> None:
 
 
 def test_origins_outside_the_allow_list_are_refused() -> None:
-    with serving(allowed_origins=["https://app.example"]) as (_bus, gateway):
+    with serving(GatewaySettings(allowed_origins=["https://app.example"])) as (_bus, gateway):
         with Client(gateway, origin="https://app.example") as c:
             c.join()
         with pytest.raises(InvalidStatus) as refused:
@@ -99,8 +99,9 @@ def test_a_gateway_from_a_properties_file(tmp_path: Path) -> None:
     )
     config = load_config(path)
     (gw,) = config.gateways
-    assert (gw.path, gw.max_subscriptions, gw.idle_timeout_ms) == ("/bus", 7, 30_000)
-    assert gw.allowed_origins == ("http://localhost:8080", "*")
+    s = gw.settings
+    assert (s.path, s.max_subscriptions, s.idle_timeout) == ("/bus", 7, 30.0)
+    assert s.allowed_origins == ("http://localhost:8080", "*")
     bus = Bus(config, node_id="gw")
     try:
         (gateway,) = bus.net.gateways

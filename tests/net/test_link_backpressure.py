@@ -11,8 +11,9 @@ from nodes.messages import Counter
 from nodes.support import buses, wait_for
 
 from actorbus import Actor, UsageError
+from actorbus.config import LinkSettings, ServiceSettings
 from actorbus.errors import LinkClosedError
-from actorbus.net import LinkSettings, ProtocolSettings, ProtocolState
+from actorbus.net import ProtocolState
 from actorbus.testing import MemoryPipe, wait_until
 
 
@@ -42,7 +43,9 @@ def test_input_backlog_is_checked() -> None:
 def test_a_paused_link_stays_up_through_heartbeats_and_reads_again() -> None:
     total = 3_000
     with buses("P", "S") as (p, s):
-        service = p.listen(0, heartbeat_delay=0.1, heartbeat_reply_delay=0.1)
+        service = p.listen(
+            0, settings=ServiceSettings(heartbeat_delay=0.1, heartbeat_reply_delay=0.1)
+        )
         held = _Held()
         s.register(held)
         s.startup([held]).wait(5)
@@ -77,7 +80,7 @@ def test_a_paused_link_stays_up_through_heartbeats_and_reads_again() -> None:
 
 
 def test_keepalive_and_reading_resumed_in_the_protocol() -> None:
-    pipe = MemoryPipe(settings=ProtocolSettings(heartbeat_delay=1.0, heartbeat_reply_delay=1.0))
+    pipe = MemoryPipe(settings=LinkSettings(heartbeat_delay=1.0, heartbeat_reply_delay=1.0))
     pipe.logon()
     proto = pipe.client
     proto.keepalive()  # any time, no answer awaited

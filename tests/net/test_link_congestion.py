@@ -12,6 +12,7 @@ from nodes.messages import Counter
 from nodes.support import buses, wait_for
 
 from actorbus import Actor, UsageError
+from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.net import LinkSettings
 from actorbus.testing import wait_until
 
@@ -40,7 +41,7 @@ def test_the_high_water_mark_is_checked() -> None:
     assert LinkSettings().high_water == 32 * 1_048_576
     assert LinkSettings(message_queue_bytes=0).high_water == 32 * 1_048_576
     assert LinkSettings(message_queue_bytes=1_000, message_queue_high_water=0).high_water == 0
-    with pytest.raises(UsageError, match="message_queue_high_water=-2: expected an int >= 0"):
+    with pytest.raises(UsageError, match=r"message_queue_high_water=-2\): expected an int >= -1"):
         LinkSettings(message_queue_high_water=-2)
     with pytest.raises(UsageError, match="over message_queue_bytes=1000: publishers would never"):
         LinkSettings(message_queue_bytes=1_000, message_queue_high_water=2_000)
@@ -55,8 +56,10 @@ def test_a_publisher_that_waits_is_never_reset() -> None:
         held = _Held()
         s.register(held)
         s.startup([held]).wait(5)
-        service = s.listen(0, input_backlog=100)
-        link = p.connect("127.0.0.1", service.port, message_queue_bytes=16_000_000)
+        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
+        link = p.connect(
+            "127.0.0.1", service.port, settings=ConnectionSettings(message_queue_bytes=16_000_000)
+        )
         link.wait_logged_on(5)
         told: list[bool] = []
         congested = threading.Event()

@@ -15,7 +15,7 @@ from loguru import logger
 from nodes.support import buses, wait_for
 
 from actorbus import Bus, ConfigError
-from actorbus.config import dump_config, load_config
+from actorbus.config import ConnectionSettings, ServiceSettings, dump_config, load_config
 from actorbus.errors import LinkClosedError
 from actorbus.net._credentials import Credentials, Secret
 
@@ -125,18 +125,25 @@ def test_the_api_checks_secrets_too(tmp_path: Path) -> None:
     with buses("n") as (n,):
         with pytest.raises(ConfigError, match=r"listen\(secret=...\): the secret has 5 bytes"):
             n.listen(0, secret=b"short")
-        with pytest.raises(ConfigError, match=r"listen\(secret_file=...\): the secret file"):
-            n.listen(0, secret_file=tmp_path / "missing")
+        with pytest.raises(
+            ConfigError,
+            match=r"listen\(settings=ServiceSettings\(secret_file=...\)\): the secret file",
+        ):
+            n.listen(0, settings=ServiceSettings(secret_file=tmp_path / "missing"))
         readable = secret_file(tmp_path, KEY, 0o644)
         with pytest.raises(ConfigError, match="can be read by every user") as info:
-            n.connect("127.0.0.1", 1, secret_file=readable)
+            n.connect("127.0.0.1", 1, settings=ConnectionSettings(secret_file=readable))
         assert KEY not in str(info.value)
         with pytest.raises(ConfigError, match="secret= and secret_file= both given"):
-            n.listen(0, secret=KEY.encode(), secret_file=secret_file(tmp_path, KEY, name="k2"))
+            n.listen(
+                0,
+                secret=KEY.encode(),
+                settings=ServiceSettings(secret_file=secret_file(tmp_path, KEY, name="k2")),
+            )
         with pytest.raises(ConfigError, match="expected bytes"):
             n.listen(0, secret=KEY)  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="auth='none' with a secret"):
-            n.listen(0, secret=KEY.encode(), auth="none")
+            n.listen(0, secret=KEY.encode(), settings=ServiceSettings(auth="none"))
 
 
 # ------------------------------------------------------------ beyond loopback
@@ -193,7 +200,9 @@ def test_nodes_with_secrets_of_their_own(tmp_path: Path) -> None:
         name="peers",
     )
     with buses("n", "a", "b", "c") as (n, a, b, c):
-        service = n.listen(0, peer_secrets_file=table, secret=KEY.encode())
+        service = n.listen(
+            0, secret=KEY.encode(), settings=ServiceSettings(peer_secrets_file=table)
+        )
         assert a.connect("127.0.0.1", service.port, secret=own["a"]).wait_logged_on(5) == "n"
         # b proving a's secret, or the shared one, is refused: b must prove its own
         for key in (own["a"], KEY.encode()):
@@ -204,7 +213,7 @@ def test_nodes_with_secrets_of_their_own(tmp_path: Path) -> None:
         # a node without a secret of its own proves the shared one
         assert c.connect("127.0.0.1", service.port, secret=KEY.encode()).wait_logged_on(5) == "n"
         wait_for(lambda: service.counters.auth_failures == 2, "both refusals counted")
-        only_listed = n.listen(0, peer_secrets={"a": own["a"]})
+        only_listed = n.listen(0, secret={"a": own["a"]})
         link = c.connect("127.0.0.1", only_listed.port, secret=KEY.encode())
         with pytest.raises(LinkClosedError, match="authentication failed"):
             link.wait_logged_on(5)
@@ -223,7 +232,7 @@ def test_an_unfit_peer_secrets_file(
 ) -> None:
     table = secret_file(tmp_path, text, name="peers")
     with buses("n") as (n,), pytest.raises(ConfigError, match=problem) as info:
-        n.listen(0, peer_secrets_file=table)
+        n.listen(0, settings=ServiceSettings(peer_secrets_file=table))
     assert info.value.line == line
     assert "0123456789abcdef" not in str(info.value)
 
@@ -282,4 +291,4 @@ def test_the_file_mode_check_is_posix_only_and_reads_nothing_else(tmp_path: Path
     directory = tmp_path / "dir"
     directory.mkdir()
     with buses("n") as (n,), pytest.raises(ConfigError, match="is not a regular file"):
-        n.listen(0, secret_file=directory)
+        n.listen(0, settings=ServiceSettings(secret_file=directory))

@@ -31,7 +31,7 @@ from actorbus import (
     Scope,
     UsageError,
 )
-from actorbus.config import load_config
+from actorbus.config import ConnectionSettings, load_config
 from actorbus.errors import LinkClosedError
 from actorbus.net import LinkStatus, _io_thread
 from actorbus.testing import Recorder
@@ -382,7 +382,9 @@ def test_connect_to_nothing_closes_without_reconnect_and_retries_with_it() -> No
         once = b.connect("127.0.0.1", port)
         with pytest.raises(Exception, match="closed before logging on: cannot connect"):
             once.wait_logged_on(5)
-        retrying = b.connect("127.0.0.1", port, reconnect=True, reconnect_delay=0.01)
+        retrying = b.connect(
+            "127.0.0.1", port, settings=ConnectionSettings(reconnect=True, reconnect_delay=0.01)
+        )
         wait_for(lambda: retrying.counters.reconnects >= 3, "three dial attempts")
         assert retrying.status in (LinkStatus.CONNECTING, LinkStatus.RECONNECT_WAIT)
         retrying.close()
@@ -405,7 +407,9 @@ def test_a_failed_dial_says_what_to_do(host: str, bind_to_held_port: bool, says:
         service = b.listen(0)
         port = service.port
         service.close()  # nothing listens on port now
-        bind = {"bind_host": "127.0.0.1", "bind_port": held.getsockname()[1]}
+        bind = {
+            "settings": ConnectionSettings(bind_host="127.0.0.1", bind_port=held.getsockname()[1])
+        }
         link = b.connect(host, port, **(bind if bind_to_held_port else {}))
         # (30 s: a resolver that times out before failing takes a while)
         with pytest.raises(LinkClosedError, match="cannot connect to") as info:
@@ -428,18 +432,20 @@ def unanswered_port() -> Iterator[int]:
 def test_a_dial_nobody_answers_fails_after_connect_timeout() -> None:
     with buses("B") as (b,), unanswered_port() as port:
         started_at = time.monotonic()
-        once = b.connect("127.0.0.1", port, connect_timeout=0.3)
+        once = b.connect("127.0.0.1", port, settings=ConnectionSettings(connect_timeout=0.3))
         with pytest.raises(LinkClosedError, match=r"no answer within 0\.3 s; check that"):
             once.wait_logged_on(30)
         assert 0.25 <= time.monotonic() - started_at < 10
         retrying = b.connect(
-            "127.0.0.1", port, reconnect=True, reconnect_delay=0.01, connect_timeout=0.1
+            "127.0.0.1",
+            port,
+            settings=ConnectionSettings(reconnect=True, reconnect_delay=0.01, connect_timeout=0.1),
         )
         wait_for(lambda: retrying.counters.reconnects >= 2, "the link dials again", 10)
         assert not retrying.is_logged_on
         retrying.close()
         with pytest.raises(UsageError, match="connect_timeout=-1"):
-            b.connect("127.0.0.1", port, connect_timeout=-1)
+            b.connect("127.0.0.1", port, settings=ConnectionSettings(connect_timeout=-1))
 
 
 def test_bus_listen_errors_say_what_to_do() -> None:
@@ -450,9 +456,9 @@ def test_bus_listen_errors_say_what_to_do() -> None:
         with pytest.raises(ConfigError, match="cannot listen on 127.0.0.1:.*choose another port"):
             a.listen(service.port)
         with pytest.raises(UsageError, match="no selector named 'nope'"):
-            a.connect("127.0.0.1", service.port, selector="nope")
+            a.connect("127.0.0.1", service.port, settings=ConnectionSettings(selector="nope"))
         with pytest.raises(UsageError, match="heartbeat_delay=-1"):
-            a.connect("127.0.0.1", service.port, heartbeat_delay=-1)
+            a.connect("127.0.0.1", service.port, settings=ConnectionSettings(heartbeat_delay=-1))
     with pytest.raises(UsageError, match="is closed"):
         a.listen(0)
 

@@ -10,6 +10,7 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import buses, started, wait_for
 
 from actorbus import FeedState
+from actorbus.config import ServiceSettings
 from actorbus.errors import LinkClosedError
 from actorbus.testing import Recorder
 
@@ -52,10 +53,12 @@ def test_feeds_and_requests_cross_a_link_over_ipv6_loopback() -> None:
 
 def test_address_filter_with_ipv6_entries() -> None:
     with buses("A", "B", "C") as (a, b, c):
-        service = a.listen(0, "::1", address_filter=["::1"])
+        service = a.listen(0, "::1", settings=ServiceSettings(address_filter=["::1"]))
         good = b.connect("::1", service.port)
         assert good.wait_logged_on(5) == "A"
-        narrow = a.listen(0, "::1", address_filter=["[::1]:1"])  # no client uses port 1
+        narrow = a.listen(
+            0, "::1", settings=ServiceSettings(address_filter=["[::1]:1"])
+        )  # no client uses port 1
         bad = c.connect("::1", narrow.port)
         with pytest.raises(LinkClosedError):
             bad.wait_logged_on(5)
@@ -66,7 +69,9 @@ def test_address_filter_with_ipv6_entries() -> None:
 def test_dual_stack_service_matches_ipv4_peers_by_their_ipv4_address() -> None:
     secret = b"s" * 32  # "::" is beyond loopback: the service needs a secret
     with buses("A", "B", "C") as (a, b, c):
-        service = a.listen(0, "::", address_filter=["127.0.0.1"], secret=secret)
+        service = a.listen(
+            0, "::", secret=secret, settings=ServiceSettings(address_filter=["127.0.0.1"])
+        )
         good = b.connect("127.0.0.1", service.port, secret=secret)  # as ::ffff:127.0.0.1
         assert good.wait_logged_on(5) == "A"
         bad = c.connect("::1", service.port, secret=secret)

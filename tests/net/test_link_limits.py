@@ -34,6 +34,7 @@ from actorbus import Bus, FeedState
 from actorbus.bus import codec
 from actorbus.bus.party import Role
 from actorbus.bus.scope import Scope
+from actorbus.config import ConnectionSettings
 from actorbus.net._receipts import Receipts
 from actorbus.net.protocol import FrameType
 from actorbus.testing import encode_frame, wait_until
@@ -122,7 +123,9 @@ class Healthy:
 
     def __init__(self, port: int) -> None:
         self.bus = Bus(node_id="healthy")
-        self.link = self.bus.connect("127.0.0.1", port, secret=KEY, heartbeat_delay=1.0)
+        self.link = self.bus.connect(
+            "127.0.0.1", port, secret=KEY, settings=ConnectionSettings(heartbeat_delay=1.0)
+        )
         self.link.wait_logged_on(10)
         self.up = threading.Event()
         self.feed = self.bus.publisher(Counter, "/healthy", on_status=self._status)

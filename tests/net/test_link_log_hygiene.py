@@ -13,6 +13,7 @@ import pytest
 from nodes.messages import Counter
 from nodes.support import RawPeer, SystemLog, buses, wait_for
 
+from actorbus.config import ServiceSettings
 from actorbus.net.protocol import LogonRejected
 from actorbus.net.service import Service
 
@@ -25,7 +26,7 @@ def test_65536_warnings_from_a_peer_make_a_few_lines_and_a_count(log_lines: list
     half = 32_768
     with buses("here") as (here,):
         # above the default key-table limit, which would close the link first
-        service = here.listen(0, max_keys=2 * half + 16)
+        service = here.listen(0, settings=ServiceSettings(max_keys=2 * half + 16))
         with RawPeer.connect(service.port, "flood") as raw:
             raw.logon()
             for i in range(half):

@@ -13,6 +13,7 @@ from nodes.support import buses, wait_for
 
 from actorbus import Actor
 from actorbus.bus.system import SYSTEM_SUBJECT, LinkLoggedOff
+from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.net import _inbound
 from actorbus.testing import wait_until
 
@@ -55,13 +56,13 @@ def test_a_queue_limit_reset_lets_the_pair_link_again(
         s.register(held)
         s.startup([held]).wait(5)
         ended = s.inbox(LinkLoggedOff, SYSTEM_SUBJECT)
-        service = s.listen(0, input_backlog=100)
+        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
         link = p.connect(
             "127.0.0.1",
             service.port,
-            reconnect=True,
-            reconnect_delay=0.2,
-            message_queue_bytes=1_000_000,
+            settings=ConnectionSettings(
+                reconnect=True, reconnect_delay=0.2, message_queue_bytes=1_000_000
+            ),
         )
         link.wait_logged_on(5)
         feed = p.publisher(Counter, "/reset")

@@ -9,6 +9,7 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import NodeProcess, SystemLog, buses, client_props, started, wait_for
 
 from actorbus import Bus, FeedState, ReplyStatus
+from actorbus.config import ConnectionSettings
 from actorbus.net import LinkStatus
 from actorbus.testing import Recorder
 
@@ -35,7 +36,9 @@ def test_reconnect_restores_feeds_after_the_service_node_restarts() -> None:
         a = Bus(node_id="A")
         try:
             _, port = serve(a, 0)
-            link = b.connect("127.0.0.1", port, reconnect=True, reconnect_delay=0.02)
+            link = b.connect(
+                "127.0.0.1", port, settings=ConnectionSettings(reconnect=True, reconnect_delay=0.02)
+            )
             link.wait_logged_on(5)
             sub.log.wait_for(lambda ev: sub.states() == [UP])
             req.log.wait_for(lambda ev: req.states() == [UP])

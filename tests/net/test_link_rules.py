@@ -24,6 +24,7 @@ from nodes.support import (
 
 from actorbus import Bus, FeedState, Scope
 from actorbus.bus.router import Role
+from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.errors import LinkClosedError
 from actorbus.net import LinkStatus
 from actorbus.net.protocol import (
@@ -204,10 +205,14 @@ def test_two_buses_dialling_each_other_end_with_one_link() -> None:
 
 def test_address_filter_admits_listed_hosts_and_closes_others() -> None:
     with buses("A", "B", "C") as (a, b, c):
-        service = a.listen(0, address_filter=["127.0.0.2"])
-        good = b.connect("127.0.0.1", service.port, bind_host="127.0.0.2")
+        service = a.listen(0, settings=ServiceSettings(address_filter=["127.0.0.2"]))
+        good = b.connect(
+            "127.0.0.1", service.port, settings=ConnectionSettings(bind_host="127.0.0.2")
+        )
         assert good.wait_logged_on(5) == "A"
-        bad = c.connect("127.0.0.1", service.port, bind_host="127.0.0.1")
+        bad = c.connect(
+            "127.0.0.1", service.port, settings=ConnectionSettings(bind_host="127.0.0.1")
+        )
         with pytest.raises(LinkClosedError):
             bad.wait_logged_on(5)
         counters = service.counters
@@ -221,10 +226,18 @@ def test_address_filter_endpoint_entries_match_host_and_port() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with buses("A", "B", "C") as (a, b, c):
-        service = a.listen(0, address_filter=[f"127.0.0.1:{port}", "localhost:1"])
-        good = b.connect("127.0.0.1", service.port, bind_host="127.0.0.1", bind_port=port)
+        service = a.listen(
+            0, settings=ServiceSettings(address_filter=[f"127.0.0.1:{port}", "localhost:1"])
+        )
+        good = b.connect(
+            "127.0.0.1",
+            service.port,
+            settings=ConnectionSettings(bind_host="127.0.0.1", bind_port=port),
+        )
         assert good.wait_logged_on(5) == "A"
-        bad = c.connect("127.0.0.1", service.port, bind_host="127.0.0.1")
+        bad = c.connect(
+            "127.0.0.1", service.port, settings=ConnectionSettings(bind_host="127.0.0.1")
+        )
         with pytest.raises(LinkClosedError):
             bad.wait_logged_on(5)
         assert service.counters.refused == 1
@@ -333,7 +346,9 @@ def test_queue_limit_closes_a_link_whose_peer_stops_reading() -> None:
     limit = 200
     with buses("A", "B") as (a, b):
         log_a = SystemLog(a)
-        service = a.listen(0, message_queue_size=limit, output_buffer_size=8192)
+        service = a.listen(
+            0, settings=ServiceSettings(message_queue_size=limit, output_buffer_size=8192)
+        )
         _, good = linked(a, b)  # another link on the same node keeps working
         stop = threading.Event()
         with RawPeer.connect(service.port, "X", rcvbuf=4096) as raw:
@@ -366,10 +381,9 @@ def test_queue_limit_close_reconnects_a_client_link() -> None:
         link = b.connect(
             "127.0.0.1",
             listener.getsockname()[1],
-            message_queue_size=50,
-            output_buffer_size=4096,
-            reconnect=True,
-            reconnect_delay=0.01,
+            settings=ConnectionSettings(
+                message_queue_size=50, output_buffer_size=4096, reconnect=True, reconnect_delay=0.01
+            ),
         )
         with accept_raw(listener, "S", rcvbuf=4096) as raw:
             raw.serve_logon()
@@ -393,7 +407,9 @@ def test_queue_limit_close_reconnects_a_client_link() -> None:
 def test_heartbeat_timeout_closes_a_link_whose_peer_stops_answering() -> None:
     with buses("A") as (a,):
         log_a = SystemLog(a)
-        service = a.listen(0, heartbeat_delay=0.05, heartbeat_reply_delay=0.1)
+        service = a.listen(
+            0, settings=ServiceSettings(heartbeat_delay=0.05, heartbeat_reply_delay=0.1)
+        )
         with RawPeer.connect(service.port, "X") as raw:
             raw.logon()  # ... and then it never reads or writes again
             off = SystemLog.next(log_a.logged_off)
@@ -408,7 +424,9 @@ def test_heartbeats_keep_an_idle_link_up() -> None:
     with buses("A", "B") as (a, b):
         sub = Recorder("sub")
         started(b, sub)
-        service, link = linked(a, b, heartbeat_delay=0.02, heartbeat_reply_delay=0.2)
+        service, link = linked(
+            a, b, settings=ConnectionSettings(heartbeat_delay=0.02, heartbeat_reply_delay=0.2)
+        )
         (accepted,) = service.links
         wait_for(lambda: accepted.counters.heartbeats_in >= 5, "five heartbeats from B answered")
         assert link.is_logged_on and link.counters.heartbeats_out >= 5

@@ -18,7 +18,13 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
 from actorbus import Bus, BusConfig, ConfigError, FeedState
-from actorbus.config import DispatcherConfig, DispatcherKind, SelectorConfig, load_config
+from actorbus.config import (
+    DispatcherConfig,
+    DispatcherKind,
+    SelectorConfig,
+    ServiceSettings,
+    load_config,
+)
 from actorbus.net import IOThreadStats
 from actorbus.testing import Recorder
 
@@ -266,7 +272,7 @@ def test_two_selectors_on_one_loop_share_one_poller() -> None:
         ),
     )
     with Bus(config, node_id="A") as a, Bus(node_id="B") as b:
-        service = a.listen(0, service_selector="y")
+        service = a.listen(0, settings=ServiceSettings(service_selector="y"))
         link = b.connect("127.0.0.1", service.port)
         link.wait_logged_on(5)
         assert a.net is not None

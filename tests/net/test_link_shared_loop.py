@@ -15,7 +15,13 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import linked, started, wait_for
 
 from actorbus import Actor, Bus, BusConfig, ConfigError, FeedState, UsageError
-from actorbus.config import DispatcherConfig, DispatcherKind, SelectorConfig, load_config
+from actorbus.config import (
+    DispatcherConfig,
+    DispatcherKind,
+    SelectorConfig,
+    ServiceSettings,
+    load_config,
+)
 from actorbus.testing import Recorder
 
 UP = FeedState.UP
@@ -174,7 +180,7 @@ def test_input_back_pressure_on_a_shared_loop_pauses_and_delivers_everything() -
     s = shared("S")
     try:
         with Bus(node_id="P") as p:
-            service = s.listen(0, input_backlog=200)
+            service = s.listen(0, settings=ServiceSettings(input_backlog=200))
             link = p.connect("127.0.0.1", service.port)
             link.wait_logged_on(5)
             sub = Recorder("sub")

@@ -19,7 +19,13 @@ from nodes.messages import Answer, Ask, Counter
 from nodes.support import buses, started, wait_for
 
 from actorbus import Bus, BusConfig, ConfigError, FeedState
-from actorbus.config import DispatcherConfig, DispatcherKind, SelectorConfig, load_config
+from actorbus.config import (
+    ConnectionSettings,
+    DispatcherConfig,
+    DispatcherKind,
+    SelectorConfig,
+    load_config,
+)
 from actorbus.errors import LinkClosedError, UsageError
 from actorbus.net import Link, Service, tls_client_context, tls_server_context
 from actorbus.testing import Recorder
@@ -287,13 +293,19 @@ def test_a_host_name_the_certificate_does_not_carry_is_refused(pki: Pki) -> None
         assert link.counters.tls_failures == 1
         # the name the certificate carries, checked instead of the dialled one
         named = c.connect(
-            "127.0.0.1", service.port, tls=pki.client(), tls_server_name="elsewhere.example"
+            "127.0.0.1",
+            service.port,
+            tls=pki.client(),
+            settings=ConnectionSettings(tls_server_name="elsewhere.example"),
         )
         assert named.wait_logged_on(5) == "A"
         # and a certificate for 127.0.0.1 and localhost, dialled as "localhost"
         local = a.listen(0, tls=pki.server())
         other = c.connect(
-            "localhost", local.port, tls=pki.client(), tls_server_name="wrong.example"
+            "localhost",
+            local.port,
+            tls=pki.client(),
+            settings=ConnectionSettings(tls_server_name="wrong.example"),
         )
         with pytest.raises(LinkClosedError, match="Hostname mismatch"):
             other.wait_logged_on(5)
@@ -424,7 +436,7 @@ def test_nodes_from_properties_files_link_with_mutual_tls(pki: Pki, tmp_path: Pa
             "actorbus.connection.up.tlsServerName = localhost\n"
         )
         config = load_config(client)
-        assert config.connections[0].tls_server_name == "localhost"
+        assert config.connections[0].settings.tls_server_name == "localhost"
         b = Bus.from_properties(client, node_id="B")
         try:
             (link,) = b.links
@@ -554,5 +566,5 @@ def test_a_context_that_would_not_verify_is_refused(pki: Pki) -> None:
         with pytest.raises(UsageError, match="expected an ssl.SSLContext"):
             a.listen(0, tls="server.pem")  # type: ignore[arg-type]
         with pytest.raises(UsageError, match="without tls="):
-            a.connect("127.0.0.1", 7000, tls_server_name="localhost")
+            a.connect("127.0.0.1", 7000, settings=ConnectionSettings(tls_server_name="localhost"))
         assert not a.links

@@ -13,8 +13,9 @@ from actorbus import CodecError, FeedState, ReplyStatus, Scope, UsageError
 from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
 from actorbus.bus.router import Role
+from actorbus.config import LinkSettings
 from actorbus.errors import MessageTooLargeError, ProtocolError
-from actorbus.net import PROTOCOL_VERSION, ProtocolSettings, ProtocolState
+from actorbus.net import PROTOCOL_VERSION, ProtocolState
 from actorbus.net.protocol import (
     DATA_FRAME_TYPES,
     Advertised,
@@ -180,9 +181,9 @@ def test_duplicate_key_id_is_a_protocol_error() -> None:
 
 
 def test_too_many_keys_is_a_protocol_error() -> None:
-    srv = accepted_server(is_known_type=all_types_known, settings=ProtocolSettings(max_peer_keys=2))
+    srv = accepted_server(is_known_type=all_types_known, settings=LinkSettings(max_keys=2))
     srv.receive_data(b"".join(encode_frame(KEY_DEF, i, "T", str(i)) for i in range(3)), 0.0)
-    with pytest.raises(ProtocolError, match="over max_peer_keys=2 keys"):
+    with pytest.raises(ProtocolError, match="over max_keys=2 keys"):
         srv.next_event()
     assert srv.counters.over_limit == 1
     assert srv.counters.corrupt_frames == 0
@@ -553,7 +554,7 @@ def test_plain_int_enum_values_are_accepted() -> None:
 
 
 def test_too_large_body_is_refused_before_queueing() -> None:
-    settings = ProtocolSettings(max_frame_size=1024)
+    settings = LinkSettings(max_frame_size=1024)
     pipe = connected(settings=settings)
     pipe.client.notify(KEY, b"x" * 1000)  # fits with the frame header
     pipe.client.data_to_send()

@@ -9,8 +9,9 @@ import msgpack
 import pytest
 
 from actorbus.bus.router import Role
+from actorbus.config import LinkSettings
 from actorbus.errors import LinkClosedError, ProtocolError
-from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net import LinkProtocol, ProtocolState, Side
 from actorbus.net.protocol import (
     ConnectionClosed,
     Event,
@@ -22,12 +23,12 @@ from actorbus.testing import MemoryPipe, all_types_known, encode_frame, proof_fo
 
 KEY = ("demo.Blob", "/big")
 LIMIT = 1024
-SETTINGS = ProtocolSettings(max_frame_size=LIMIT)
+SETTINGS = LinkSettings(max_frame_size=LIMIT)
 NOTIFY = int(FrameType.NOTIFY)
 KEY_DEF = int(FrameType.KEY_DEF)
 
 
-def accepted_server(settings: ProtocolSettings = SETTINGS) -> LinkProtocol:
+def accepted_server(settings: LinkSettings = SETTINGS) -> LinkProtocol:
     srv = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=all_types_known, settings=settings)
     srv.receive_data(proof_for_server(srv, "cli"), 0.0)
     assert srv.next_event() == LogonRequested("cli")
@@ -223,7 +224,7 @@ def test_reads_may_be_memoryviews_of_any_item_format() -> None:
 
 
 def test_little_endian_prefix() -> None:
-    pipe = MemoryPipe(settings=ProtocolSettings(byte_order="little"))
+    pipe = MemoryPipe(settings=LinkSettings(byte_order="little"))
     pipe.logon()
     pipe.server.notify(KEY, (1,))
     data = pipe.server.data_to_send()

@@ -7,8 +7,9 @@ from nodes.protocol import frames_of
 
 from actorbus import FeedState, Scope, UsageError
 from actorbus.bus.router import Role
+from actorbus.config import LinkSettings
 from actorbus.errors import LinkClosedError, ProtocolError
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolState, Side
 from actorbus.net._auth import client_proof
 from actorbus.net._wire import ROLE_CODES, SCOPE_CODES
 from actorbus.net.protocol import (
@@ -427,13 +428,13 @@ def test_constructor_arguments_are_checked() -> None:
         ("heartbeat_delay", -1.0),
         ("heartbeat_reply_delay", float("nan")),
         ("logon_timeout", True),
-        ("max_peer_keys", 0),
+        ("max_keys", 0),
         ("byte_order", "middle"),
     ],
 )
 def test_settings_are_checked(field: str, value: object) -> None:
-    with pytest.raises(UsageError, match=f"ProtocolSettings.{field}="):
-        ProtocolSettings(**{field: value})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=f"LinkSettings.{field}="):
+        LinkSettings(**{field: value})  # type: ignore[arg-type]
 
 
 # -------------------------------------------------------------------- logoff
@@ -483,7 +484,7 @@ def test_logoff_while_iterating_events_stops_the_iteration() -> None:
 
 
 def test_long_reasons_are_cut_so_the_closing_frame_always_fits() -> None:
-    pipe = MemoryPipe(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = MemoryPipe(settings=LinkSettings(max_frame_size=1024))
     pipe.logon()
     pipe.client.logoff("é" * 5000)
     assert pipe.client.state is ProtocolState.CLOSED

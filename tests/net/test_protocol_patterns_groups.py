@@ -11,13 +11,14 @@ from nodes.protocol import accepted_server, connected, feed, frames_of, knows_al
 
 from actorbus import UsageError
 from actorbus.bus.subjects import Wildcard
+from actorbus.config import LinkSettings
 from actorbus.errors import (
     LinkClosedError,
     MessageTooLargeError,
     ProtocolError,
     SubjectPatternError,
 )
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolState, Side
 from actorbus.net._events import (
     GroupChanged,
     GroupNotificationReceived,
@@ -400,7 +401,7 @@ def test_a_refused_pattern_command_raises_the_wildcard_error() -> None:
 
 
 def test_too_large_group_notify_is_refused_before_queueing() -> None:
-    pipe = connected(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = connected(settings=LinkSettings(max_frame_size=1024))
     pipe.client.group_notify(KEY, "g", b"x" * 990)  # fits with the frame header
     pipe.client.data_to_send()
     with pytest.raises(MessageTooLargeError, match=r"group_notify\(\).*max_frame_size=1024"):

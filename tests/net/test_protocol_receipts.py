@@ -8,8 +8,9 @@ import pytest
 
 from actorbus import FeedState, Scope, UsageError
 from actorbus.bus.router import Role
+from actorbus.config import LinkSettings
 from actorbus.errors import MessageTooLargeError, ProtocolError
-from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.net import PROTOCOL_VERSION, LinkProtocol, ProtocolState, Side
 from actorbus.net.protocol import (
     FrameType,
     LogonAccepted,
@@ -35,7 +36,7 @@ def frames_of(data: bytes) -> list[tuple[object, ...]]:
 
 
 #: The smallest frame limit, so that "too large" is cheap to reach.
-SETTINGS = ProtocolSettings(max_frame_size=1024)
+SETTINGS = LinkSettings(max_frame_size=1024)
 
 
 def end(side: Side, node: str, run_id: str = "") -> LinkProtocol:

@@ -12,8 +12,8 @@ import pytest
 from nodes.protocol import connected
 
 from actorbus import UsageError
+from actorbus.config import LinkSettings
 from actorbus.errors import MessageTooLargeError, ProtocolError
-from actorbus.net import ProtocolSettings
 from actorbus.net.protocol import (
     RUN_MAX,
     FrameType,
@@ -79,7 +79,7 @@ def test_notify_many_sends_a_run_as_one_frame_the_peer_sees_as_one_notify_per_bo
 
 
 def test_notify_many_splits_a_run_over_the_frame_size_limit_and_keeps_the_order() -> None:
-    pipe = connected(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = connected(settings=LinkSettings(max_frame_size=1024))
     bodies = [("/demo", n, b"x" * 100) for n in range(40)]  # some 4.5 KiB in all
     pipe.server.notify_many(KEY, bodies)
     data = pipe.server.data_to_send()
@@ -140,7 +140,7 @@ def test_a_run_frame_on_a_type_unknown_here_counts_each_body() -> None:
 
 
 def test_notify_many_stops_at_a_body_that_cannot_be_sent() -> None:
-    pipe = connected(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = connected(settings=LinkSettings(max_frame_size=1024))
     sender = pipe.server
     seq = sender.last_seq_sent
     with pytest.raises(MessageTooLargeError):

@@ -11,8 +11,9 @@ import pytest
 
 from actorbus import FeedState, ReplyStatus, Scope, UsageError
 from actorbus.bus.party import Role
+from actorbus.config import LinkSettings
 from actorbus.errors import MessageTooLargeError
-from actorbus.net import LinkProtocol, ProtocolSettings
+from actorbus.net import LinkProtocol
 from actorbus.net.protocol import (
     Advertised,
     NotificationReceived,
@@ -166,7 +167,7 @@ def test_the_shortcuts_do_nothing_when_they_cannot_stand_for_the_command() -> No
 
 
 def test_the_shortcuts_refuse_what_the_commands_refuse_and_queue_nothing() -> None:
-    pipe = MemoryPipe(settings=ProtocolSettings(max_frame_size=1024))
+    pipe = MemoryPipe(settings=LinkSettings(max_frame_size=1024))
     pipe.logon()
     client = pipe.client
     client.request(KEY, 1, ["x"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from actorbus.net import LinkProtocol, ProtocolSettings, ProtocolState, Side
+from actorbus.config import LinkSettings
+from actorbus.net import LinkProtocol, ProtocolState, Side
 from actorbus.net.protocol import (
     FrameType,
     HeartbeatTimeout,
@@ -16,7 +17,7 @@ from actorbus.net.protocol import (
 from actorbus.testing import MemoryPipe, all_types_known, encode_frame, proof_for_server
 
 KEY = ("demo.DataPoint", "/demo")
-HB = ProtocolSettings(heartbeat_delay=10.0, heartbeat_reply_delay=2.0)
+HB = LinkSettings(heartbeat_delay=10.0, heartbeat_reply_delay=2.0)
 
 
 def frame_types(data: bytes) -> list[int]:
@@ -29,7 +30,7 @@ def frame_types(data: bytes) -> list[int]:
     return out
 
 
-def connected(settings: ProtocolSettings, now: float = 100.0) -> MemoryPipe:
+def connected(settings: LinkSettings, now: float = 100.0) -> MemoryPipe:
     pipe = MemoryPipe(now=now, settings=settings)
     pipe.logon(now)
     return pipe
@@ -102,21 +103,21 @@ def test_data_arriving_while_waiting_for_the_reply_is_an_answer() -> None:
     assert client.state is ProtocolState.CONNECTED
 
 
-def test_reply_delay_zero_keeps_probing_without_timing_out() -> None:
-    pipe = connected(ProtocolSettings(heartbeat_delay=5.0))
+def test_reply_delay_zero_waits_as_long_as_the_heartbeat_delay() -> None:
+    # LinkSettings: heartbeat_reply_delay=0 means the same as heartbeat_delay
+    pipe = connected(LinkSettings(heartbeat_delay=5.0))
     client = pipe.client
-    sent = 0
-    for now in (105.0, 110.0, 115.0, 120.0):
-        assert client.next_deadline() == now
-        client.tick(now)
-        sent += len(frame_types(client.data_to_send()))
-    assert sent == 4
-    assert client.counters.heartbeats_out == 4
-    assert client.state is ProtocolState.CONNECTED
+    assert client.next_deadline() == 105.0
+    client.tick(105.0)
+    assert frame_types(client.data_to_send()) == [int(FrameType.HEARTBEAT)]
+    assert client.next_deadline() == 110.0
+    client.tick(110.0)
+    assert list(client.events()) == [HeartbeatTimeout(silent_for=10.0)]
+    assert client.counters.heartbeats_out == 1
 
 
 def test_heartbeats_disabled() -> None:
-    pipe = connected(ProtocolSettings(heartbeat_delay=0, heartbeat_reply_delay=2.0))
+    pipe = connected(LinkSettings(heartbeat_delay=0, heartbeat_reply_delay=2.0))
     assert pipe.client.next_deadline() is None
     pipe.client.tick(1e12)
     assert pipe.client.data_to_send() == b""
@@ -128,7 +129,7 @@ def test_no_heartbeats_before_logon_is_accepted() -> None:
         "srv",
         0.0,
         is_known_type=all_types_known,
-        settings=ProtocolSettings(heartbeat_delay=1.0, logon_timeout=0),
+        settings=LinkSettings(heartbeat_delay=1.0, logon_timeout=0),
     )
     assert srv.next_deadline() is None
     srv.tick(50.0)
@@ -142,7 +143,7 @@ def test_logon_timeout(side: Side) -> None:
         "node",
         1000.0,
         is_known_type=all_types_known,
-        settings=ProtocolSettings(logon_timeout=5.0),
+        settings=LinkSettings(logon_timeout=5.0),
     )
     if side is Side.CLIENT:
         proto.logon()
@@ -164,7 +165,7 @@ def test_logon_timeout_while_the_application_decides() -> None:
         "srv",
         0.0,
         is_known_type=all_types_known,
-        settings=ProtocolSettings(logon_timeout=5.0),
+        settings=LinkSettings(logon_timeout=5.0),
     )
     srv.receive_data(proof_for_server(srv, "cli", now=1.0), 1.0)
     assert srv.next_event() == LogonRequested("cli")
@@ -174,7 +175,7 @@ def test_logon_timeout_while_the_application_decides() -> None:
 
 
 def test_accepted_logon_stops_the_logon_timer() -> None:
-    pipe = MemoryPipe(now=0.0, settings=ProtocolSettings(logon_timeout=5.0))
+    pipe = MemoryPipe(now=0.0, settings=LinkSettings(logon_timeout=5.0))
     pipe.logon(1.0)
     assert pipe.client.next_deadline() is None
     pipe.client.tick(100.0)

@@ -37,8 +37,9 @@ from actorbus import (
     SubscribeFeed,
     Wildcard,
 )
+from actorbus.config import LinkSettings
 from actorbus.errors import ProtocolError
-from actorbus.net import LinkProtocol, ProtocolSettings, Side
+from actorbus.net import LinkProtocol, Side
 from actorbus.net.protocol import Event, LogonAccepted, LogonComplete
 from actorbus.testing import EventLog
 
@@ -697,7 +698,7 @@ class RawPeer:
             node_id,
             time.monotonic(),
             is_known_type=lambda name: True,
-            settings=ProtocolSettings(logon_timeout=0),
+            settings=LinkSettings(logon_timeout=0),
         )
         self.seen: list[Event] = []
 

@@ -37,7 +37,7 @@ from reliability_support import (
 from actorbus import Bus, ConfigError, FeedState, Field, Notification, Scope
 from actorbus.bus import SYSTEM_SUBJECT, LinkLoggedOff
 from actorbus.bus.router import Role
-from actorbus.config import load_config
+from actorbus.config import ConnectionSettings, ServiceSettings, load_config
 from actorbus.errors import SmSyntaxError
 from actorbus.fsm import load_sm
 from actorbus.net import LinkStats, Service
@@ -80,14 +80,20 @@ def node() -> Iterator[Node]:
     with LogCapture() as logs, Bus(node_id="node-n") as n, Bus(node_id="node-h") as h:
         service = n.listen(
             0,
-            message_queue_size=QUEUE_LIMIT,
-            output_buffer_size=16_384,
-            heartbeat_delay=1.0,
-            heartbeat_reply_delay=2.0,
+            settings=ServiceSettings(
+                message_queue_size=QUEUE_LIMIT,
+                output_buffer_size=16_384,
+                heartbeat_delay=1.0,
+                heartbeat_reply_delay=2.0,
+            ),
         )
         subscriber = SeqSubscriber("/healthy")
         start_actors(n, subscriber)
-        link = h.connect("127.0.0.1", service.port, heartbeat_delay=1.0, heartbeat_reply_delay=2.0)
+        link = h.connect(
+            "127.0.0.1",
+            service.port,
+            settings=ConnectionSettings(heartbeat_delay=1.0, heartbeat_reply_delay=2.0),
+        )
         link.wait_logged_on(10)
         with CountingPublisher(h, "/healthy", total=10**9, rate=HEALTHY_RATE) as healthy:
             healthy.wait_up(10)

@@ -29,6 +29,7 @@ from reliability_support import (
 )
 
 from actorbus import Bus, FeedState, UsageError
+from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.net import Link, Service
 from actorbus.testing_chaos import ChaosProxy, ChaosSchedule
 
@@ -189,14 +190,19 @@ def test_proxy_refuses_bad_schedules_and_use_before_start() -> None:
 def _linked_through(
     proxy_schedule: ChaosSchedule, a: Bus, b: Bus
 ) -> tuple[ChaosProxy, tuple[Service, Link]]:
-    service = b.listen(0, heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY)
+    service = b.listen(
+        0,
+        settings=ServiceSettings(heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY),
+    )
     proxy = ChaosProxy(("127.0.0.1", service.port), proxy_schedule).start()
     link = a.connect(
         *proxy.address,
-        reconnect=True,
-        reconnect_delay=RECONNECT,
-        heartbeat_delay=HEARTBEAT,
-        heartbeat_reply_delay=HEARTBEAT_REPLY,
+        settings=ConnectionSettings(
+            reconnect=True,
+            reconnect_delay=RECONNECT,
+            heartbeat_delay=HEARTBEAT,
+            heartbeat_reply_delay=HEARTBEAT_REPLY,
+        ),
     )
     return proxy, (service, link)
 

@@ -24,6 +24,7 @@ from reliability_support import (
 
 from actorbus import Actor, Bus, FeedState, Scope
 from actorbus.bus.router import Role
+from actorbus.config import ConnectionSettings
 from actorbus.net import Service
 from actorbus.net.protocol import LogonRejected
 from actorbus.testing import wait_until
@@ -178,7 +179,9 @@ def test_the_sender_learns_how_many_messages_a_broken_connection_lost() -> None:
         start_actors(b, subscriber)
         service = b.listen(0)
         with ChaosProxy(("127.0.0.1", service.port)) as proxy:
-            link = a.connect(*proxy.address, reconnect=True, reconnect_delay=0.05)
+            link = a.connect(
+                *proxy.address, settings=ConnectionSettings(reconnect=True, reconnect_delay=0.05)
+            )
             with CountingPublisher(a, "/lost", total=20_000, rate=20_000) as publisher:
                 publisher.wait_up(10)
                 publisher.start()

@@ -22,6 +22,7 @@ import pytest
 from reliability_support import SEED, CountingPublisher, Seq, SeqSubscriber, record, start_actors
 
 from actorbus import Bus, FeedState
+from actorbus.config import JrepClientSettings
 from actorbus.net.jrep import GatewaySettings
 from actorbus.testing import wait_until
 from actorbus.testing_chaos import ChaosProxy, ChaosSchedule
@@ -52,10 +53,9 @@ def _run(seed: int, *, total: int, rate: float, schedule: ChaosSchedule, name: s
             f"ws://127.0.0.1:{proxy.port}/jrep",
             name="to-b",
             token=TOKEN,
-            reconnect=True,
-            reconnect_delay=0.05,
-            connect_timeout=2.0,
-            heartbeat=HEARTBEAT,
+            settings=JrepClientSettings(
+                reconnect=True, reconnect_delay=0.05, connect_timeout=2.0, heartbeat=HEARTBEAT
+            ),
         )
         with CountingPublisher(a, "/seq", total=total, rate=rate) as publisher:
             publisher.wait_up(10)

@@ -12,6 +12,7 @@ import pytest
 from reliability_support import Asker, NodeProcess, ReplyStatus, record, start_actors
 
 from actorbus import Bus
+from actorbus.config import ConnectionSettings
 
 HEARTBEAT = 0.2
 HEARTBEAT_REPLY = 0.3
@@ -41,7 +42,11 @@ def test_requests_in_flight_all_end_when_the_replier_node_dies(tmp_path: Path, h
         asker = Asker("/hold")
         start_actors(bus, asker)
         link = bus.connect(
-            "127.0.0.1", port, heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            "127.0.0.1",
+            port,
+            settings=ConnectionSettings(
+                heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            ),
         )
         link.wait_logged_on(10)
         assert asker.up.wait(10), "the remote replier never came UP"

@@ -32,6 +32,7 @@ from reliability_support import (
 
 from actorbus import Bus
 from actorbus.bus.message import MessageKey
+from actorbus.config import ConnectionSettings
 from actorbus.net import Link
 from actorbus.testing import wait_until
 
@@ -74,7 +75,11 @@ def _members_node(tmp_path: Path, count: int, tally: Tally | None) -> NodeProces
 
 def _connect(bus: Bus, port: int) -> Link:
     link = bus.connect(
-        "127.0.0.1", port, heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+        "127.0.0.1",
+        port,
+        settings=ConnectionSettings(
+            heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+        ),
     )
     link.wait_logged_on(10)
     return link

@@ -30,6 +30,7 @@ from reliability_support import (
 )
 
 from actorbus import Bus, FeedState, PublishFeed, Wildcard
+from actorbus.config import ConnectionSettings
 from actorbus.testing import EventLog
 
 HEARTBEAT = 0.2
@@ -114,7 +115,11 @@ def test_a_wildcard_subscriber_follows_matching_publishers_of_another_process(
         sub = WildSeqSubscriber(case.pattern)
         start_actors(bus, sub)
         link = bus.connect(
-            "127.0.0.1", port, heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            "127.0.0.1",
+            port,
+            settings=ConnectionSettings(
+                heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            ),
         )
         link.wait_logged_on(10)
         do = Commands(node)
@@ -232,7 +237,11 @@ def test_a_remote_wildcard_subscriber_brings_publishers_here_up_and_down(
         p1 = bus.publisher(Seq, m1, on_status=statuses, up=False)
         others = [bus.publisher(Seq, s, on_status=statuses, up=False) for s in case.others]
         link = bus.connect(
-            "127.0.0.1", port, heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            "127.0.0.1",
+            port,
+            settings=ConnectionSettings(
+                heartbeat_delay=HEARTBEAT, heartbeat_reply_delay=HEARTBEAT_REPLY
+            ),
         )
         link.wait_logged_on(10)
         # The remote pattern makes the matching publisher UP, and only it.

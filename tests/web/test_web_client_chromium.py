@@ -24,6 +24,7 @@ import pytest
 from cdp import Page, chromium, open_page, sockets
 
 from actorbus import Bus, FeedState, MessageKey, Notification, Reply, ReplyStatus, Request
+from actorbus.config import GatewaySettings
 from actorbus.net.jrep import Gateway
 from actorbus.testing import Recorder, wait_until
 
@@ -95,7 +96,7 @@ def web(tmp_path: Path) -> Iterator[Web]:
     (static / "index.html").write_text(INDEX)
     bus = Bus(node_id="jstest")
     try:
-        gateway = bus.serve_jrep(0, name="web", static_dir=str(static))
+        gateway = bus.serve_jrep(0, name="web", settings=GatewaySettings(static_dir=str(static)))
         with chromium(tmp_path / "profile") as browser:
             page = open_page(browser, f"http://127.0.0.1:{gateway.port}/")
             page.report = REPORT
@@ -297,7 +298,9 @@ def test_reconnect_after_a_dropped_session_and_a_restarted_gateway(web: Web) -> 
     page.until("t.states.join() === 'UP,DOWN,UP,DOWN'", "DOWN while the gateway is gone")
     page.until("t.bus.attempt >= 2", "failed attempts to reconnect")
     assert page.evaluate("t.bus.status") == "connecting"
-    web.gateway = bus.serve_jrep(port, name="web", static_dir=str(web.static))
+    web.gateway = bus.serve_jrep(
+        port, name="web", settings=GatewaySettings(static_dir=str(web.static))
+    )
     page.until("t.states.join() === 'UP,DOWN,UP,DOWN,UP'", "UP after the restart")
     assert page.evaluate("t.bus.attempt") == 0  # the backoff starts over
     feed.publish(Trade("/ticks", price=Decimal(1), at=datetime.now(UTC), volume=3))

@@ -4,13 +4,16 @@ Theory of operation: :mod:`.properties` turns text into ``key=value`` entries
 that remember their line; :mod:`.loader` reads the ``actorbus.`` (or ``eBus.``)
 keys among them into the dataclasses of :mod:`.schema`, rejecting anything
 invalid with a :class:`~actorbus.errors.ConfigError` that names file, line and
-key.  The runtime only ever sees validated dataclasses.  Every key is described
+key.  The services, connections and J.REP gateways and clients carry one
+immutable settings object each (:mod:`.settings`).  The runtime only ever
+sees validated dataclasses.  Every key is described
 in docs/configuration.md.
 """
 
 from actorbus.config.loader import (
     ENV_VAR,
     PREFIXES,
+    ConfigWarning,
     config_from_env,
     config_from_properties,
     dump_config,
@@ -34,6 +37,13 @@ from actorbus.config.schema import (
     SelectorConfig,
     ServiceConfig,
 )
+from actorbus.config.settings import (
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    LinkSettings,
+    ServiceSettings,
+)
 
 __all__ = [
     "DEFAULT_DISPATCHER",
@@ -41,14 +51,20 @@ __all__ = [
     "PREFIXES",
     "ActorConfig",
     "BusConfig",
+    "ConfigWarning",
     "ConnectionConfig",
+    "ConnectionSettings",
     "DispatcherConfig",
     "DispatcherKind",
     "GatewayConfig",
+    "GatewaySettings",
     "JrepClientConfig",
+    "JrepClientSettings",
+    "LinkSettings",
     "Property",
     "SelectorConfig",
     "ServiceConfig",
+    "ServiceSettings",
     "config_from_env",
     "config_from_properties",
     "dump_config",

@@ -12,31 +12,23 @@ files from them, and a new key is one new row here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from actorbus.config._values import (
-    _address_filter,
-    _auth,
     _boolean,
-    _byte_order,
     _classes,
-    _directory,
     _factory,
     _gc_threshold,
     _host,
     _integer,
     _kind,
     _node_id,
-    _origins,
-    _permissions_file,
     _reference,
-    _secret_file,
     _Setting,
-    _tls_file,
-    _url_path,
     _ws_url,
 )
 from actorbus.config.schema import (
@@ -48,6 +40,13 @@ from actorbus.config.schema import (
     JrepClientConfig,
     SelectorConfig,
     ServiceConfig,
+)
+from actorbus.config.settings import (
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    ServiceSettings,
+    settings_fields,
 )
 
 _T = TypeVar("_T")
@@ -72,28 +71,30 @@ class _Section(Generic[_T]):
     implicit: tuple[str, ...] = ()
 
 
-def _link_settings() -> dict[str, _Setting]:
-    return {
-        "inputBufferSize": _integer("input_buffer_size", 0, unit="bytes"),
-        "outputBufferSize": _integer("output_buffer_size", 0, unit="bytes"),
-        "byteOrder": _byte_order("byte_order"),
-        "messageQueueSize": _integer("message_queue_size", 0, unit="messages, 0 = unlimited"),
-        "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
-        "heartbeatReplyDelay": _integer("heartbeat_reply_delay_ms", 0, unit="milliseconds"),
-        "inputBacklog": _integer("input_backlog", 0, unit="messages, 0 = never pause"),
-        "logonTimeout": _integer("logon_timeout_ms", 0, unit="milliseconds, 0 = never"),
-        "frameTimeout": _integer("frame_timeout_ms", 0, unit="milliseconds, 0 = never"),
-        "maxFrameSize": _integer("max_frame_size", 1_024, 0xFFFF_FFFB, unit="bytes"),
-        "maxKeys": _integer("max_keys", 1, unit="keys"),
-        "maxSubjectLength": _integer("max_subject_length", 1, unit="characters"),
-        "maxFeeds": _integer("max_feeds", 1, unit="advertisements and subscriptions"),
-        "maxPatterns": _integer("max_patterns", 1, unit="wildcard subscriptions"),
-        "maxGroups": _integer("max_groups", 1, unit="queue groups"),
-        "messageQueueBytes": _integer("message_queue_bytes", 0, unit="bytes, 0 = unlimited"),
-        "messageQueueHighWater": _integer(
-            "message_queue_high_water", -1, unit="bytes, -1 = half of messageQueueBytes, 0 = never"
-        ),
-    }
+def _rows_of(settings_type: type) -> dict[str, _Setting]:
+    """The rows of a settings type's fields, from their metadata: key -> row whose
+    field is ``settings.ATTRIBUTE`` (the factory puts it in the settings object)."""
+    rows: dict[str, _Setting] = {}
+    for f, info in settings_fields(settings_type):
+        assert info.row is not None  # every settings field can be written in a file
+        row = info.row(f.name)
+        rows[info.key] = dataclasses.replace(row, field=f"settings.{f.name}")
+    return rows
+
+
+def _aliases_of(settings_type: type) -> dict[str, str]:
+    return {alias: info.key for _, info in settings_fields(settings_type) for alias in info.aliases}
+
+
+def _with_settings(config_type: Callable[..., _T], settings_type: type) -> Callable[..., _T]:
+    """A factory of ``config_type`` taking its own fields and ``settings.X`` ones."""
+
+    def make(**fields: Any) -> _T:
+        given = {k[len("settings.") :]: v for k, v in fields.items() if k.startswith("settings.")}
+        own = {k: v for k, v in fields.items() if not k.startswith("settings.")}
+        return config_type(**own, settings=settings_type(**given))
+
+    return make
 
 
 _DISPATCHERS: _Section[DispatcherConfig] = _Section(
@@ -134,25 +135,13 @@ _SERVICES: _Section[ServiceConfig] = _Section(
     noun="service",
     list_key="services",
     item_prefix="service.",
-    factory=ServiceConfig,
+    factory=_with_settings(ServiceConfig, ServiceSettings),
     settings={
         "port": _integer("port", 0, 65535),
         "host": _host("host"),
-        "addressFilter": _address_filter("address_filter"),
-        "serviceSelector": _reference("service_selector", "selector"),
-        "connectionSelector": _reference("connection_selector", "selector"),
-        **_link_settings(),
-        "maxConnections": _integer("max_connections", 1, unit="connections"),
-        "maxConnectionsPerHost": _integer("max_connections_per_host", 1, unit="connections"),
-        "acceptBacklog": _integer("accept_backlog", 1, unit="connections"),
-        "secretFile": _secret_file("secret_file"),
-        "peerSecretsFile": _secret_file("peer_secrets_file", holds_one=False),
-        "auth": _auth("auth"),
-        "permissionsFile": _permissions_file("permissions_file"),
-        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
-        "tlsKeyFile": _tls_file("tls_key_file", "key"),
-        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
+        **_rows_of(ServiceSettings),
     },
+    aliases=_aliases_of(ServiceSettings),
     required=("port",),
     unnamed="default",
 )
@@ -161,24 +150,13 @@ _CONNECTIONS: _Section[ConnectionConfig] = _Section(
     noun="connection",
     list_key="connections",
     item_prefix="connection.",
-    factory=ConnectionConfig,
+    factory=_with_settings(ConnectionConfig, ConnectionSettings),
     settings={
         "host": _host("host"),
         "port": _integer("port", 1, 65535),
-        "bindPort": _integer("bind_port", 0, 65535),
-        "selector": _reference("selector", "selector"),
-        "reconnect": _boolean("reconnect"),
-        "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
-        "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
-        **_link_settings(),
-        "secretFile": _secret_file("secret_file"),
-        "permissionsFile": _permissions_file("permissions_file"),
-        "tlsCaFile": _tls_file("tls_ca_file", "ca"),
-        "tlsCertFile": _tls_file("tls_cert_file", "cert"),
-        "tlsKeyFile": _tls_file("tls_key_file", "key"),
-        "tlsServerName": _host("tls_server_name"),
+        **_rows_of(ConnectionSettings),
     },
-    aliases={"reconnectTime": "reconnectDelay"},
+    aliases=_aliases_of(ConnectionSettings),
     required=("host", "port"),
 )
 
@@ -186,27 +164,11 @@ _GATEWAYS: _Section[GatewayConfig] = _Section(
     noun="gateway",
     list_key="jrep.gateways",
     item_prefix="jrep.gateway.",
-    factory=GatewayConfig,
+    factory=_with_settings(GatewayConfig, GatewaySettings),
     settings={
         "port": _integer("port", 0, 65535),
         "host": _host("host"),
-        "path": _url_path("path"),
-        "allowedOrigins": _origins("allowed_origins"),
-        "tokenFile": _secret_file("token_file"),
-        "auth": _auth("auth"),
-        "permissionsFile": _permissions_file("permissions_file"),
-        "staticDir": _directory("static_dir"),
-        "selector": _reference("selector", "selector"),
-        "maxMessageSize": _integer("max_message_size", 1, unit="bytes"),
-        "maxBatch": _integer("max_batch", 1, unit="messages per wire message"),
-        "maxSubscriptions": _integer("max_subscriptions", 0, unit="keys per session"),
-        "maxRequests": _integer("max_requests", 0, unit="requests per session"),
-        "messageRate": _integer("message_rate", 0, unit="messages per second, 0 = no limit"),
-        "messageBurst": _integer("message_burst", 0, unit="messages, 0 = one second's worth"),
-        "messageQueueSize": _integer("message_queue_size", 1, unit="messages"),
-        "handshakeTimeout": _integer("handshake_timeout_ms", 1, unit="milliseconds"),
-        "idleTimeout": _integer("idle_timeout_ms", 1, unit="milliseconds"),
-        "heartbeatDelay": _integer("heartbeat_delay_ms", 0, unit="milliseconds, 0 = off"),
+        **_rows_of(GatewaySettings),
     },
     required=("port",),
 )
@@ -215,17 +177,8 @@ _JREP_CLIENTS: _Section[JrepClientConfig] = _Section(
     noun="client",
     list_key="jrep.clients",
     item_prefix="jrep.client.",
-    factory=JrepClientConfig,
-    settings={
-        "url": _ws_url("url"),
-        "tokenFile": _secret_file("token_file"),
-        "reconnect": _boolean("reconnect"),
-        "reconnectDelay": _integer("reconnect_delay_ms", 0, unit="milliseconds"),
-        "connectTimeout": _integer("connect_timeout_ms", 0, unit="milliseconds"),
-        "heartbeat": _integer("heartbeat_ms", 0, unit="milliseconds, 0 = off"),
-        "permissionsFile": _permissions_file("permissions_file"),
-        "selector": _reference("selector", "selector"),
-    },
+    factory=_with_settings(JrepClientConfig, JrepClientSettings),
+    settings={"url": _ws_url("url"), **_rows_of(JrepClientSettings)},
     required=("url",),
 )
 

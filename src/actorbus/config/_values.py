@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from actorbus.config.schema import (
+from actorbus.config._checks import (
     TLS_FILE_KINDS,
     DispatcherKind,
     node_id_problem,
@@ -47,6 +47,10 @@ class _Setting:
     ref: str | None = None
     #: (top-level settings) how dump_config writes None; None: leaves the key out
     none_text: str | None = None
+    #: a time: milliseconds in the file, seconds in the field
+    ms: bool = False
+    #: a path: a relative one is relative to the directory of the properties file
+    path: bool = False
 
 
 def _int_in(text: str, low: int, high: int | None, expected: str) -> int:
@@ -223,7 +227,7 @@ def _secret_file(field: str, *, holds_one: bool = True) -> _Setting:
             raise _Invalid(problem)
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 def _permissions_file(field: str) -> _Setting:
@@ -240,7 +244,7 @@ def _permissions_file(field: str) -> _Setting:
             raise _Invalid(f"{text} {what}; {expected}")
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 def _tls_file(field: str, kind: str) -> _Setting:
@@ -254,7 +258,7 @@ def _tls_file(field: str, kind: str) -> _Setting:
             raise _Invalid(problem)
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 _AUTH_MODES = ("auto", "none")
@@ -322,7 +326,7 @@ def _directory(field: str) -> _Setting:
             raise _Invalid(f"{text} {what}; {expected}")
         return text
 
-    return _Setting(field, parse, expected)
+    return _Setting(field, parse, expected, path=True)
 
 
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/?#]+")

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import operator
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -71,16 +73,24 @@ from actorbus.config.schema import (
     ServiceConfig,
     tls_pair_problem,
 )
-from actorbus.errors import ConfigError
+from actorbus.errors import ConfigError, UsageError
 
 __all__ = [
     "ENV_VAR",
     "PREFIXES",
+    "ConfigWarning",
     "config_from_env",
     "config_from_properties",
     "dump_config",
     "load_config",
 ]
+
+
+class ConfigWarning(UserWarning):
+    """A properties file holds something the loader does not read but probably
+    should: a key whose prefix is a typo of ``actorbus.`` or ``eBus.``, or a
+    known key written without one.  Shown by default (a ``UserWarning``)."""
+
 
 #: Key prefixes read by the loader; :func:`dump_config` writes the first.
 PREFIXES = ("actorbus.", "eBus.")
@@ -88,6 +98,7 @@ PREFIXES = ("actorbus.", "eBus.")
 ENV_VAR = "ACTORBUS_CONFIG"
 
 _T = TypeVar("_T")
+_Path = str | os.PathLike[str]
 
 #: A slot is what a key means: (kind, section noun, item name, setting or key).
 _Slot = tuple[str, str, str, str]
@@ -110,6 +121,18 @@ def _suggest(suffix: str) -> str | None:
     return found[0] if found else None
 
 
+#: A setting whose name holds one of these words holds a secret, unless it
+#: names a file: its value never appears in a message.
+_SECRET_WORDS = ("secret", "token", "password", "passwd", "credential")
+
+
+def _holds_secret(key: str) -> bool:
+    """Whether the value of ``key`` may be a secret (``...secret``, ``...token``,
+    but not ``...secretFile``): it is never shown."""
+    setting = key.rsplit(".", 1)[-1].lower()
+    return any(word in setting for word in _SECRET_WORDS) and not setting.endswith(("file", "dir"))
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     prop: Property
@@ -119,6 +142,8 @@ class _Entry:
 
     @property
     def where(self) -> str:
+        if _holds_secret(self.prop.key):
+            return f"{self.prop.key}=<not shown: it may be a secret>"
         return f"{self.prop.key}={self.prop.value!r}"
 
 
@@ -133,8 +158,10 @@ class _Names:
 
 
 class _Loader:
-    def __init__(self, props: Iterable[Property], path: str) -> None:
+    def __init__(self, props: Iterable[Property], path: str, base: str | None = None) -> None:
         self.path = path
+        #: the directory relative paths are relative to (None: the working directory)
+        self.base = base
         self.entries: dict[_Slot, _Entry] = {}
         self.lists: dict[str, _Names] = {}
         for prop in props:
@@ -161,10 +188,13 @@ class _Loader:
                     f"key prefix {entry.prefix!r} differs from {near!r} only by case; "
                     f"expected {' or '.join(map(repr, PREFIXES))} exactly",
                 )
-            return  # not ours
+            self._not_ours(prop)
+            return
         entry, slot = self._classify(_Entry(prop, prefix))
         if prop.trailing_comment_at is not None:
             comment = prop.value[prop.trailing_comment_at :]
+            if _holds_secret(prop.key):
+                comment = "<the rest of the value>"
             raise self.error(
                 entry,
                 f"properties files have no end-of-line comments; move {comment!r} to its "
@@ -181,6 +211,35 @@ class _Loader:
                 earlier.prop.line,
             )
         self.entries[slot] = entry
+
+    def _not_ours(self, prop: Property) -> None:
+        """A key without the prefix is another tool's, unless its prefix is a typo
+        of ours or the rest is one of our keys: then say so (once per key)."""
+        head, dot, rest = prop.key.partition(".")
+        meant: str | None = None
+        close = difflib.get_close_matches(head, [p[:-1] for p in PREFIXES], n=1, cutoff=0.75)
+        if dot and rest and close and len(head) >= len(close[0]) - 1:
+            meant = f"{close[0]}.{rest}"
+        elif self._is_our_key(prop.key):
+            meant = PREFIXES[0] + prop.key
+        if meant is None:
+            return
+        warnings.warn(
+            ConfigWarning(
+                f"{self.path}:{prop.line}: {prop.key}: not read: keys start with "
+                f"{' or '.join(map(repr, PREFIXES))} (other keys are left to other tools); "
+                f"did you mean {meant}?"
+            ),
+            stacklevel=5,
+        )
+
+    def _is_our_key(self, suffix: str) -> bool:
+        """Whether ``suffix`` is a key of ours written without the prefix."""
+        try:
+            _, slot = self._classify(_Entry(Property(suffix, "", 0), ""))
+        except ConfigError:
+            return False
+        return slot[0] != "spark"
 
     def _classify(self, entry: _Entry) -> tuple[_Entry, _Slot]:
         suffix = entry.prop.key[len(entry.prefix) :]
@@ -219,6 +278,15 @@ class _Loader:
 
     def _unknown_setting(self, entry: _Entry, section: _Section[Any], attr: str) -> ConfigError:
         spellings = [*section.settings, *section.aliases]
+        if _holds_secret(attr):
+            files = [key for key in section.settings if _holds_secret(key.removesuffix("File"))]
+            instead = " or ".join(files) or "a file the section reads"
+            return self.error(
+                entry,
+                f"a secret is never written in a properties file (whoever reads the file, "
+                f"its copies or its backups has it): put it in a file only this user may "
+                f"read (chmod 600) and set {instead} to its path (docs/security.md)",
+            )
         close = difflib.get_close_matches(attr, spellings, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return self.error(
@@ -302,14 +370,32 @@ class _Loader:
             }
             if section.options_field is not None:
                 fields[section.options_field] = MappingProxyType(options.get(name, {}))
-            built.append(section.factory(name=name, **fields))
+            try:
+                built.append(section.factory(name=name, **fields))
+            except ConfigError:
+                raise
+            except UsageError as exc:  # a rule between settings: cite the last key it names
+                given_entries = [e for e, _ in values.values()]
+                named = [e for attr, (e, _) in values.items() if attr in str(exc)] or given_entries
+                raise self.error(named[-1], str(exc)) from None
         if "isDefault" in section.settings:
             built = self._one_default(section, built, given)
         return tuple(built)
 
     def _parse(self, setting: _Setting, entry: _Entry) -> object:
+        text = entry.prop.value
+        if setting.path and text and self.base is not None and not os.path.isabs(text):
+            resolved = os.path.normpath(os.path.join(self.base, text))
+            try:
+                return setting.parse(resolved)
+            except _Invalid as exc:
+                raise self.error(
+                    entry,
+                    f"{exc} (the path {text!r} is relative to the directory of the "
+                    f"properties file: {resolved} was searched)",
+                ) from exc.__cause__
         try:
-            return setting.parse(entry.prop.value)
+            return setting.parse(text)
         except _Invalid as exc:
             raise self.error(entry, str(exc)) from exc.__cause__
         except Exception as exc:  # user code run by an import: keep it, say where
@@ -449,18 +535,18 @@ class _Loader:
         the key with that certificate), a service's CA with its certificate, a
         connection's certificate and server name with its CA."""
         for service in services:
-            self._tls_pair("service", service.name, service.tls_cert_file, service.tls_key_file)
-            if service.tls_ca_file is not None and service.tls_cert_file is None:
+            s = service.settings
+            self._tls_pair("service", service.name, s.tls_cert_file, s.tls_key_file)
+            if s.tls_ca_file is not None and s.tls_cert_file is None:
                 raise self.error(
                     self._tls_entry("service", service.name, "tlsCaFile"),
                     "verifying the clients' certificates needs a service that speaks TLS; "
                     "set tlsCertFile and tlsKeyFile on this service too",
                 )
         for connection in connections:
-            self._tls_pair(
-                "connection", connection.name, connection.tls_cert_file, connection.tls_key_file
-            )
-            if connection.tls_ca_file is not None:
+            c = connection.settings
+            self._tls_pair("connection", connection.name, c.tls_cert_file, c.tls_key_file)
+            if c.tls_ca_file is not None:
                 continue
             for attr in ("tlsCertFile", "tlsKeyFile", "tlsServerName"):
                 entry = self.entries.get(("item", "connection", connection.name, attr))
@@ -472,7 +558,7 @@ class _Loader:
                         "this connection too",
                     )
 
-    def _tls_pair(self, noun: str, name: str, cert: str | None, key: str | None) -> None:
+    def _tls_pair(self, noun: str, name: str, cert: _Path | None, key: _Path | None) -> None:
         if cert is not None and key is None:
             raise self.error(
                 self._tls_entry(noun, name, "tlsCertFile"),
@@ -484,7 +570,7 @@ class _Loader:
                 "a private key needs its certificate: set tlsCertFile too",
             )
         if cert is not None and key is not None:
-            problem = tls_pair_problem(cert, key)
+            problem = tls_pair_problem(os.fspath(cert), os.fspath(key))
             if problem is not None:
                 raise self.error(self._tls_entry(noun, name, "tlsKeyFile"), problem)
 
@@ -506,13 +592,18 @@ class _Loader:
         )
 
 
-def config_from_properties(props: Iterable[Property], path: str = "<string>") -> BusConfig:
+def config_from_properties(
+    props: Iterable[Property], path: str = "<string>", *, base: str | None = None
+) -> BusConfig:
     """Build a :class:`BusConfig` from parsed properties; ``path`` labels errors.
+    A relative path in a value (``secretFile``, ``permissionsFile``, the TLS
+    files, ``tokenFile``, ``staticDir``) is relative to the directory ``base``
+    (:func:`load_config` gives the file's own), else to the working directory.
 
     Raises :class:`~actorbus.errors.ConfigError` naming file, line and key on
     the first invalid entry.  See docs/configuration.md for every key.
     """
-    loader = _Loader(props, path)
+    loader = _Loader(props, path, base)
     loader.parse_lists()
     dispatchers = loader.build(_DISPATCHERS) or BusConfig().dispatchers
     loader.check_pins(dispatchers)
@@ -542,7 +633,8 @@ def load_config(path: str | os.PathLike[str]) -> BusConfig:
     holds an invalid entry; the message names file, line and key.
     """
     name = os.fspath(path)
-    return config_from_properties(read_properties(name), name)
+    base = os.path.dirname(os.path.abspath(name))
+    return config_from_properties(read_properties(name), name, base=base)
 
 
 def config_from_env(var: str = ENV_VAR) -> BusConfig:
@@ -606,7 +698,8 @@ def dump_config(config: BusConfig) -> str:
         for item in items:
             head = f"{prefix}{section.item_prefix}{item.name}."
             for attr, setting in section.settings.items():
-                text = _format_value(getattr(item, setting.field))
+                value = operator.attrgetter(setting.field)(item)
+                text = _format_value(round(value * 1000) if setting.ms else value)
                 if text is not None:
                     lines.append(format_property(head + attr, text))
             if section.options_field is not None:

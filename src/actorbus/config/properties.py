@@ -215,7 +215,8 @@ class _Scanner:
         key = "".join(key_chars)
         if not key:
             raise self._error(
-                f"line {text!r} has no key before its separator; expected key=value",
+                "the line has no key before its separator; expected key=value (the value "
+                "is not shown: it may be a secret)",
                 0,
                 None,
             )

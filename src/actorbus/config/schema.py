@@ -8,15 +8,31 @@ properties loader builds them from a file and reports errors with file:line:key.
 
 from __future__ import annotations
 
-import enum
-import os
-import ssl
-import stat
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from actorbus._gc import GC_THRESHOLD
+from actorbus.config._checks import (
+    DEFAULT_DISPATCHER,
+    GENERATE,
+    MAX_NODE_ID,
+    MIN_SECRET,
+    TLS_FILE_KINDS,
+    DispatcherKind,
+    node_id_problem,
+    secret_file_problem,
+    tls_file_problem,
+    tls_pair_problem,
+)
+from actorbus.config.settings import (
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    LinkSettings,
+    ServiceSettings,
+)
 from actorbus.errors import ConfigError
 
 __all__ = [
@@ -24,6 +40,7 @@ __all__ = [
     "GENERATE",
     "MAX_NODE_ID",
     "MIN_SECRET",
+    "TLS_FILE_KINDS",
     "ActorConfig",
     "BusConfig",
     "ConnectionConfig",
@@ -31,7 +48,6 @@ __all__ = [
     "DispatcherKind",
     "GatewayConfig",
     "JrepClientConfig",
-    "LinkConfig",
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
@@ -39,174 +55,6 @@ __all__ = [
     "tls_file_problem",
     "tls_pair_problem",
 ]
-
-#: The longest node id in UTF-8 bytes: a node id crosses the wire in LOGON.
-MAX_NODE_ID = 255
-
-
-def node_id_problem(node_id: str) -> str | None:
-    """Why the str ``node_id`` is not a valid node id (1..255 UTF-8 bytes of text),
-    or None.  The link protocol, the properties loader and ``Bus`` all check it."""
-    try:
-        size = len(node_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        return "it is not valid Unicode text"
-    if not 0 < size <= MAX_NODE_ID:
-        return f"it has {size} UTF-8 bytes, expected 1..{MAX_NODE_ID}"
-    return None
-
-
-#: Shortest secret accepted, in bytes.
-MIN_SECRET = 16
-#: How to make a good secret (in error messages and docs).
-GENERATE = 'python -c "import secrets; print(secrets.token_hex(32))"'
-_SECRET_WHITESPACE = b" \t\r\n\f\v"
-
-
-def secret_file_problem(path: str, *, holds_one: bool = True) -> str | None:
-    """Why the file at ``path`` cannot hold a secret, or None: it does not exist,
-    is not a regular file, every user may read or change it, or (``holds_one``)
-    its secret — the file's bytes without the whitespace around them — is empty
-    or shorter than :data:`MIN_SECRET`.  Never says what the file holds."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return (
-            f"the secret file {path!r} does not exist; create it with the secret "
-            f"(generate one with {GENERATE}) and chmod 600 it"
-        )
-    except OSError as exc:
-        return (
-            f"the secret file {path!r} cannot be read ({exc.strerror or exc}); check the "
-            "path and that this user may read it"
-        )
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path!r} is not a regular file; give the path of the file that holds the secret"
-    if os.name == "posix" and info.st_mode & (stat.S_IROTH | stat.S_IWOTH):
-        who = "read" if info.st_mode & stat.S_IROTH else "changed"
-        return (
-            f"the secret file {path!r} can be {who} by every user of this machine (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 {path} (or 640 for the node's "
-            "group), and replace the secret if others may have read it"
-        )
-    if not holds_one:
-        return None
-    try:
-        with open(path, "rb") as file:
-            key = file.read().strip(_SECRET_WHITESPACE)
-    except OSError as exc:
-        return (
-            f"the secret file {path!r} cannot be read ({exc.strerror or exc}); check that "
-            "this user may read it"
-        )
-    if not key:
-        return f"the secret file {path!r} is empty; write the secret into it (generate one with {GENERATE})"
-    if len(key) < MIN_SECRET:
-        return (
-            f"the secret in {path!r} has {len(key)} bytes, expected at least {MIN_SECRET}; a "
-            f"short secret can be guessed from one recorded logon: generate one with {GENERATE}"
-        )
-    return None
-
-
-#: What each kind of TLS file holds, for :func:`tls_file_problem` and its messages.
-TLS_FILE_KINDS = {
-    "cert": "the certificate (PEM) this end presents, followed by any intermediate CA certificates",
-    "key": "the private key (PEM) of the certificate",
-    "ca": "the CA certificates (PEM) that sign the peer's certificate",
-}
-
-
-def tls_file_problem(path: str, kind: str) -> str | None:
-    """Why the file at ``path`` cannot serve as a TLS file of ``kind`` ("cert",
-    "key" or "ca"; :data:`TLS_FILE_KINDS`), or None: it does not exist, is not
-    a regular file or cannot be read; a certificate or CA file holds no PEM
-    certificate; a key file holds no PEM private key or every user of the
-    machine may read or change it (like a secret file)."""
-    holds = TLS_FILE_KINDS[kind]
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return f"the TLS file {path!r} does not exist; give the path of the file holding {holds}"
-    except OSError as exc:
-        return (
-            f"the TLS file {path!r} cannot be read ({exc.strerror or exc}); check the path "
-            "and that this user may read it"
-        )
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path!r} is not a regular file; give the path of the file holding {holds}"
-    if kind == "key" and os.name == "posix" and info.st_mode & (stat.S_IROTH | stat.S_IWOTH):
-        who = "read" if info.st_mode & stat.S_IROTH else "changed"
-        return (
-            f"the private key file {path!r} can be {who} by every user of this machine (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 {path} (or 640 for the node's "
-            "group), and replace the key and its certificate if others may have read it"
-        )
-    try:
-        with open(path, "rb") as file:
-            text = file.read()
-    except OSError as exc:
-        return (
-            f"the TLS file {path!r} cannot be read ({exc.strerror or exc}); check that this "
-            "user may read it"
-        )
-    if kind == "key":
-        if b"PRIVATE KEY-----" not in text:
-            return (
-                f"the file {path!r} holds no PEM private key (a '-----BEGIN ... PRIVATE "
-                f"KEY-----' block); give the path of the file holding {holds}"
-            )
-        return None
-    try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
-    except (ssl.SSLError, ValueError) as exc:
-        return (
-            f"the file {path!r} holds no PEM certificate that loads ({exc}); give the path "
-            f"of the file holding {holds}"
-        )
-    return None
-
-
-def tls_pair_problem(cert: str, key: str) -> str | None:
-    """Why the certificate file ``cert`` and the private key file ``key`` (each
-    fit on its own, :func:`tls_file_problem`) do not load as one certificate
-    chain — the key is not the certificate's, or is encrypted — or None."""
-    try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=_no_password)
-    except (ssl.SSLError, ValueError, OSError) as exc:
-        return (
-            f"the private key in {key!r} does not load with the certificate in {cert!r} ({exc}); "
-            "give the key the certificate was made for, unencrypted (chmod 600 protects it)"
-        )
-    return None
-
-
-def _no_password() -> str:
-    """An encrypted key file fails to load instead of asking on the terminal."""
-    raise ValueError("the key is encrypted with a password")
-
-
-DEFAULT_DISPATCHER = "default"
-
-
-class DispatcherKind(enum.Enum):
-    """How a dispatcher's threads wait for work (``runQueueType``)."""
-
-    BLOCKING = "blocking"
-    SPINNING = "spinning"
-    SPIN_PARK = "spin+park"
-    SPIN_YIELD = "spin+yield"
-    ASYNCIO = "asyncio"
-
-    @classmethod
-    def parse(cls, text: str) -> DispatcherKind:
-        """Case-insensitive lookup; raises ``ValueError`` listing the allowed kinds."""
-        wanted = text.strip().lower()
-        for kind in cls:
-            if kind.value == wanted:
-                return kind
-        allowed = ", ".join(k.value for k in cls)
-        raise ValueError(f"unknown dispatcher kind {text!r}; expected one of {allowed}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,161 +159,50 @@ class SelectorConfig:
         return "blocking"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LinkConfig:
-    """What a service's links and a connection's link share (the keys of
-    ``service.NAME.*`` and ``connection.NAME.*`` alike)."""
-
-    input_buffer_size: int = 65_536
-    output_buffer_size: int = 65_536
-    byte_order: str = "big"
-    #: max messages queued for output on one link before it is closed; 0 = unlimited.
-    message_queue_size: int = 0
-    heartbeat_delay_ms: int = 0
-    heartbeat_reply_delay_ms: int = 0
-    #: input back-pressure: stop reading a link while a mailbox or inbox it feeds holds more
-    #: than this many tasks (resume below half); 0 = never pause.
-    input_backlog: int = 10_000
-    #: the whole logon must finish within this long (ms).
-    logon_timeout_ms: int = 10_000
-    #: a frame must be whole this long after its first bytes (ms, 0 = never).
-    frame_timeout_ms: int = 30_000
-    #: largest frame accepted or sent (bytes).
-    max_frame_size: int = 1_049_600
-    #: what the peer may hold on one link (over any: the link closes).
-    max_keys: int = 16_384
-    max_subject_length: int = 1_024
-    max_feeds: int = 16_384
-    max_patterns: int = 1_024
-    max_groups: int = 1_024
-    #: most bytes waiting for a socket that cannot keep up (0 = unlimited).
-    message_queue_bytes: int = 64 * 1_048_576
-    #: publishers are told the link is congested past this many bytes waiting
-    #: (-1 = half of message_queue_bytes, 0 = never).
-    message_queue_high_water: int = -1
-
-
 @dataclass(frozen=True, slots=True)
-class ServiceConfig(LinkConfig):
-    """A listening port (``service.NAME.*``); the link settings are
-    :class:`LinkConfig`'s."""
+class ServiceConfig:
+    """A listening port (``service.NAME.*``): where it listens, and its
+    :class:`~actorbus.config.settings.ServiceSettings` (every other key)."""
 
     name: str
     port: int
+    #: every IPv4 interface (``Bus.listen()`` in code defaults to loopback instead)
     host: str = "0.0.0.0"
-    #: positive filter: only these hosts ("h") or endpoints ("h:port") may connect;
-    #: empty means everyone may.
-    address_filter: tuple[str, ...] = ()
-    service_selector: str | None = None
-    connection_selector: str | None = None
-    #: most connections open at once, and from one source address; more are closed at once.
-    max_connections: int = 512
-    max_connections_per_host: int = 128
-    #: connections the kernel may hold waiting to be accepted.
-    accept_backlog: int = 1_024
-    #: a file holding the secret every peer proves at logon (the path, never the secret)
-    secret_file: str | None = None
-    #: a file of ``node-id = secret`` lines: the nodes that prove a secret of their own
-    peer_secrets_file: str | None = None
-    #: "auto": without a secret the service may listen on loopback only; "none":
-    #: links without a secret are accepted on any address (logged once)
-    auth: str = "auto"
-    #: a file of allow/deny rules: what each peer may publish, subscribe to,
-    #: request and reply on (None: everything)
-    permissions_file: str | None = None
-    #: TLS: the service's certificate (PEM, its chain after it) and its private
-    #: key; both set = every link it accepts speaks TLS
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    #: TLS: the CA certificates that sign the clients' certificates; set = mutual
-    #: TLS (every client must present a certificate they sign)
-    tls_ca_file: str | None = None
+    settings: ServiceSettings = ServiceSettings()
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionConfig(LinkConfig):
-    """An outgoing link (``connection.NAME.*``); the link settings are
-    :class:`LinkConfig`'s."""
+class ConnectionConfig:
+    """An outgoing link (``connection.NAME.*``): where it dials, and its
+    :class:`~actorbus.config.settings.ConnectionSettings` (every other key)."""
 
     name: str
     host: str
     port: int
-    bind_port: int = 0
-    selector: str | None = None
-    reconnect: bool = False
-    reconnect_delay_ms: int = 5_000
-    #: give up a dial the peer does not answer after this long (0 = the OS's own limit).
-    connect_timeout_ms: int = 10_000
-    #: a file holding the secret this link proves at logon (the path, never the secret)
-    secret_file: str | None = None
-    #: a file of allow/deny rules: what the peer may do on this link (None: everything)
-    permissions_file: str | None = None
-    #: TLS: the CA certificates that sign the service's certificate; set = the
-    #: link speaks TLS and verifies the service's certificate and host name
-    tls_ca_file: str | None = None
-    #: TLS: this node's client certificate and key, for a service that asks for one
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    #: TLS: the name the service's certificate must carry (None: ``host``)
-    tls_server_name: str | None = None
+    settings: ConnectionSettings = ConnectionSettings()
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
     """A J.REP gateway: WebSocket clients and files on one port (``jrep.gateway.NAME.*``;
-    docs/jrep.md)."""
+    docs/jrep.md), and its :class:`~actorbus.config.settings.GatewaySettings`."""
 
     name: str
     port: int
     host: str = "127.0.0.1"
-    #: the URL path of the J.REP WebSocket endpoint
-    path: str = "/jrep"
-    #: ``Origin`` values a WebSocket handshake may carry ("*": any); empty: same origin only
-    allowed_origins: tuple[str, ...] = ()
-    #: a file holding the token every client gives (the path, never the token)
-    token_file: str | None = None
-    #: "auto": without a token the gateway may listen on loopback only; "none":
-    #: clients without a token accepted on any address (logged once)
-    auth: str = "auto"
-    #: a file of allow/deny rules; the gateway's clients are the peer named like the gateway
-    permissions_file: str | None = None
-    #: a directory whose files are served over plain HTTP on the same port
-    static_dir: str | None = None
-    #: the I/O thread (selector) the gateway runs on (None: the default one)
-    selector: str | None = None
-    max_message_size: int = 1 << 20
-    max_batch: int = 1_000
-    max_subscriptions: int = 1_000
-    max_requests: int = 1_000
-    #: messages per second a session may send on average (0: no limit)
-    message_rate: int = 1_000
-    #: messages a session may send at once above the rate (0: one second's worth)
-    message_burst: int = 0
-    message_queue_size: int = 10_000
-    handshake_timeout_ms: int = 10_000
-    idle_timeout_ms: int = 60_000
-    heartbeat_delay_ms: int = 20_000
+    settings: GatewaySettings = GatewaySettings()
 
 
 @dataclass(frozen=True, slots=True)
 class JrepClientConfig:
     """A federation with another node's J.REP gateway (``jrep.client.NAME.*``;
-    docs/jrep.md, "Federation")."""
+    docs/jrep.md, "Federation"), and its
+    :class:`~actorbus.config.settings.JrepClientSettings`."""
 
     name: str
     #: the gateway's WebSocket URL (``ws://host:port/jrep``)
     url: str
-    #: a file holding the gateway's token (the path, never the token)
-    token_file: str | None = None
-    reconnect: bool = True
-    reconnect_delay_ms: int = 5_000
-    connect_timeout_ms: int = 10_000
-    #: WebSocket pings (and J.REP Heartbeats when idle) every this many ms; 0: none
-    heartbeat_ms: int = 0
-    #: a file of allow/deny rules; the remote node is the peer named like the client
-    permissions_file: str | None = None
-    #: the I/O thread (selector) the client runs on (None: the default one)
-    selector: str | None = None
+    settings: JrepClientSettings = JrepClientSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,3 +253,16 @@ class BusConfig:
             if d.is_default:
                 return d
         return self.dispatchers[0]
+
+
+def __getattr__(name: str) -> object:
+    """``LinkConfig``, the old name of the link settings, for one release."""
+    if name == "LinkConfig":
+        warnings.warn(
+            "actorbus.config.schema.LinkConfig is deprecated; use "
+            "actorbus.config.settings.LinkSettings (times in seconds, no _ms suffix)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return LinkSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

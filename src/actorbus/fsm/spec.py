@@ -425,19 +425,21 @@ def _extract(cls: Any) -> MachineSpec:
     )
 
 
-def __getattr__(name: str) -> Any:
-    """``machine_spec`` moved to :mod:`actorbus.fsm` (it also reads ``.sm`` paths,
-    which this module does not know); the old import warns for one release."""
-    if name == "machine_spec":
-        import warnings
 
-        from actorbus.fsm._declaration import machine_spec
+def machine_spec(declaration: Declaration) -> MachineSpec:
+    """Deprecated here: :func:`actorbus.fsm.machine_spec` (which reads ``.sm`` paths
+    too).  Warns, then builds the spec of a declaration that is not a path."""
+    import warnings
 
-        warnings.warn(
-            "actorbus.fsm.spec.machine_spec moved; write 'from actorbus.fsm import "
-            "machine_spec' (the old name goes away in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
+    warnings.warn(
+        "actorbus.fsm.spec.machine_spec moved; write 'from actorbus.fsm import "
+        "machine_spec' (the old name goes away in the next release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    if isinstance(declaration, str | os.PathLike):
+        raise FsmError(
+            f"actorbus.fsm.spec.machine_spec({declaration!r}): a .sm path is read by "
+            "actorbus.fsm.machine_spec; import it from actorbus.fsm"
         )
-        return machine_spec
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return declared_spec(declaration)

@@ -163,7 +163,7 @@ class _Connection(Inbound):
             self.net.node_id,
             self.loop.time(),
             is_known_type=self._known_type,
-            settings=settings.protocol_settings(),
+            settings=settings,
             # nested structs of a subclass travel as ext values the codec reads;
             # one that does not is a corrupt frame (the link closes, it is counted)
             ext_hook=codec.ext_hook,

@@ -503,8 +503,8 @@ class FrameChecks(ProtocolBase):
         self._check_length(subject, "subject")
         if kid in self._in_keys or kid in self._in_unknown:
             raise Reject(f"the peer defined key id {kid} twice", "duplicate key id")
-        if len(self._in_keys) + len(self._in_unknown) >= self.settings.max_peer_keys:
-            raise self._over("max_peer_keys", "keys", "keys")
+        if len(self._in_keys) + len(self._in_unknown) >= self.settings.max_keys:
+            raise self._over("max_keys", "keys", "keys")
         key = (type_name, subject)
         if self._is_known_type(type_name):
             self._in_keys[kid] = key
@@ -526,7 +526,7 @@ class FrameChecks(ProtocolBase):
             )
         up = self._flag(frame, 5, "feed state")
         if self._in_sequence(frame):
-            self._hold(self._in_feeds, (frame[2], role), "max_peer_feeds", "feeds")
+            self._hold(self._in_feeds, (frame[2], role), "max_feeds", "feeds")
             if key is None:
                 self.counters.unknown_type += 1
             else:
@@ -552,7 +552,7 @@ class FrameChecks(ProtocolBase):
         role = self._role(frame, 3, allowed)
         if self._in_sequence(frame):
             if event is Subscribed:
-                self._hold(self._in_feeds, (frame[2], role), "max_peer_feeds", "feeds")
+                self._hold(self._in_feeds, (frame[2], role), "max_feeds", "feeds")
             else:
                 self._in_feeds.discard((frame[2], role))
             if key is None:
@@ -581,7 +581,7 @@ class FrameChecks(ProtocolBase):
         if self._in_sequence(frame):
             pattern = (type_name, frame[3], wildcard.text)
             if event is PatternSubscribed:
-                self._hold(self._in_patterns, pattern, "max_peer_patterns", "patterns")
+                self._hold(self._in_patterns, pattern, "max_patterns", "patterns")
             else:
                 self._in_patterns.discard(pattern)
             if self._is_known_type(type_name):
@@ -596,7 +596,7 @@ class FrameChecks(ProtocolBase):
         members = self._uint(frame, 4, "members")
         if self._in_sequence(frame):
             if members:
-                self._hold(self._in_groups, (frame[2], group), "max_peer_groups", "groups")
+                self._hold(self._in_groups, (frame[2], group), "max_groups", "groups")
             else:
                 self._in_groups.discard((frame[2], group))
             if key is None:

@@ -20,6 +20,7 @@ from typing import Final, Literal
 
 import msgpack
 
+from ..config.settings import LinkSettings, default_of
 from ..errors import CodecError
 
 __all__ = [
@@ -44,8 +45,9 @@ __all__ = [
     "new_unpacker",
 ]
 
-#: Default largest frame body: a 1 MiB message plus room for the frame header.
-DEFAULT_MAX_FRAME_SIZE: Final = 1_048_576 + 1_024
+#: Default largest frame body: a 1 MiB message plus room for the frame header
+#: (``LinkSettings.max_frame_size``'s default).
+DEFAULT_MAX_FRAME_SIZE: Final[int] = default_of(LinkSettings, "max_frame_size")
 
 #: Smallest allowed ``max_frame_size``: handshake and closing frames always fit.
 MIN_FRAME_SIZE: Final = 1024

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Final
 
 import msgpack
 
+from ..config.settings import LinkSettings
 from ..errors import LinkClosedError, MessageTooLargeError, ProtocolError, UsageError
 from ._events import Event
 from ._framing import ENCODE_ERRORS, closed_unpacker
 from ._handshake import CAN_SEND, OPEN, SHOWN, ProtocolState, Side, Step
-from ._settings import ProtocolSettings, WireCounters
+from ._settings import WireCounters
 from ._wire import FrameType, WireKey, WireValue
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class ProtocolBase:
     side: Side
     node_id: str
     run_id: str
-    settings: ProtocolSettings
+    settings: LinkSettings
     peer_run_id: str | None
     counters: WireCounters
     peer_node_id: str | None

@@ -48,10 +48,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 from .._log import Throttle, logger, report
 from ..bus.permissions import Permissions
+from ..config.settings import LinkSettings
 from ..errors import LinkClosedError, UsageError
 from ._address import endpoint
 from ._auth import KeyLookup
@@ -59,7 +60,6 @@ from ._connection import _Connection
 from ._credentials import Credentials, Secret
 from ._link_stats import LinkStats
 from ._tls import handshake_failure
-from .protocol import DEFAULT_MAX_FRAME_SIZE, ProtocolSettings
 
 if TYPE_CHECKING:
     from ._io_thread import IOThread
@@ -79,133 +79,7 @@ DIAL_REPORT_INTERVAL = 30.0
 MAX_RECONNECT_BACKOFF: Final = 30.0
 
 
-# ============================================================== settings, stats
-
-
-#: The high-water mark (bytes) when ``message_queue_bytes`` is unlimited.
-_UNLIMITED_HIGH_WATER = 32 * 1_048_576
-
-
-@dataclass(frozen=True, slots=True)
-class LinkSettings:
-    """Per-link limits and timers (a service's settings apply to every link it
-    accepts).  Times are seconds; ``0`` switches a timer off.  Both nodes should
-    use the same ``byte_order`` and ``max_frame_size``."""
-
-    #: Send a heartbeat after this long with nothing received; 0 = never.
-    heartbeat_delay: float = 0.0
-    #: Close the link when nothing arrives this long after a heartbeat; 0 = the
-    #: same as ``heartbeat_delay``.
-    heartbeat_reply_delay: float = 0.0
-    #: Most data messages waiting for a socket that cannot keep up; past it the
-    #: link is closed and they are dropped (and counted).  0 = unlimited.
-    message_queue_size: int = 0
-    #: Bytes read from the socket at a time (the connection's read buffer).
-    input_buffer_size: int = 65_536
-    #: Bytes the transport may hold unsent before it asks the link to pause
-    #: (its write-buffer high-water mark).
-    output_buffer_size: int = 65_536
-    #: Byte order of the 4-byte frame length prefix.
-    byte_order: Literal["big", "little"] = "big"
-    #: Largest frame accepted or sent, in bytes (before the logon is accepted,
-    #: frames are at most 4 KiB whatever this says).
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    #: Close a connection whose whole logon (authentication and both
-    #: LOGON_COMPLETEs) has not finished within this many seconds.
-    logon_timeout: float = 10.0
-    #: Close a link when a frame whose first bytes arrived is not whole this
-    #: many seconds later (a peer stalling mid-frame holds its buffer); 0 = never.
-    frame_timeout: float = 30.0
-    #: Most keys (type and subject) the peer may define on one link.
-    max_keys: int = 16_384
-    #: Longest type name, subject or wildcard pattern the peer may send, in characters.
-    max_subject_length: int = 1_024
-    #: Most advertisements and subscriptions the peer may hold at once.
-    max_feeds: int = 16_384
-    #: Most wildcard subscriptions the peer may hold at once.
-    max_patterns: int = 1_024
-    #: Most queue groups (key and group name) the peer may hold at once.
-    max_groups: int = 1_024
-    #: Most bytes waiting for a socket that cannot keep up (every frame counted:
-    #: data, feed management and link-level frames such as heartbeat replies);
-    #: past it the link is closed as for ``message_queue_size``.  0 = unlimited.
-    message_queue_bytes: int = 64 * 1_048_576
-    #: Publisher back-pressure: past this many bytes waiting (counted as for
-    #: ``message_queue_bytes``) the publishers sending to the peer are told the
-    #: link is congested, and told again once it is below half of it.  -1 (the
-    #: default) = half of ``message_queue_bytes`` (32 MiB when that is
-    #: unlimited); 0 = never tell.
-    message_queue_high_water: int = -1
-    #: Input back-pressure: when a mailbox (or inbox) the link delivers the peer's
-    #: notifications to holds more than this many tasks, the link stops reading
-    #: the socket until it is below half of it; TCP then pushes back on the
-    #: peer (whose output queue limit drops and counts).  0 = never pause.
-    input_backlog: int = 10_000
-
-    def __post_init__(self) -> None:
-        for name in ("heartbeat_delay", "heartbeat_reply_delay", "logon_timeout", "frame_timeout"):
-            value = getattr(self, name)
-            if type(value) not in (int, float) or not 0 <= value < float("inf"):
-                raise UsageError(
-                    f"LinkSettings.{name}={value!r}: expected a finite number of seconds >= 0 "
-                    "(0 switches the timer off)"
-                )
-        for name in (
-            "message_queue_size",
-            "input_buffer_size",
-            "output_buffer_size",
-            "input_backlog",
-            "message_queue_bytes",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise UsageError(f"LinkSettings.{name}={value!r}: expected an int >= 0")
-        for name in ("max_keys", "max_subject_length", "max_feeds", "max_patterns", "max_groups"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise UsageError(
-                    f"LinkSettings.{name}={value!r}: expected an int >= 1 (a limit on what "
-                    "the peer may hold on one link)"
-                )
-        high = self.message_queue_high_water
-        if type(high) is not int or high < -1:
-            raise UsageError(
-                f"LinkSettings.message_queue_high_water={high!r}: expected an int >= 0 "
-                "(bytes; 0 = never tell publishers) or -1 (half of message_queue_bytes)"
-            )
-        if self.message_queue_bytes and high > self.message_queue_bytes:
-            raise UsageError(
-                f"LinkSettings.message_queue_high_water={high} is over "
-                f"message_queue_bytes={self.message_queue_bytes}: publishers would never "
-                "be told before the link resets; lower it or leave it at -1"
-            )
-        # ProtocolSettings checks max_frame_size and byte_order with its own words.
-
-    @property
-    def high_water(self) -> int:
-        """The output queue's high-water mark in bytes (0: publishers never told)."""
-        high = self.message_queue_high_water
-        if high >= 0:
-            return high
-        return (self.message_queue_bytes or _UNLIMITED_HIGH_WATER * 2) // 2
-        self.protocol_settings()
-
-    def protocol_settings(self) -> ProtocolSettings:
-        """The protocol's view of these settings."""
-        reply_delay = self.heartbeat_reply_delay or self.heartbeat_delay
-        return ProtocolSettings(
-            max_frame_size=self.max_frame_size,
-            heartbeat_delay=float(self.heartbeat_delay),
-            heartbeat_reply_delay=float(reply_delay),
-            logon_timeout=float(self.logon_timeout),
-            frame_timeout=float(self.frame_timeout),
-            max_peer_keys=self.max_keys,
-            max_subject_length=self.max_subject_length,
-            max_peer_feeds=self.max_feeds,
-            max_peer_patterns=self.max_patterns,
-            max_peer_groups=self.max_groups,
-            byte_order=self.byte_order,
-        )
+# ============================================================== status, stats
 
 
 class LinkStatus(Enum):
@@ -259,9 +133,10 @@ class Link:
         port: int,
         bind_host: str | None = None,
         bind_port: int = 0,
+        # (a dialled link's come from its ConnectionSettings; an accepted one dials never)
         reconnect: bool = False,
-        reconnect_delay: float = 5.0,
-        connect_timeout: float = 10.0,
+        reconnect_delay: float = 0.0,
+        connect_timeout: float = 0.0,
         service: Service | None = None,
         credentials: Secret | Credentials | None = None,
         permissions: Permissions | None = None,

@@ -41,11 +41,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import os
 import secrets
 import ssl
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._log import RateLimitedLog, logger
@@ -55,23 +54,23 @@ from ..config.schema import (
     SelectorConfig,
     ServiceConfig,
 )
+from ..config.settings import ConnectionSettings, ServiceSettings, from_old_keywords
 from ..errors import ConfigError, Error, UsageError
 from ._address import endpoint
 from ._configured import (
+    Label,
+    SecretArg,
     connection_tls,
     credentials_of,
-    permissions_arg,
-    permissions_from_file,
+    permissions_of,
     service_tls,
-    settings_of,
 )
-from ._credentials import Secret
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, fix_mmap_threshold, release_free_memory
 from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
-from .link import Link, LinkSettings
+from .link import Link
 from .service import Service
 
 if TYPE_CHECKING:
@@ -225,49 +224,23 @@ class NodeNet:
         return self._selector(name, what)
 
     def _listen_config(self, c: ServiceConfig) -> None:
-        settings = settings_of(c)
         with self._config_errors():
             self.listen(
                 c.port,
                 c.host,
                 name=c.name,
-                address_filter=c.address_filter,
-                settings=settings,
-                service_selector=c.service_selector,
-                connection_selector=c.connection_selector,
-                secret_file=c.secret_file,
-                peer_secrets_file=c.peer_secrets_file,
-                auth=c.auth,
-                permissions=permissions_from_file(
-                    c.permissions_file, f"actorbus.service.{c.name}."
-                ),
-                max_connections=c.max_connections,
-                max_connections_per_host=c.max_connections_per_host,
-                accept_backlog=c.accept_backlog,
+                settings=c.settings,
                 config_prefix=f"actorbus.service.{c.name}.",
-                tls=service_tls(c),
             )
 
     def _connect_config(self, c: ConnectionConfig) -> None:
-        settings = settings_of(c)
         with self._config_errors():
             self.connect(
                 c.host,
                 c.port,
                 name=c.name,
-                settings=settings,
-                bind_port=c.bind_port,
-                reconnect=c.reconnect,
-                reconnect_delay=c.reconnect_delay_ms / 1000,
-                connect_timeout=c.connect_timeout_ms / 1000,
-                selector=c.selector,
-                secret_file=c.secret_file,
-                permissions=permissions_from_file(
-                    c.permissions_file, f"actorbus.connection.{c.name}."
-                ),
+                settings=c.settings,
                 config_prefix=f"actorbus.connection.{c.name}.",
-                tls=connection_tls(c),
-                tls_server_name=c.tls_server_name,
             )
 
     @contextlib.contextmanager
@@ -289,49 +262,37 @@ class NodeNet:
         host: str = "127.0.0.1",
         *,
         name: str | None = None,
-        address_filter: Iterable[str] = (),
-        settings: LinkSettings | None = None,
-        service_selector: str | None = None,
-        connection_selector: str | None = None,
-        secret: bytes | Secret | None = None,
-        secret_file: str | os.PathLike[str] | None = None,
-        peer_secrets: Mapping[str, bytes | Secret] | None = None,
-        peer_secrets_file: str | os.PathLike[str] | None = None,
-        auth: str = "auto",
-        permissions: Permissions | None = None,
-        max_connections: int = 512,
-        max_connections_per_host: int = 128,
-        accept_backlog: int = 1_024,
-        config_prefix: str | None = None,
+        settings: ServiceSettings | None = None,
+        secret: SecretArg = None,
         tls: ssl.SSLContext | None = None,
+        permissions: Permissions | None = None,
+        config_prefix: str | None = None,
     ) -> Service:
         """Open a listening service; see :meth:`Bus.listen`.  ``config_prefix``
         ("actorbus.service.NAME.") makes errors name the properties keys."""
         self._check_open("listen()")
+        s = from_old_keywords("listen", ServiceSettings, settings, {})
+        label = Label("listen", "ServiceSettings", config_prefix)
+        tls = service_tls(tls, s, label)
         if tls is not None:
             tls = check_server_context(tls, "listen(tls=...)")
         if name is None:
             name = f"service-{self._next()}"
-        credentials = credentials_of(
-            secret, secret_file, peer_secrets, peer_secrets_file, config_prefix, "listen"
+        credentials = credentials_of(secret, s.secret_file, s.peer_secrets_file, label)
+        selector = self._selector(s.service_selector, f"service {name!r}")
+        conn_selector = self._selector(
+            s.connection_selector or s.service_selector, f"service {name!r}"
         )
-        selector = self._selector(service_selector, f"service {name!r}")
-        conn_selector = self._selector(connection_selector or service_selector, f"service {name!r}")
         service = Service(
             self,
             name=name,
             host=host,
             port=port,
-            address_filter=tuple(address_filter),
-            settings=settings or LinkSettings(),
+            settings=s,
             selector=selector,
             connection_selector=conn_selector,
             credentials=credentials,
-            auth=auth,
-            permissions=permissions_arg(permissions, "listen"),
-            max_connections=max_connections,
-            max_connections_per_host=max_connections_per_host,
-            accept_backlog=accept_backlog,
+            permissions=permissions_of(permissions, s.permissions_file, label),
             config_prefix=config_prefix,
             tls=tls,
         )
@@ -382,64 +343,49 @@ class NodeNet:
         port: int,
         *,
         name: str | None = None,
-        settings: LinkSettings | None = None,
-        bind_host: str | None = None,
-        bind_port: int = 0,
-        reconnect: bool = False,
-        reconnect_delay: float = 5.0,
-        connect_timeout: float = 10.0,
-        selector: str | None = None,
-        secret: bytes | Secret | None = None,
-        secret_file: str | os.PathLike[str] | None = None,
+        settings: ConnectionSettings | None = None,
+        secret: SecretArg = None,
+        tls: ssl.SSLContext | None = None,
         permissions: Permissions | None = None,
         config_prefix: str | None = None,
-        tls: ssl.SSLContext | None = None,
-        tls_server_name: str | None = None,
     ) -> Link:
         """Dial a remote node's service; see :meth:`Bus.connect`."""
         self._check_open("connect()")
+        s = from_old_keywords("connect", ConnectionSettings, settings, {})
+        label = Label("connect", "ConnectionSettings", config_prefix)
+        tls = connection_tls(tls, s, label)
         if tls is not None:
             tls = check_client_context(tls, "connect(tls=...)")
-        elif tls_server_name is not None:
+        elif s.tls_server_name is not None:
             raise UsageError(
-                f"connect(tls_server_name={tls_server_name!r}) without tls=: the name is "
+                f"{label('tls_server_name')}: {s.tls_server_name!r} without tls=: the name is "
                 "checked against the service's TLS certificate; pass tls= too "
-                "(actorbus.net.tls_client_context(ca_file))"
+                "(actorbus.net.tls_client_context(ca_file)) or set tls_ca_file"
             )
-        credentials = credentials_of(secret, secret_file, None, None, config_prefix, "connect")
+        credentials = credentials_of(secret, s.secret_file, None, label)
         own = credentials.secret if credentials is not None else None
         if type(port) is not int or not 0 < port <= 65535:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
-        if type(bind_port) is not int or not 0 <= bind_port <= 65535:
-            raise UsageError(f"connect(bind_port={bind_port!r}): expected a port from 0 to 65535")
-        for key, seconds, zero in (
-            ("reconnect_delay", reconnect_delay, ""),
-            ("connect_timeout", connect_timeout, " (0: wait as long as the operating system does)"),
-        ):
-            if type(seconds) not in (int, float) or not 0 <= seconds < float("inf"):
-                raise UsageError(
-                    f"connect({key}={seconds!r}): expected a finite number of seconds >= 0{zero}"
-                )
         if name is None:
             name = endpoint(host, port)  # "[::1]:7001" for an IPv6 host
-        sel = self._selector(selector, f"connection {name!r}")
+        sel = self._selector(s.selector, f"connection {name!r}")
         link = Link(
             self,
             sel,
-            settings or LinkSettings(),
+            s,
             name=name,
             initiator=True,
             host=host,
             port=port,
-            bind_host=bind_host,
-            bind_port=bind_port,
-            reconnect=reconnect,
-            reconnect_delay=float(reconnect_delay),
-            connect_timeout=float(connect_timeout),
+            bind_host=s.bind_host,
+            bind_port=s.bind_port,
+            reconnect=s.reconnect,
+            reconnect_delay=float(s.reconnect_delay),
+            connect_timeout=float(s.connect_timeout),
             credentials=own,
-            permissions=permissions_arg(permissions, "connect"),
+            permissions=permissions_of(permissions, s.permissions_file, label),
             tls=tls,
-            tls_server_name=tls_server_name,
+            tls_server_name=s.tls_server_name,
         )
         with self._lock:
             self._links.append(link)

@@ -162,6 +162,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..bus.message import ReplyStatus
 from ..config.schema import node_id_problem
+from ..config.settings import LinkSettings
 from ..errors import UsageError
 from ._auth import KeyLookup, key_lookup, new_nonce, server_proof
 from ._commands import RUN_MAX, Commands
@@ -307,7 +308,7 @@ class LinkProtocol(Parser, Commands):
         now: float,
         *,
         is_known_type: Callable[[str], bool],
-        settings: ProtocolSettings | None = None,
+        settings: LinkSettings | None = None,
         ext_hook: Callable[[int, bytes], object] | None = None,
         pack_default: Callable[[object], object] | None = None,
         run_id: str = "",
@@ -343,7 +344,10 @@ class LinkProtocol(Parser, Commands):
         self.run_id = run_id
         #: The peer's run id, once its LogonRequested / LogonAccepted was taken.
         self.peer_run_id = None
-        self.settings = settings if settings is not None else ProtocolSettings()
+        self.settings = settings if settings is not None else LinkSettings()
+        #: the timers, read once (0: off; a reply delay of 0 is the heartbeat delay)
+        self._hb_delay = float(self.settings.heartbeat_delay)
+        self._hb_reply = float(self.settings.heartbeat_reply_delay or self._hb_delay)
         self.counters = WireCounters()
         #: The peer's node id, once its LogonRequested / LogonAccepted was taken.
         self.peer_node_id = None
@@ -626,12 +630,11 @@ class LinkProtocol(Parser, Commands):
         return deadline
 
     def _heartbeat_deadline(self) -> float | None:
-        settings = self.settings
-        if not self._can_send or settings.heartbeat_delay <= 0:
+        if not self._can_send or self._hb_delay <= 0:
             return None
         if self._hb_sent_at is not None:
-            return self._hb_sent_at + settings.heartbeat_reply_delay
-        return self._idle_since + settings.heartbeat_delay
+            return self._hb_sent_at + self._hb_reply
+        return self._idle_since + self._hb_delay
 
     def tick(self, now: float) -> None:
         """Run the timers: send a HEARTBEAT when idle, or report a timeout.
@@ -670,10 +673,7 @@ class LinkProtocol(Parser, Commands):
         else:
             self._queue((_HEARTBEAT,), "heartbeat")
             self.counters.heartbeats_out += 1
-            if settings.heartbeat_reply_delay > 0:
-                self._hb_sent_at = now
-            else:
-                self._idle_since = now
+            self._hb_sent_at = now
 
     def keepalive(self) -> None:
         """Send a HEARTBEAT now, expecting no answer in time: the shell has stopped

@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING, Any, Final
 from .._log import logger
 from ..bus.permissions import Permissions
 from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
+from ..config.settings import ServiceSettings
 from ..errors import ConfigError, UsageError
 from ._address import endpoint
 from ._credentials import GENERATE, Credentials
 from ._link_stats import LinkStats
-from .link import Link, LinkSettings
+from .link import Link
 
 if TYPE_CHECKING:
     from ._io_thread import IOThread
@@ -101,16 +102,11 @@ class Service:
         name: str,
         host: str,
         port: int,
-        address_filter: tuple[str, ...],
-        settings: LinkSettings,
+        settings: ServiceSettings,
         selector: IOThread,
         connection_selector: IOThread,
         credentials: Credentials | None = None,
-        auth: str = "auto",
         permissions: Permissions | None = None,
-        max_connections: int = 512,
-        max_connections_per_host: int = 128,
-        accept_backlog: int = 1_024,
         config_prefix: str | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -118,27 +114,12 @@ class Service:
             raise UsageError(
                 f"service {name!r}: port={port!r}; expected 1..65535, or 0 for any free port"
             )
-        for arg, key, value in (
-            ("max_connections", "maxConnections", max_connections),
-            ("max_connections_per_host", "maxConnectionsPerHost", max_connections_per_host),
-            ("accept_backlog", "acceptBacklog", accept_backlog),
-        ):
-            if type(value) is not int or value < 1:
-                raise ConfigError(
-                    f"service {name!r}: {arg}={value!r}; expected an int >= 1",
-                    key=f"{config_prefix}{key}" if config_prefix else None,
-                )
         #: most connections open at once, and from one source address
-        self.max_connections = max_connections
-        self.max_connections_per_host = max_connections_per_host
+        self.max_connections = settings.max_connections
+        self.max_connections_per_host = settings.max_connections_per_host
         #: connections the kernel may hold waiting to be accepted (listen()'s backlog)
-        self.accept_backlog = accept_backlog
-        if auth not in AUTH_MODES:
-            raise ConfigError(
-                f"service {name!r}: auth={auth!r}; expected 'auto' (a secret is required "
-                "beyond loopback) or 'none' (accept links without a secret on any address)",
-                key=f"{config_prefix}auth" if config_prefix else None,
-            )
+        self.accept_backlog = settings.accept_backlog
+        auth = settings.auth
         if auth == "none" and credentials is not None:
             raise ConfigError(
                 f"service {name!r}: auth='none' with a secret configured; a service with a "
@@ -161,8 +142,8 @@ class Service:
         self.connection_selector = connection_selector
         #: the bound port (the one the OS chose when 0 was asked for).
         self.port = port
-        self.address_filter = address_filter
-        self._filter = _parse_filter(name, address_filter)
+        self.address_filter = settings.address_filter
+        self._filter = _parse_filter(name, settings.address_filter)
         self._net = net
         self._sock: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None

@@ -28,6 +28,7 @@ from typing import Any
 from messages import Blob, Counter, Fetch
 
 from actorbus import Actor, Bus, FeedState, IncomingRequest
+from actorbus.config import ServiceSettings
 
 
 class Victim(Actor):
@@ -83,7 +84,7 @@ def main() -> None:
     settings = json.loads(sys.argv[2])
     victim = Victim()
     with Bus(node_id="victim") as bus:
-        service = bus.listen(0, secret=secret, **settings)
+        service = bus.listen(0, secret=secret, settings=ServiceSettings(**settings))
         bus.register(victim)
         bus.startup([victim]).wait(5)
         print(json.dumps({"ready": service.port}), flush=True)

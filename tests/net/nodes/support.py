@@ -24,7 +24,8 @@ from actorbus.bus import (
     LinkLoggedOn,
     ServiceStarted,
 )
-from actorbus.net import LinkProtocol, ProtocolSettings, Side
+from actorbus.config import LinkSettings
+from actorbus.net import LinkProtocol, Side
 from actorbus.net.protocol import Event, LogonAccepted, LogonComplete, LogonRequested
 from actorbus.testing import Recorder, wait_until
 
@@ -100,7 +101,7 @@ class RawPeer:
             node_id,
             time.monotonic(),
             is_known_type=lambda name: True,
-            settings=ProtocolSettings(logon_timeout=0),
+            settings=LinkSettings(logon_timeout=0),
             run_id=run_id,
             secret=secret,
         )
