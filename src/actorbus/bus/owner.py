@@ -54,7 +54,7 @@ from .feeds import (
 from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request
 from .queues import QueueGroup
 from .scope import FeedState, Scope
-from .subjects import Wildcard
+from .subjects import Wildcard, warn_if_star_in_exact_subject
 
 __all__ = ["FeedOwner", "find_runtime_with"]
 
@@ -103,7 +103,9 @@ def subscription_key(cls: Any, subject: Any) -> tuple[MessageKey, Wildcard | Non
     and the wildcard if it is one."""
     if isinstance(subject, Wildcard):
         return checked_key(cls, subject.text, Notification), subject
-    return checked_key(cls, subject, Notification), None
+    key = checked_key(cls, subject, Notification)
+    warn_if_star_in_exact_subject(subject)
+    return key, None
 
 
 class FeedOwner:
