@@ -29,7 +29,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,6 +254,45 @@ def _check_duration(duration: float | None) -> None:
         )
 
 
+def _keyword(key: str) -> str:
+    """An actor option's key spelled as a Python name: ``someKey`` -> ``some_key``,
+    ``feed.subject`` -> ``feed_subject``; ``period_ms`` stays as it is."""
+    out = []
+    for i, c in enumerate(key):
+        if c == ".":
+            out.append("_")
+        elif c.isupper() and i > 0 and key[i - 1] not in "._" and not key[i - 1].isupper():
+            out.append("_" + c.lower())
+        else:
+            out.append(c.lower())
+    return "".join(out)
+
+
+def _actor_keywords(properties: Path, name: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The keyword arguments ``actor.NAME.KEY = value`` lines give the actor's class.
+
+    The rule (docs/configuration.md, "Actors"): each other key of the actor is
+    one keyword argument, its value the str, its name the key in Python
+    spelling (:func:`_keyword`), the way every actorbus key maps to a field."""
+    keywords: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for key, value in options.items():
+        word = _keyword(key)
+        if not word.isidentifier():
+            raise _Fail(
+                f"{properties}: actorbus.actor.{name}.{key}: {word!r} is not a Python name, so "
+                f"it cannot be a keyword argument of the actor's class; rename the key"
+            )
+        if word in keys:
+            raise _Fail(
+                f"{properties}: actor {name!r}: keys {keys[word]!r} and {key!r} both give the "
+                f"keyword argument {word}; keep one"
+            )
+        keys[word] = key
+        keywords[word] = value
+    return keywords
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
     from .node import Bus
@@ -274,12 +313,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for spec in config.actors:
             module_name, _, attr = spec.class_path.rpartition(".")
             factory = getattr(importlib.import_module(module_name), attr)
+            keywords = _actor_keywords(args.properties, spec.name, spec.options)
             try:
-                actor = factory(spec.name, **dict(spec.options))
+                actor = factory(spec.name, **keywords)
             except (TypeError, ValueError) as exc:
                 raise _Fail(
                     f"{args.properties}: actor {spec.name!r} ({spec.class_path}) rejected its "
-                    f"options {dict(spec.options)}: {exc}"
+                    f"keyword arguments {keywords}: {exc}"
                 ) from None
             bus.register(actor, dispatcher=spec.dispatcher)
             actors.append(actor)
