@@ -26,6 +26,7 @@ from actorbus import (
     UsageError,
 )
 from actorbus.actors import FailedTask
+from actorbus.bus.message import MessageKey
 
 WAIT = 10.0
 
@@ -187,11 +188,57 @@ def test_ask_raises_the_repliers_error(bus: Bus) -> None:
     assert "unknown symbol XYZ" in str(err)
 
 
-def test_ask_with_no_replier_raises_at_once(bus: Bus) -> None:
-    async def job(self: Actor) -> Reply:
-        return await self.ask(GetQuote("/nobody", symbol="ACME"), timeout=WAIT)
+class LateQuotes(Actor):
+    """Serves GetQuote on ``/late`` once ``gate`` is set: its startup blocks its
+    dispatcher's thread until then, as a slow startup on another dispatcher would."""
 
-    assert isinstance(_ask(bus, job), RequestError)
+    def __init__(self, bus: Bus, gate: threading.Event) -> None:
+        super().__init__("late")
+        self.bus, self.gate = bus, gate
+        self.requestors_before_up = -1
+
+    def startup(self) -> None:
+        assert self.gate.wait(WAIT)
+        self.requestors_before_up = self.bus.router.feeds(MessageKey(GetQuote, "/late"))[
+            "requestors"
+        ]
+        self.serve(GetQuote, "/late", lambda request: Quote(request.subject, price=7.0))
+
+
+@pytest.mark.parametrize("form", ["ask", "ask_all"])
+def test_ask_waits_within_its_timeout_for_a_replier_to_come_up(bus: Bus, form: str) -> None:
+    gate, asking = threading.Event(), threading.Event()
+    late = LateQuotes(bus, gate)
+    bus.register(late)
+    started = bus.startup([late])  # blocked on the gate: its replier is not up yet
+
+    async def job(self: Actor) -> list[Reply]:
+        asking.set()
+        if form == "ask":
+            return [await self.ask(GetQuote("/late", symbol="ACME"), timeout=WAIT)]
+        return [r async for r in self.ask_all(GetQuote("/late", symbol="ACME"), timeout=WAIT)]
+
+    asker = Asker("asker", job)
+    _start(bus, asker, dispatcher="loop")
+    assert asking.wait(WAIT)
+    gate.set()  # the replier comes UP after the ask started
+    started.wait(WAIT)
+    assert asker.done.wait(WAIT)
+    assert late.requestors_before_up == 1  # the ask was waiting when the replier came up
+    (reply,) = asker.out[0]
+    assert isinstance(reply, Quote) and reply.price == 7.0
+
+
+@pytest.mark.parametrize("form", ["ask", "ask_all"])
+def test_ask_with_no_replier_fails_when_its_timeout_ends(bus: Bus, form: str) -> None:
+    async def job(self: Actor) -> Any:
+        if form == "ask":
+            return await self.ask(GetQuote("/nobody", symbol="ACME"), timeout=0.2)
+        return [r async for r in self.ask_all(GetQuote("/nobody", symbol="ACME"), timeout=0.2)]
+
+    err = _ask(bus, job)
+    assert isinstance(err, RequestTimeoutError) and isinstance(err, RequestError)
+    assert "GetQuote on '/nobody': no replier came up within 0.2 s" in str(err)
 
 
 def test_ask_times_out_with_a_timeout_error(bus: Bus) -> None:

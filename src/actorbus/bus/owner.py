@@ -37,6 +37,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -384,10 +386,13 @@ class FeedOwner:
 
         Returns the first replier's final reply (for a streaming replier, its
         last reply); once it has it, the request is cancelled for any other
-        replier.  Raises :class:`~actorbus.RequestError` at once when no replier
-        is up, or with the replier's reason when the answer is an ERROR reply,
-        and :class:`~actorbus.RequestTimeoutError` (a :class:`TimeoutError`)
-        when ``timeout`` seconds pass first."""
+        replier.  When no replier is UP yet, it waits for one within
+        ``timeout`` (actors on other dispatchers start concurrently; with
+        ``timeout=None`` it waits as long as it takes).  Raises
+        :class:`~actorbus.RequestError` with the replier's reason when the
+        answer is an ERROR reply, and :class:`~actorbus.RequestTimeoutError`
+        (a :class:`TimeoutError`) when ``timeout`` seconds pass first: "no
+        replier came up within N s" if none came UP, else "no answer"."""
         last: Reply | None = None
         replies = self._replies(request, timeout, scope, stop_at_final=True)
         async with contextlib.aclosing(replies):  # closing it cancels the request
@@ -417,9 +422,10 @@ class FeedOwner:
     ) -> AsyncIterator[Reply]:
         """``async for reply in self.ask_all(request)``: every reply of every
         replier, as they arrive, until all finished (a replier's ERROR reply
-        included: check ``reply.status``).  Raises :class:`~actorbus.RequestError`
-        at once when no replier is up, and :class:`~actorbus.RequestTimeoutError`
-        when ``timeout`` seconds pass before every replier finished.  Closing the
+        included: check ``reply.status``).  Waits within ``timeout`` for a
+        replier to come UP, as :meth:`ask` does; raises
+        :class:`~actorbus.RequestTimeoutError` when ``timeout`` seconds pass
+        before one came UP or before every replier finished.  Closing the
         iterator early (``contextlib.aclosing``, or leaving the loop and letting
         it go) cancels the request."""
         return self._replies(request, timeout, scope, stop_at_final=False)
@@ -448,11 +454,12 @@ class FeedOwner:
         feed: RequestFeed[Any] = RequestFeed(
             router, self, MessageKey.of(request), scope, post=_direct, discoverable=False
         )
+        up = _ReplierUp(loop)
         feed.reply_callback(deliver)
-        feed.status_callback(_ignore)
+        feed.status_callback(up)
         feed.subscribe()
         try:
-            handle = feed.request(request, timeout=timeout)
+            handle = await up.request(feed, request, timeout)
             while True:
                 remaining, reply, _h = await queue.get()
                 if reply.status is ReplyStatus.ERROR and handle.timed_out:
@@ -473,6 +480,105 @@ class FeedOwner:
 
 def _ignore(*args: object) -> None:
     pass
+
+
+class _ReplierUp:
+    """The status callback of the short-lived requestor behind :meth:`FeedOwner.ask` and
+    :meth:`FeedOwner.ask_all`, and the rule they share:
+
+    **A one-call request waits, within its timeout, for a replier to come UP.**
+    Actors on other dispatchers start concurrently, so a replier may come UP
+    just after the asker's own ``startup`` ran; failing at once would make the
+    first ask of a node a race.  The request is sent when a replier is UP (at
+    once if one is); when none comes UP before the timeout ends, it fails with
+    :class:`~actorbus.RequestTimeoutError` "no replier came up within N s".
+    Repliers that are UP but whose conditions all refuse the request fail it at
+    once, as ``RequestFeed.request`` does.  The timeout covers the wait and the
+    answer together (None: no limit on either).  ``Bus.request_all`` and its
+    kin keep failing at once: a script's ``bus.startup(...).wait()`` returns
+    after every startup ran, and ``Bus.topics`` relies on it."""
+
+    __slots__ = ("_is_up", "_loop", "_woken")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._is_up = threading.Event()
+        self._loop = loop
+        self._woken: asyncio.Event | None = asyncio.Event() if loop is not None else None
+
+    def __call__(self, state: FeedState, feed: RequestFeed[Any]) -> None:
+        # runs on whichever thread changed the repliers' state
+        if state is FeedState.UP:
+            self._is_up.set()
+            if self._loop is not None and self._woken is not None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    self._loop.call_soon_threadsafe(self._woken.set)
+        else:
+            self._is_up.clear()
+
+    async def request(
+        self, feed: RequestFeed[Any], request: Request, timeout: float | None
+    ) -> RequestHandle[Any]:
+        """Send ``request`` once a replier is UP (see the rule above), awaiting it."""
+        assert self._woken is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _left(deadline, request, timeout, feed)
+            handle = _try_request(feed, request, left)
+            if handle is not None:
+                return handle
+            self._woken.clear()
+            if self._is_up.is_set():
+                continue  # came UP since the try
+            try:
+                await asyncio.wait_for(self._woken.wait(), left)
+            except TimeoutError:
+                raise _no_replier(request, timeout, feed) from None
+
+    def request_blocking(
+        self, feed: RequestFeed[Any], request: Request, timeout: float | None
+    ) -> RequestHandle[Any]:
+        """Send ``request`` once a replier is UP (see the rule above), blocking."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _left(deadline, request, timeout, feed)
+            handle = _try_request(feed, request, left)
+            if handle is not None:
+                return handle
+            if not self._is_up.wait(left):
+                raise _no_replier(request, timeout, feed)
+
+
+def _left(
+    deadline: float | None, request: Request, timeout: float | None, feed: RequestFeed[Any]
+) -> float | None:
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _no_replier(request, timeout, feed)
+    return left
+
+
+def _try_request(
+    feed: RequestFeed[Any], request: Request, timeout: float | None
+) -> RequestHandle[Any] | None:
+    """The request's handle, or None when no replier is UP to take it."""
+    try:
+        return feed.request(request, timeout=timeout)
+    except RequestError:
+        if feed.feed_state is FeedState.UP:
+            raise  # repliers are up, and every one's condition refused it
+        return None
+
+
+def _no_replier(
+    request: Request, timeout: float | None, feed: RequestFeed[Any]
+) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"{type(request).__qualname__} on {request.subject!r}: no replier came up within "
+        f"{timeout:g} s (none advertised and UP in scope {feed.scope.name}); start the "
+        f"replier, check the request's class and subject, or raise the timeout"
+    )
 
 
 def _is_end_marker(reply: Reply) -> bool:
