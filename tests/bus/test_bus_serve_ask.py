@@ -320,6 +320,113 @@ def test_async_handlers_and_async_generators_on_an_asyncio_dispatcher(bus: Bus) 
 def test_ask_outside_an_event_loop_says_what_to_do(bus: Bus) -> None:
     a = Quotes("plain")
     bus.register(a)
-    coro = a.ask(GetQuote("/quotes", symbol="ACME"))
     with pytest.raises(UsageError, match="needs a running event loop"):
-        coro.send(None)  # run by hand, as code with no loop running would
+        a.ask(GetQuote("/quotes", symbol="ACME"))  # at the call: no coroutine nobody awaits
+
+
+# ------------------------------------------------ ask_blocking: thread dispatchers
+
+
+def _on(actor: Actor, job: Any) -> Any:
+    """Run ``job()`` as a task of ``actor``; its result or exception."""
+    out: list[Any] = []
+    done = threading.Event()
+
+    def task() -> None:
+        try:
+            out.append(job())
+        except Exception as exc:
+            out.append(exc)
+        done.set()
+
+    actor.post(task)
+    assert done.wait(WAIT)
+    return out[0]
+
+
+@pytest.fixture
+def three() -> Iterator[Bus]:
+    """Two single-thread dispatchers ('default', 'other') and an asyncio one."""
+    config = BusConfig(
+        dispatchers=(
+            DispatcherConfig(name="default", is_default=True),
+            DispatcherConfig(name="other"),
+            DispatcherConfig(name="loop", kind=DispatcherKind.ASYNCIO),
+        )
+    )
+    with Bus(config) as b:
+        yield b
+
+
+def test_ask_blocking_returns_the_answer_on_a_thread_dispatcher(three: Bus) -> None:
+    _start(three, Quotes(), dispatcher="other")
+    asker = Actor("asker")
+    _start(three, asker)
+    reply = _on(asker, lambda: asker.ask_blocking(GetQuote("/quotes", symbol="ACME"), timeout=WAIT))
+    assert isinstance(reply, Quote) and reply.price == 12.5
+    stream = _on(asker, lambda: asker.ask_blocking(Count("/count", upto=3), timeout=WAIT))
+    assert isinstance(stream, Quote) and stream.price == 2.0
+    err = _on(asker, lambda: asker.ask_blocking(GetQuote("/quotes", symbol="XYZ"), timeout=WAIT))
+    assert isinstance(err, RequestError) and "unknown symbol XYZ" in str(err)
+    none = _on(asker, lambda: asker.ask_blocking(GetQuote("/nobody", symbol="A"), timeout=0.2))
+    assert isinstance(none, RequestTimeoutError)
+    assert "no replier came up within 0.2 s" in str(none)
+
+
+def test_ask_blocking_refuses_to_deadlock_its_own_dispatcher(three: Bus) -> None:
+    _start(three, Quotes())  # pinned to 'default', which has one thread
+    asker = Actor("asker")
+    _start(three, asker)  # on 'default' too
+    err = _on(asker, lambda: asker.ask_blocking(GetQuote("/quotes", symbol="ACME"), timeout=WAIT))
+    assert isinstance(err, UsageError)
+    text = str(err)
+    assert 'GetQuote:"/quotes"' in text  # the key
+    assert "dispatcher 'default'" in text and "would deadlock" in text
+    assert "replier 'quotes'" in text
+    assert "Pin the replier to another dispatcher" in text
+
+
+def test_ask_blocking_refuses_an_asker_that_is_its_own_replier(three: Bus) -> None:
+    q = Quotes()
+    _start(three, q)
+    err = _on(q, lambda: q.ask_blocking(GetQuote("/quotes", symbol="ACME"), timeout=WAIT))
+    assert isinstance(err, UsageError) and "would deadlock" in str(err)
+
+
+def test_ask_blocking_on_an_event_loop_names_await_ask(three: Bus) -> None:
+    _start(three, Quotes())
+
+    async def job(self: Actor) -> Reply:
+        return self.ask_blocking(GetQuote("/quotes", symbol="ACME"), timeout=WAIT)
+
+    asker = Asker("asker", job)
+    _start(three, asker, dispatcher="loop")
+    assert asker.done.wait(WAIT)
+    (err,) = asker.out
+    assert isinstance(err, UsageError) and "await self.ask(" in str(err)
+
+
+def test_ask_on_a_thread_dispatcher_raises_at_the_call_naming_ask_blocking(three: Bus) -> None:
+    _start(three, Quotes(), dispatcher="other")
+    asker = Actor("asker")
+    _start(three, asker)
+    for form in (asker.ask, asker.ask_all):
+        err = _on(asker, lambda form=form: form(GetQuote("/quotes", symbol="ACME")))
+        assert isinstance(err, UsageError), err  # not a coroutine nobody awaits
+        assert "ask_blocking(" in str(err) and "dispatcher 'default'" in str(err)
+
+
+def test_request_all_on_its_repliers_only_thread_refuses_instead_of_timing_out(
+    three: Bus,
+) -> None:
+    _start(three, Quotes())  # on 'default', one thread
+    asker = Actor("asker")
+    _start(three, asker)
+    err = _on(asker, lambda: three.request_all(GetQuote("/quotes", symbol="ACME"), WAIT))
+    assert isinstance(err, UsageError)
+    assert "request_all() of" in str(err) and "would deadlock" in str(err)
+    # from another dispatcher it answers
+    other = Actor("other-asker")
+    _start(three, other, dispatcher="other")
+    replies = _on(other, lambda: three.request_all(GetQuote("/quotes", symbol="ACME"), WAIT))
+    assert [r.price for r in replies] == [12.5]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
@@ -58,7 +59,7 @@ from .queues import QueueGroup
 from .scope import FeedState, Scope
 from .subjects import Wildcard, warn_if_star_in_exact_subject
 
-__all__ = ["FeedOwner", "find_runtime_with"]
+__all__ = ["FeedOwner", "find_runtime_with", "refuse_blocking_deadlock"]
 
 #: Finds the actor runtime of the single open bus, for an actor that opens a feed
 #: before it is registered.  The node module sets it when it is imported (this layer
@@ -374,13 +375,13 @@ class FeedOwner:
         feed.update_feed_state(FeedState.UP)
         return feed
 
-    async def ask(
+    def ask(
         self,
         request: Request,
         *,
         timeout: float | None = None,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
-    ) -> Reply:
+    ) -> Coroutine[Any, Any, Reply]:
         """``await`` the answer to ``request`` (in ``async def`` code on an asyncio
         dispatcher, or any running event loop).
 
@@ -392,26 +393,28 @@ class FeedOwner:
         :class:`~actorbus.RequestError` with the replier's reason when the
         answer is an ERROR reply, and :class:`~actorbus.RequestTimeoutError`
         (a :class:`TimeoutError`) when ``timeout`` seconds pass first: "no
-        replier came up within N s" if none came UP, else "no answer"."""
-        last: Reply | None = None
-        replies = self._replies(request, timeout, scope, stop_at_final=True)
+        replier came up within N s" if none came UP, else "no answer".
+
+        Called where no event loop runs (a thread dispatcher's callback), it
+        raises :class:`~actorbus.UsageError` at once, naming
+        :meth:`ask_blocking`, rather than return a coroutine nobody awaits."""
+        loop = self._loop_for(request, "ask")
+        return self._ask(request, timeout, scope, loop)
+
+    async def _ask(
+        self,
+        request: Request,
+        timeout: float | None,
+        scope: Scope,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Reply:
+        answer = _FirstAnswer(request)
+        replies = self._replies(request, timeout, scope, loop, stop_at_final=True)
         async with contextlib.aclosing(replies):  # closing it cancels the request
             async for reply in replies:
-                if reply.status is ReplyStatus.ERROR:
-                    raise RequestError(
-                        f"{type(request).__qualname__} on {request.subject!r}: the replier "
-                        f"answered ERROR: {reply.reason}"
-                    )
-                if not _is_end_marker(reply):
-                    last = reply
-                if reply.status is not ReplyStatus.OK_CONTINUING:
+                if answer.take(reply):
                     break
-        if last is None:
-            raise RequestError(
-                f"{type(request).__qualname__} on {request.subject!r}: the replier ended "
-                f"its stream without a reply"
-            )
-        return last
+        return answer.result()
 
     def ask_all(
         self,
@@ -427,24 +430,96 @@ class FeedOwner:
         :class:`~actorbus.RequestTimeoutError` when ``timeout`` seconds pass
         before one came UP or before every replier finished.  Closing the
         iterator early (``contextlib.aclosing``, or leaving the loop and letting
-        it go) cancels the request."""
-        return self._replies(request, timeout, scope, stop_at_final=False)
+        it go) cancels the request.  Called where no event loop runs, it raises
+        :class:`~actorbus.UsageError` at once, as :meth:`ask` does."""
+        loop = self._loop_for(request, "ask_all")
+        return self._replies(request, timeout, scope, loop, stop_at_final=False)
 
-    async def _replies(
-        self, request: Request, timeout: float | None, scope: Scope, *, stop_at_final: bool
-    ) -> AsyncGenerator[Reply, None]:
+    def ask_blocking(
+        self,
+        request: Request,
+        *,
+        timeout: float | None = None,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+    ) -> Reply:
+        """Block until the answer to ``request`` arrives and return it: the form
+        of :meth:`ask` for code that is not ``async def``, such as an actor's
+        callbacks on a thread dispatcher.
+
+        Same answer, waiting rule and errors as :meth:`ask`.  The actor's own
+        mailbox is blocked meanwhile (its other tasks wait), so keep
+        ``timeout`` short.  Raises :class:`~actorbus.UsageError` instead of
+        blocking when that would deadlock: when a replier of the request's key
+        is this actor itself, or is pinned to the dispatcher whose only thread
+        is the calling one (the rule of
+        ``Dispatcher.blocking_here_would_deadlock``), and when called on a
+        running event loop (use ``await self.ask(...)`` there)."""
+        if not isinstance(request, Request):
+            raise UsageError(f"expected a Request message, found {request!r}")
+        key = MessageKey.of(request)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                f"ask_blocking() of {key} called on a running event loop, which it would "
+                f"block; in async def code use await self.ask(request, timeout=...)"
+            )
+        router, _ = self._ab_feed_context()
+        refuse_blocking_deadlock(router, key, self, "ask_blocking")
+        replies: queue.SimpleQueue[tuple[int, Reply, RequestHandle[Any]]] = queue.SimpleQueue()
+        feed: RequestFeed[Any] = RequestFeed(
+            router, self, key, scope, post=_direct, discoverable=False
+        )
+        up = _ReplierUp()
+        feed.reply_callback(
+            lambda remaining, reply, handle: replies.put((remaining, reply, handle))
+        )
+        feed.status_callback(up)
+        feed.subscribe()
+        answer = _FirstAnswer(request)
+        try:
+            handle = up.request_blocking(feed, request, timeout)
+            while True:
+                # the request's own timeout ends it with an ERROR reply
+                remaining, reply, _h = replies.get()
+                if reply.status is ReplyStatus.ERROR and handle.timed_out:
+                    raise _timed_out(request, timeout, stop_at_final=True)
+                if answer.take(reply) or remaining == 0:
+                    break
+        finally:
+            feed.close()  # cancels what is still outstanding
+        return answer.result()
+
+    def _loop_for(self, request: Request, form: str) -> asyncio.AbstractEventLoop:
+        """The running loop ``ask``/``ask_all`` resume on, or UsageError naming the fix."""
         if not isinstance(request, Request):
             raise UsageError(f"expected a Request message, found {request!r}")
         try:
-            loop = asyncio.get_running_loop()
+            return asyncio.get_running_loop()
         except RuntimeError:
+            info = getattr(self, "_ab_dispatcher_info", None)
+            where = info() if info is not None else None
+            place = f" on dispatcher {where[0]!r} (kind {where[1]!r})" if where else ""
             raise UsageError(
-                f"ask() of {request!r} needs a running event loop: call it with await from "
-                f"an async def callback of an actor on an asyncio dispatcher; elsewhere use "
-                f"a requestor feed (self.requestor) or bus.request_all()"
+                f"{form}() of {request!r} needs a running event loop, and none runs here"
+                f"{place}: call it with await from an async def callback of an actor on an "
+                f"asyncio dispatcher; in a plain def callback (a thread dispatcher) use "
+                f"self.ask_blocking(request, timeout=...)"
             ) from None
-        queue: asyncio.Queue[tuple[int, Reply, RequestHandle[Any]]] = asyncio.Queue()
-        put = queue.put_nowait
+
+    async def _replies(
+        self,
+        request: Request,
+        timeout: float | None,
+        scope: Scope,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        stop_at_final: bool,
+    ) -> AsyncGenerator[Reply, None]:
+        arrived: asyncio.Queue[tuple[int, Reply, RequestHandle[Any]]] = asyncio.Queue()
+        put = arrived.put_nowait
         on_loop = loop.call_soon_threadsafe
 
         def deliver(remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
@@ -461,13 +536,9 @@ class FeedOwner:
         try:
             handle = await up.request(feed, request, timeout)
             while True:
-                remaining, reply, _h = await queue.get()
+                remaining, reply, _h = await arrived.get()
                 if reply.status is ReplyStatus.ERROR and handle.timed_out:
-                    raise RequestTimeoutError(
-                        f"{type(request).__qualname__} on {request.subject!r}: no "
-                        f"{'answer' if stop_at_final else 'end of replies'} within "
-                        f"{timeout:g} s; raise the timeout or check that the replier answers"
-                    )
+                    raise _timed_out(request, timeout, stop_at_final=stop_at_final)
                 if not _is_end_marker(reply):
                     yield reply
                 elif stop_at_final:
@@ -478,13 +549,81 @@ class FeedOwner:
             feed.close()  # cancels what is still outstanding
 
 
+class _FirstAnswer:
+    """What :meth:`FeedOwner.ask` and :meth:`FeedOwner.ask_blocking` keep of the
+    replies: the first replier's final reply (a stream's last one); an ERROR
+    reply is raised."""
+
+    __slots__ = ("last", "request")
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.last: Reply | None = None
+
+    def take(self, reply: Reply) -> bool:
+        """Keep ``reply``; True when the answer is complete."""
+        if reply.status is ReplyStatus.ERROR:
+            raise RequestError(
+                f"{type(self.request).__qualname__} on {self.request.subject!r}: the replier "
+                f"answered ERROR: {reply.reason}"
+            )
+        if not _is_end_marker(reply):
+            self.last = reply
+        return reply.status is not ReplyStatus.OK_CONTINUING
+
+    def result(self) -> Reply:
+        if self.last is None:
+            raise RequestError(
+                f"{type(self.request).__qualname__} on {self.request.subject!r}: the replier "
+                f"ended its stream without a reply"
+            )
+        return self.last
+
+
+def _timed_out(
+    request: Request, timeout: float | None, *, stop_at_final: bool
+) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"{type(request).__qualname__} on {request.subject!r}: no "
+        f"{'answer' if stop_at_final else 'end of replies'} within "
+        f"{timeout:g} s; raise the timeout or check that the replier answers"
+    )
+
+
+def refuse_blocking_deadlock(router: Any, key: MessageKey, asker: object, form: str) -> None:
+    """Raise UsageError when a blocking request of ``key`` (by ``asker``, an actor
+    or None, through ``form``) would wait for a replier that can only run on the
+    calling thread: the asker itself, or a replier pinned to the dispatcher
+    whose only thread is this one (``Dispatcher.blocking_here_would_deadlock``)."""
+    for replier in router.repliers(key):
+        owner = replier.owner
+        if asker is not None and owner is asker:
+            raise UsageError(
+                f"{form}() of {key} by actor {getattr(asker, 'name', asker)!r}, which is "
+                f"itself a replier of that key: its mailbox runs one task at a time, so "
+                f"this would deadlock; answer the request directly instead of asking"
+            )
+        if not getattr(owner, "is_registered", False):
+            continue  # not an actor (a remote proxy, a script's replier)
+        dispatcher = owner.dispatcher
+        if dispatcher.blocking_here_would_deadlock():
+            raise UsageError(
+                f"{form}() of {key} on the only thread of dispatcher {dispatcher.name!r}, "
+                f"to which its replier {owner.name!r} is pinned: this would deadlock (the "
+                f"replier could run only after this task). Pin the replier to another "
+                f"dispatcher (or give {dispatcher.name!r} threadCount >= 2), or ask from an "
+                f"asyncio dispatcher with await self.ask(...)"
+            )
+
+
 def _ignore(*args: object) -> None:
     pass
 
 
 class _ReplierUp:
-    """The status callback of the short-lived requestor behind :meth:`FeedOwner.ask` and
-    :meth:`FeedOwner.ask_all`, and the rule they share:
+    """The status callback of the short-lived requestor behind :meth:`FeedOwner.ask`,
+    :meth:`FeedOwner.ask_all` and :meth:`FeedOwner.ask_blocking`, and the rule
+    they share:
 
     **A one-call request waits, within its timeout, for a replier to come UP.**
     Actors on other dispatchers start concurrently, so a replier may come UP
