@@ -41,7 +41,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..errors import RegistrationError, RequestError, RequestTimeoutError, UsageError
 from .feeds import (
@@ -343,6 +343,7 @@ class FeedOwner:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[Q], bool] | None = None,
         discoverable: bool = True,
+        error_detail: Literal["class", "message"] = "class",
     ) -> ReplyFeed[Q]:
         r"""Advertise (UP) a replier whose ``handler(request)`` *returns* the reply.
 
@@ -352,25 +353,38 @@ class FeedOwner:
           a bare ``Reply`` with status ``OK_FINAL`` ends the stream (:meth:`ask`
           and :meth:`ask_all` leave that marker out).  ``async def`` handlers and
           async generators do the same on an asyncio dispatcher.
-        * An exception becomes an ``ERROR`` reply whose reason is the
-          exception's class and message; the requestor gets it (:meth:`ask`
-          raises it as :class:`~actorbus.RequestError`), and it is not reported
-          as a failure of the actor.  Returning None is a mistake: the requestor
-          gets an ERROR reply and the actor's failure contract reports it.
+        * An exception is a failure of the request callback, as for any
+          replier (the failure contract of :class:`~actorbus.Actor`): it is
+          reported on the replier's node (``on_failure``, by default logged
+          with the actor, the handler and the key; the actor keeps running),
+          and the requestor gets an ``ERROR`` reply (:meth:`ask` raises it as
+          :class:`~actorbus.RequestError`).  What that reply tells the
+          requestor, which may be a remote node or a browser, is
+          ``error_detail``: ``"class"`` (the default) names the exception's
+          class only, its text staying in the replier's log; ``"message"``
+          sends ``"Class: text"``, for handlers whose messages are meant for
+          the requestor.  Returning None, or something that is not a Reply,
+          is a mistake reported the same way.
 
         ``discoverable=False``: discovery never lists the replier.
 
         Returns the reply feed (close it, or let ``shutdown`` close it, to stop)."""
         if not callable(handler):
             raise UsageError(f"serve() takes a callable handler(request), found {handler!r}")
+        if error_detail not in ("class", "message"):
+            raise UsageError(
+                f"serve(error_detail={error_detail!r}): expected 'class' (the requestor is "
+                f"told the exception's class only, the default) or 'message' (its class "
+                f"and text)"
+            )
         feed = self.open_reply_feed(
             message_class, subject, scope, condition, discoverable=discoverable
         )
         _refuse_async(feed, handler, "request", streams=True)
         if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
-            feed.request_callback(_AsyncServer(handler))
+            feed.request_callback(_AsyncServer(handler, error_detail))
         else:
-            feed.request_callback(_Server(handler))
+            feed.request_callback(_Server(handler, error_detail))
         feed.advertise()
         feed.update_feed_state(FeedState.UP)
         return feed
@@ -745,14 +759,12 @@ def _name(fn: object) -> str:
     return name if isinstance(name, str) else repr(fn)
 
 
-def _error(incoming: IncomingRequest[Any], exc: Exception) -> None:
-    """The handler raised ``exc``: answer ERROR with its class and message.  When
-    the request is no longer active and ``exc`` is reply()'s refusal of the
-    handler's reply (which already answered ERROR), re-raise it for the actor's
-    failure contract: that is a bug in the handler, not an answer."""
-    if not incoming.is_active and isinstance(exc, RequestError):
-        raise exc
-    if incoming.is_active:
+def _tell(incoming: IncomingRequest[Any], exc: Exception, detail: str) -> None:
+    """The handler failed with ``exc``, which its caller re-raises for the failure
+    contract (the request machinery then answers ERROR naming the class only, if
+    the request is still active, and reports it).  With ``error_detail="message"``
+    answer first, with the class and the text."""
+    if detail == "message" and incoming.is_active:
         text = str(exc)
         incoming.reply(
             Reply(
@@ -776,24 +788,27 @@ def _returned_none(incoming: IncomingRequest[Any], handler: object) -> UsageErro
 
 
 class _Server:
-    """The request callback of :meth:`FeedOwner.serve` for a plain or generator handler."""
+    """The request callback of :meth:`FeedOwner.serve` for a plain or generator
+    handler.  What the handler raises propagates (after :func:`_tell`) to the
+    request machinery and the actor's failure contract, as a raw replier's would."""
 
-    __slots__ = ("__qualname__", "handler")
+    __slots__ = ("__qualname__", "detail", "handler")
 
-    def __init__(self, handler: Callable[[Any], Any]) -> None:
+    def __init__(self, handler: Callable[[Any], Any], detail: str) -> None:
         self.handler = handler
+        self.detail = detail
         self.__qualname__ = _name(handler)  # failure reports name the handler
 
     def __call__(self, incoming: IncomingRequest[Any]) -> None:
         try:
             result = self.handler(incoming.request)
-            if inspect.isgenerator(result):
-                self._stream(incoming, result)
-                return
         except Exception as exc:
-            _error(incoming, exc)
-            return
-        _answer(incoming, self.handler, result)
+            _tell(incoming, exc, self.detail)
+            raise
+        if inspect.isgenerator(result):
+            self._stream(incoming, result)
+        else:
+            _answer(incoming, self.handler, result, self.detail)
 
     def _stream(self, incoming: IncomingRequest[Any], gen: Any) -> None:
         try:
@@ -811,7 +826,8 @@ class _Server:
                 if not incoming.reply(_continuing(value, self.handler)):
                     return  # cancelled: stop the generator
         except Exception as exc:
-            _error(incoming, exc)
+            _tell(incoming, exc, self.detail)
+            raise
         finally:
             gen.close()
 
@@ -828,14 +844,15 @@ class _AsyncServer(_Server):
     async def _serve(self, incoming: IncomingRequest[Any]) -> None:
         try:
             result = self.handler(incoming.request)
-            if inspect.isasyncgen(result):
-                await self._astream(incoming, result)
-                return
-            result = await result
+            if not inspect.isasyncgen(result):
+                result = await result
         except Exception as exc:
-            _error(incoming, exc)
-            return
-        _answer(incoming, self.handler, result)
+            _tell(incoming, exc, self.detail)
+            raise
+        if inspect.isasyncgen(result):
+            await self._astream(incoming, result)
+        else:
+            _answer(incoming, self.handler, result, self.detail)
 
     async def _astream(self, incoming: IncomingRequest[Any], agen: Any) -> None:
         try:
@@ -844,22 +861,23 @@ class _AsyncServer(_Server):
                     return
             incoming.reply(Reply(incoming.request.subject, status=ReplyStatus.OK_FINAL))
         except Exception as exc:
-            _error(incoming, exc)
+            _tell(incoming, exc, self.detail)
+            raise
         finally:
             await agen.aclose()
 
 
-def _answer(incoming: IncomingRequest[Any], handler: object, result: object) -> None:
+def _answer(incoming: IncomingRequest[Any], handler: object, result: object, detail: str) -> None:
     """Send what a (non-streaming) handler returned as the final reply."""
     if result is None:
         raise _returned_none(incoming, handler)
-    if not isinstance(result, Reply):
-        _error(incoming, _not_a_reply(handler, result))
-        return
     try:
+        if not isinstance(result, Reply):
+            raise _not_a_reply(handler, result)
         incoming.reply(_final(result))
     except Exception as exc:
-        _error(incoming, exc)
+        _tell(incoming, exc, detail)
+        raise
 
 
 def _not_a_reply(handler: object, result: object) -> UsageError:
