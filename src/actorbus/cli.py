@@ -325,8 +325,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             actors.append(actor)
         net = bus.net
         if net is not None:
-            # A configured connection without reconnect whose dial fails stops
-            # the node (it would otherwise run on, silently missing its peer).
+            # A configured connection without reconnect whose dial fails, or
+            # whose peer refuses it (its secret, TLS on one end only), stops the
+            # node (it would otherwise run on, silently missing its peer).
             net.on_link_failed(lambda name, reason: stopping.stop.set())
             if net.failed_links:
                 stopping.stop.set()
@@ -340,8 +341,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for name, reason in failed:
             print(
                 f"actorbus run: connection {name!r} failed and does not reconnect: {reason}; "
-                f"start the peer first, fix its host/port, or set "
-                f"actorbus.connection.{name}.reconnect = true",
+                f"fix that (and start the peer first), or set "
+                f"actorbus.connection.{name}.reconnect = true to keep trying",
                 file=sys.stderr,
             )
         return 1
