@@ -28,6 +28,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -256,16 +257,14 @@ def _check_duration(duration: float | None) -> None:
 
 def _keyword(key: str) -> str:
     """An actor option's key spelled as a Python name: ``someKey`` -> ``some_key``,
-    ``feed.subject`` -> ``feed_subject``; ``period_ms`` stays as it is."""
-    out = []
-    for i, c in enumerate(key):
-        if c == ".":
-            out.append("_")
-        elif c.isupper() and i > 0 and key[i - 1] not in "._" and not key[i - 1].isupper():
-            out.append("_" + c.lower())
-        else:
-            out.append(c.lower())
-    return "".join(out)
+    ``httpPort``/``HTTPPort`` -> ``http_port``, ``feed.subject`` -> ``feed_subject``;
+    ``period_ms`` stays as it is."""
+    return _CAMEL_BOUNDARY.sub("_", key).replace(".", "_").lower()
+
+
+#: where a camelCase key gets an underscore: before an upper-case letter that
+#: follows a lower-case letter or digit, or that starts a word after an acronym
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def _actor_keywords(properties: Path, name: str, options: Mapping[str, str]) -> dict[str, str]:
