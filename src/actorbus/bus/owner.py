@@ -419,10 +419,10 @@ class FeedOwner:
         Called where no event loop runs (a thread dispatcher's callback), it
         raises :class:`~actorbus.UsageError` at once, naming
         :meth:`ask_blocking`, rather than return a coroutine nobody awaits."""
-        loop = self._loop_for(request, "ask")
-        return self._ask(request, timeout, scope, loop)
+        loop = self._ab_loop_for(request, "ask")
+        return self._ab_ask(request, timeout, scope, loop)
 
-    async def _ask(
+    async def _ab_ask(
         self,
         request: Request,
         timeout: float | None,
@@ -453,7 +453,7 @@ class FeedOwner:
         iterator early (``contextlib.aclosing``, or leaving the loop and letting
         it go) cancels the request.  Called where no event loop runs, it raises
         :class:`~actorbus.UsageError` at once, as :meth:`ask` does."""
-        loop = self._loop_for(request, "ask_all")
+        loop = self._ab_loop_for(request, "ask_all")
         return self._replies(request, timeout, scope, loop, stop_at_final=False)
 
     def ask_blocking(
@@ -513,7 +513,7 @@ class FeedOwner:
             feed.close()  # cancels what is still outstanding
         return answer.result()
 
-    def _loop_for(self, request: Request, form: str) -> asyncio.AbstractEventLoop:
+    def _ab_loop_for(self, request: Request, form: str) -> asyncio.AbstractEventLoop:
         """The running loop ``ask``/``ask_all`` resume on, or UsageError naming the fix."""
         if not isinstance(request, Request):
             raise UsageError(f"expected a Request message, found {request!r}")
