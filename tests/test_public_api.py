@@ -224,7 +224,7 @@ PINNED: dict[str, list[str]] = {
         "lookup_type",
         "registered_types",
     ],
-    "actorbus.bus.owner": ["FeedOwner"],
+    "actorbus.bus.owner": ["FeedOwner", "refuse_blocking_deadlock"],
     "actorbus.bus.party": [
         "PartyTransport",
         "PatternWatch",

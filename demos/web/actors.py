@@ -61,7 +61,8 @@ class StatsService(Actor):
 
     def startup(self) -> None:
         self.subscribe(MovingAverage, self.subject, on_message=self.seen)
-        self.serve(Stats, STATS_SUBJECT, self.stats)
+        # the handlers' messages are written for the page: send them, not just the class
+        self.serve(Stats, STATS_SUBJECT, self.stats, error_detail="message")
 
     def seen(self, msg: MovingAverage, feed: object) -> None:
         self.recent.append(msg.average)
@@ -85,7 +86,7 @@ class ControlService(Actor):
         self.source = source
 
     def startup(self) -> None:
-        self.serve(Control, CONTROL_SUBJECT, self.control)
+        self.serve(Control, CONTROL_SUBJECT, self.control, error_detail="message")
 
     def control(self, request: Control) -> ControlReply:
         if request.action == "stop":

@@ -28,8 +28,9 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,6 +255,43 @@ def _check_duration(duration: float | None) -> None:
         )
 
 
+def _keyword(key: str) -> str:
+    """An actor option's key spelled as a Python name: ``someKey`` -> ``some_key``,
+    ``httpPort``/``HTTPPort`` -> ``http_port``, ``feed.subject`` -> ``feed_subject``;
+    ``period_ms`` stays as it is."""
+    return _CAMEL_BOUNDARY.sub("_", key).replace(".", "_").lower()
+
+
+#: where a camelCase key gets an underscore: before an upper-case letter that
+#: follows a lower-case letter or digit, or that starts a word after an acronym
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _actor_keywords(properties: Path, name: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The keyword arguments ``actor.NAME.KEY = value`` lines give the actor's class.
+
+    The rule (docs/configuration.md, "Actors"): each other key of the actor is
+    one keyword argument, its value the str, its name the key in Python
+    spelling (:func:`_keyword`), the way every actorbus key maps to a field."""
+    keywords: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for key, value in options.items():
+        word = _keyword(key)
+        if not word.isidentifier():
+            raise _Fail(
+                f"{properties}: actorbus.actor.{name}.{key}: {word!r} is not a Python name, so "
+                f"it cannot be a keyword argument of the actor's class; rename the key"
+            )
+        if word in keys:
+            raise _Fail(
+                f"{properties}: actor {name!r}: keys {keys[word]!r} and {key!r} both give the "
+                f"keyword argument {word}; keep one"
+            )
+        keys[word] = key
+        keywords[word] = value
+    return keywords
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
     from .node import Bus
@@ -274,19 +312,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for spec in config.actors:
             module_name, _, attr = spec.class_path.rpartition(".")
             factory = getattr(importlib.import_module(module_name), attr)
+            keywords = _actor_keywords(args.properties, spec.name, spec.options)
             try:
-                actor = factory(spec.name, **dict(spec.options))
+                actor = factory(spec.name, **keywords)
             except (TypeError, ValueError) as exc:
                 raise _Fail(
                     f"{args.properties}: actor {spec.name!r} ({spec.class_path}) rejected its "
-                    f"options {dict(spec.options)}: {exc}"
+                    f"keyword arguments {keywords}: {exc}"
                 ) from None
             bus.register(actor, dispatcher=spec.dispatcher)
             actors.append(actor)
         net = bus.net
         if net is not None:
-            # A configured connection without reconnect whose dial fails stops
-            # the node (it would otherwise run on, silently missing its peer).
+            # A configured connection without reconnect whose dial fails, or
+            # whose peer refuses it (its secret, TLS on one end only), stops the
+            # node (it would otherwise run on, silently missing its peer).
             net.on_link_failed(lambda name, reason: stopping.stop.set())
             if net.failed_links:
                 stopping.stop.set()
@@ -300,8 +340,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for name, reason in failed:
             print(
                 f"actorbus run: connection {name!r} failed and does not reconnect: {reason}; "
-                f"start the peer first, fix its host/port, or set "
-                f"actorbus.connection.{name}.reconnect = true",
+                f"fix that (and start the peer first), or set "
+                f"actorbus.connection.{name}.reconnect = true to keep trying",
                 file=sys.stderr,
             )
         return 1

@@ -45,6 +45,7 @@ __all__ = [
     "TimerError",
     "UnknownDispatcherError",
     "UsageError",
+    "UsageWarning",
     "ValidationError",
 ]
 
@@ -58,6 +59,14 @@ class Error(Exception):
 
 class UsageError(Error):
     """The calling code used the API in a way it does not allow."""
+
+
+class UsageWarning(UserWarning):
+    """The calling code used the API in a way it allows but that is most likely a
+    mistake (a ``*`` in a plain ``str`` subject, say).  Issued with
+    :func:`warnings.warn`, so it shows even when actorbus's logging is off; the
+    text says what to write instead, and how to keep the call when it was meant.
+    """
 
 
 class DeclarationError(UsageError, TypeError):

@@ -46,7 +46,7 @@ from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.inbox import Inbox
 from .bus.message import Message, MessageKey, Notification, Reply, Request
-from .bus.owner import checked_key, subscription_key
+from .bus.owner import checked_key, refuse_blocking_deadlock, subscription_key
 from .bus.permissions import Permissions
 from .bus.queues import QueueGroup
 from .bus.router import Router
@@ -341,7 +341,11 @@ class Bus:
         """Send ``message`` and block until every replier finished or ``timeout``
         seconds passed; returns the replies in arrival order.  On timeout the last
         reply is an ERROR reply "timed out after …".  Raises RequestError at once
-        when no replier is up."""
+        when no replier is up, and UsageError instead of blocking when called on
+        the only thread of a dispatcher a replier of the key is pinned to (that
+        replier could not answer until this call returned)."""
+        if isinstance(message, Request):
+            refuse_blocking_deadlock(self.router, MessageKey.of(message), None, "request_all")
         replies: queue.SimpleQueue[tuple[int, Reply]] = queue.SimpleQueue()
         feed = self._temporary_requestor(message, scope, lambda r, rep: replies.put((r, rep)))
         try:

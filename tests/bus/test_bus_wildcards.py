@@ -7,6 +7,7 @@ callbacks are checked after a barrier task posted to its own mailbox."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from actorbus import Actor, Bus, FeedState, Notification, PublishFeed, Scope, UsageError, Wildcard
 from actorbus.bus.scope import MATCH
-from actorbus.errors import SubjectPatternError
+from actorbus.errors import SubjectPatternError, UsageWarning
 from actorbus.testing import EventLog, InProcessLink, Recorder
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
@@ -121,7 +122,13 @@ def test_wildcard_gets_every_matching_key_and_none_other(
     bus: Bus, wildcard: Wildcard, matching: list[str], other: list[str]
 ) -> None:
     w = bus.inbox(Px, wildcard)
-    exact = [bus.inbox(Px, s) for s in matching]  # the same keys, subscribed exactly
+    exact = []  # the same keys, subscribed exactly
+    for s in matching:
+        if "*" in s:  # meant literally: a str subject is exact, and says so once
+            with pytest.warns(UsageWarning, match=re.escape(repr(s))):
+                exact.append(bus.inbox(Px, s))
+        else:
+            exact.append(bus.inbox(Px, s))
     publish_each(bus, Px, other + matching)
     got = w.drain()
     assert [m.subject for m in got] == matching
@@ -605,3 +612,39 @@ def test_remote_publishers_come_and_go_under_a_wildcard_and_keys_stay_flat(
         wait_state(w.feed, DOWN, link)
     assert a.router.key_count == base_a
     assert b.router.key_count == base_b
+
+
+# ------------------------------------------ a '*' in a str subject: warned once
+
+
+def test_star_in_a_str_subject_warns_once_naming_the_wildcard_to_use(bus: Bus) -> None:
+    subject = f"prices.{id(bus)}.*"  # distinct per test: the warning is once per subject
+    with pytest.warns(UsageWarning, match=r"exact") as warned:
+        first = bus.inbox(Px, subject)
+    assert len(warned) == 1
+    text = str(warned[0].message)
+    assert repr(subject) in text
+    assert f"Wildcard.prefix({subject!r})" in text
+    assert warned[0].filename == __file__  # points at the caller, not at actorbus
+    first.close()
+    # the second time (and through an actor) it does not warn: filterwarnings=error
+    again = bus.inbox(Px, subject)
+    rec = Recorder("rec")
+    started(bus, rec)
+    rec.subscribe(Px, subject)
+    again.close()
+
+
+def test_star_in_an_actors_str_subject_names_the_levels_wildcard(bus: Bus) -> None:
+    subject = f"/prices/{id(bus)}/*"
+    rec = Recorder("rec")
+    started(bus, rec)
+    with pytest.warns(UsageWarning, match=re.escape(f"Wildcard.levels({subject!r})")) as warned:
+        rec.subscribe(Px, subject)
+    assert warned[0].filename == __file__
+    assert issubclass(UsageWarning, UserWarning)
+
+
+def test_an_exact_subject_without_star_and_a_wildcard_do_not_warn(bus: Bus) -> None:
+    bus.inbox(Px, "prices.eur").close()
+    bus.inbox(Px, Wildcard.prefix("prices.*")).close()

@@ -277,3 +277,61 @@ def test_demo_web_prints_the_page_url_and_stops_after_its_duration(
     assert "web demo: open http://127.0.0.1:" in capsys.readouterr().out
     assert main(["demo", "web", "--port", "70000"]) == 2
     assert "--port 70000: expected 0..65535" in capsys.readouterr().err
+
+
+OPTION_PROBE = """
+from actorbus import Actor
+
+class Probe(Actor):
+    def __init__(self, name, *, some_key, feed_subject, window="5"):
+        super().__init__(name)
+        self.got = (some_key, feed_subject, window)
+
+    def startup(self):
+        print(f"{self.name} got {self.got!r}", flush=True)
+"""
+
+
+def _run_here(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``python -m actorbus ARGV`` in ``cwd`` with this checkout's src/ first."""
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run(
+        [sys.executable, "-m", "actorbus", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_run_passes_actor_keys_as_keyword_arguments_in_python_spelling(tmp_path: Path) -> None:
+    # docs/configuration.md, "Actors": actor.NAME.KEY = value reaches the class as
+    # the keyword argument KEY (a str), camelCase and dots spelled as a Python name
+    (tmp_path / "option_probe.py").write_text(textwrap.dedent(OPTION_PROBE))
+    (tmp_path / "app.properties").write_text(
+        "actorbus.actors = probe\n"
+        "actorbus.actor.probe.class = option_probe.Probe\n"
+        "actorbus.actor.probe.someKey = some value\n"
+        "actorbus.actor.probe.feed.subject = /prices\n"
+        "actorbus.actor.probe.window = 7\n"
+    )
+    proc = _run_here(tmp_path, "run", "app.properties", "--duration", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "probe got ('some value', '/prices', '7')" in proc.stdout
+
+
+def test_run_refuses_actor_keys_that_name_one_keyword_twice(tmp_path: Path) -> None:
+    (tmp_path / "option_probe.py").write_text(textwrap.dedent(OPTION_PROBE))
+    (tmp_path / "app.properties").write_text(
+        "actorbus.actors = probe\n"
+        "actorbus.actor.probe.class = option_probe.Probe\n"
+        "actorbus.actor.probe.someKey = a\n"
+        "actorbus.actor.probe.some_key = b\n"
+        "actorbus.actor.probe.feed.subject = /prices\n"
+    )
+    proc = _run_here(tmp_path, "run", "app.properties")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "'someKey' and 'some_key' both give the keyword argument some_key" in line

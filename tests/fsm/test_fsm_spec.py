@@ -25,7 +25,7 @@ def test_the_old_machine_spec_warns_and_gives_the_same_spec() -> None:
 
 def test_the_old_machine_spec_sends_a_path_to_the_new_one() -> None:
     with (
-        pytest.warns(DeprecationWarning),
+        pytest.warns(DeprecationWarning, match="machine_spec moved"),
         pytest.raises(FsmError, match="import it from actorbus.fsm"),
     ):
         spec_module.machine_spec("door.sm")

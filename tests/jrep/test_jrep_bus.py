@@ -270,3 +270,36 @@ def test_a_session_ending_takes_its_feeds_down_on_the_bus() -> None:
             assert inbox.wait_up(WAIT)
         assert wait_until(lambda: not inbox.is_up, WAIT)
         assert wait_until(lambda: gateway.counters.open_sessions == 0, WAIT)
+
+
+class Failing(Actor):
+    """A serve() handler that raises, with a text that is not for the client."""
+
+    reported: Exception | None = None
+
+    def startup(self) -> None:
+        self.serve(Add, "/fails", self.add)
+
+    def add(self, request: Add) -> Any:
+        raise ValueError("internal table adders_v2 is locked")
+
+    def on_failure(self, exc: Exception, task: Any) -> None:
+        self.reported = exc
+
+
+def test_a_serve_failure_reaches_the_browser_as_its_class_only() -> None:
+    with serving() as (bus, gateway), Client(gateway) as c:
+        failing = Failing("failing")
+        bus.register(failing)
+        bus.startup([failing]).wait(WAIT)
+        c.join()
+        c.send({"ToSubject": "/fails", "Type": ADD, "ReplyTo": c.prefix + "/f",
+                "Value": {"a": 1, "b": 1}})  # fmt: skip
+        answer = c.on(c.prefix + "/f")
+        assert answer["Remaining"] == 0
+        text = str(answer)
+        assert "ValueError" in text and "adders_v2" not in text
+        drained = threading.Event()
+        failing.post(drained.set)
+        assert drained.wait(WAIT)
+        assert isinstance(failing.reported, ValueError)  # reported on the replier's node

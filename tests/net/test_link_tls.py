@@ -568,3 +568,37 @@ def test_a_context_that_would_not_verify_is_refused(pki: Pki) -> None:
         with pytest.raises(UsageError, match="without tls="):
             a.connect("127.0.0.1", 7000, settings=ConnectionSettings(tls_server_name="localhost"))
         assert not a.links
+
+
+def test_run_exits_1_naming_a_plain_connection_a_tls_service_refused(pki: Pki) -> None:
+    # `actorbus run` in a subprocess dials this process's TLS service without TLS
+    import os
+    import sys
+    import time
+
+    from nodes.support import buses as _buses
+
+    root = Path(__file__).resolve().parents[2]
+    with _buses("service") as (peer,):
+        service = peer.listen(0, tls=pki.server())
+        app = pki.dir / "plain-client.properties"
+        app.write_text(
+            "actorbus.actors = sink\n"
+            "actorbus.actor.sink.class = demos.calculator.actors.Sink\n"
+            "actorbus.connections = upstream\n"
+            "actorbus.connection.upstream.host = 127.0.0.1\n"
+            f"actorbus.connection.upstream.port = {service.port}\n"
+        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "actorbus", "run", str(app), "--duration", "15"],
+            capture_output=True, text=True, timeout=60, cwd=root, env=env, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert time.monotonic() - started < 12  # stopped by the refusal, not by --duration
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("actorbus run:")]
+    assert len(lines) == 1, proc.stderr
+    assert "connection 'upstream' failed" in lines[0]
+    assert "a service that speaks TLS closes plain connections" in lines[0]  # the reason
+    assert "give this connection tlsCaFile" in lines[0]  # the fix

@@ -140,6 +140,16 @@ class Dispatcher(abc.ABC):
         """True when called from one of this dispatcher's worker threads."""
         return threading.get_ident() in self._idents
 
+    def blocking_here_would_deadlock(self) -> bool:
+        """True when the calling thread is this dispatcher's only thread.
+
+        The rule: a task that blocks its thread until this dispatcher has run
+        another task (an actor's startup, a replier's request callback) never
+        returns when that thread is the only one that could run it.  Waits that
+        can deadlock so (``Completion.wait``, ``Actor.ask_blocking``) check it
+        and raise :class:`~actorbus.UsageError` instead of blocking."""
+        return self.thread_count == 1 and self.owns_current_thread()
+
     # ------------------------------------------------------------------- lifecycle
 
     def start(self) -> None:

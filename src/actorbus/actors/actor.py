@@ -80,7 +80,9 @@ class Actor(FeedOwner):
       ``task_failures`` counts it.
     * A request callback that raises also ends that replier's part of the
       request with an ERROR reply (naming the exception's class), so the
-      requestor does not wait for its timeout.  A reply of a class the request
+      requestor does not wait for its timeout; a :meth:`serve` handler that
+      raises is such a callback (``serve(..., error_detail="message")`` sends
+      the exception's text too).  A reply of a class the request
       does not allow does the same, and ``reply()`` raises
       :class:`~actorbus.RequestError` to the replier.
     * An exception raised by ``startup()`` leaves the actor *not started*; it is

@@ -149,7 +149,7 @@ class Completion:
         with self._lock:
             dispatchers = {id(d): d for _, d in self._pending.values()}
         for d in dispatchers.values():
-            if d.thread_count == 1 and d.owns_current_thread():
+            if d.blocking_here_would_deadlock():
                 raise UsageError(
                     f"Completion.wait() called on the only thread of dispatcher {d.name!r}, "
                     f"which must run the pending {self.action} itself: this would deadlock. "

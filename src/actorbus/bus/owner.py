@@ -37,11 +37,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import queue
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..errors import RegistrationError, RequestError, RequestTimeoutError, UsageError
+from ..errors import RegistrationError, UsageError
+from ._oneshot import (
+    AsyncServer,
+    FirstAnswer,
+    ReplierUp,
+    Server,
+    is_end_marker,
+    refuse_blocking_deadlock,
+    timed_out,
+)
 from .feeds import (
     IncomingRequest,
     PublishFeed,
@@ -55,12 +65,12 @@ from .feeds import (
 from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request
 from .queues import QueueGroup
 from .scope import FeedState, Scope
-from .subjects import Wildcard
+from .subjects import Wildcard, warn_if_star_in_exact_subject
 
 if TYPE_CHECKING:
     from .router import Router
 
-__all__ = ["FeedOwner"]
+__all__ = ["FeedOwner", "refuse_blocking_deadlock"]
 
 N = TypeVar("N", bound=Notification)
 Q = TypeVar("Q", bound=Request)
@@ -94,7 +104,9 @@ def subscription_key(cls: Any, subject: Any) -> tuple[MessageKey, Wildcard | Non
     and the wildcard if it is one."""
     if isinstance(subject, Wildcard):
         return checked_key(cls, subject.text, Notification), subject
-    return checked_key(cls, subject, Notification), None
+    key = checked_key(cls, subject, Notification)
+    warn_if_star_in_exact_subject(subject)
+    return key, None
 
 
 class FeedOwner:
@@ -364,6 +376,7 @@ class FeedOwner:
         scope: Scope = Scope.LOCAL_AND_REMOTE,
         condition: Callable[[Q], bool] | None = None,
         discoverable: bool = True,
+        error_detail: Literal["class", "message"] = "class",
     ) -> ReplyFeed[Q]:
         r"""Advertise (UP) a replier whose ``handler(request)`` *returns* the reply.
 
@@ -373,64 +386,82 @@ class FeedOwner:
           a bare ``Reply`` with status ``OK_FINAL`` ends the stream (:meth:`ask`
           and :meth:`ask_all` leave that marker out).  ``async def`` handlers and
           async generators do the same on an asyncio dispatcher.
-        * An exception becomes an ``ERROR`` reply whose reason is the
-          exception's class and message; the requestor gets it (:meth:`ask`
-          raises it as :class:`~actorbus.RequestError`), and it is not reported
-          as a failure of the actor.  Returning None is a mistake: the requestor
-          gets an ERROR reply and the actor's failure contract reports it.
+        * An exception is a failure of the request callback, as for any
+          replier (the failure contract of :class:`~actorbus.Actor`): it is
+          reported on the replier's node (``on_failure``, by default logged
+          with the actor, the handler and the key; the actor keeps running),
+          and the requestor gets an ``ERROR`` reply (:meth:`ask` raises it as
+          :class:`~actorbus.RequestError`).  What that reply tells the
+          requestor, which may be a remote node or a browser, is
+          ``error_detail``: ``"class"`` (the default) names the exception's
+          class only, its text staying in the replier's log; ``"message"``
+          sends ``"Class: text"``, for handlers whose messages are meant for
+          the requestor.  Returning None, or something that is not a Reply,
+          is a mistake reported the same way.
 
         ``discoverable=False``: discovery never lists the replier.
 
         Returns the reply feed (close it, or let ``shutdown`` close it, to stop)."""
         if not callable(handler):
             raise UsageError(f"serve() takes a callable handler(request), found {handler!r}")
+        if error_detail not in ("class", "message"):
+            raise UsageError(
+                f"serve(error_detail={error_detail!r}): expected 'class' (the requestor is "
+                f"told the exception's class only, the default) or 'message' (its class "
+                f"and text)"
+            )
         feed = self._open_reply_feed(
             message_class, subject, scope, condition, discoverable=discoverable
         )
         _refuse_async(feed, handler, "request", streams=True)
         if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
-            feed.request_callback(_AsyncServer(handler))
+            feed.request_callback(AsyncServer(handler, error_detail))
         else:
-            feed.request_callback(_Server(handler))
+            feed.request_callback(Server(handler, error_detail))
         feed.advertise()
         feed.update_feed_state(FeedState.UP)
         return feed
 
-    async def ask(
+    def ask(
         self,
         request: Request,
         *,
         timeout: float | None = None,
         scope: Scope = Scope.LOCAL_AND_REMOTE,
-    ) -> Reply:
+    ) -> Coroutine[Any, Any, Reply]:
         """``await`` the answer to ``request`` (in ``async def`` code on an asyncio
         dispatcher, or any running event loop).
 
         Returns the first replier's final reply (for a streaming replier, its
         last reply); once it has it, the request is cancelled for any other
-        replier.  Raises :class:`~actorbus.RequestError` at once when no replier
-        is up, or with the replier's reason when the answer is an ERROR reply,
-        and :class:`~actorbus.RequestTimeoutError` (a :class:`TimeoutError`)
-        when ``timeout`` seconds pass first."""
-        last: Reply | None = None
-        replies = self._replies(request, timeout, scope, stop_at_final=True)
+        replier.  When no replier is UP yet, it waits for one within
+        ``timeout`` (actors on other dispatchers start concurrently; with
+        ``timeout=None`` it waits as long as it takes).  Raises
+        :class:`~actorbus.RequestError` with the replier's reason when the
+        answer is an ERROR reply, and :class:`~actorbus.RequestTimeoutError`
+        (a :class:`TimeoutError`) when ``timeout`` seconds pass first: "no
+        replier came up within N s" if none came UP, else "no answer".
+
+        Called where no event loop runs (a thread dispatcher's callback), it
+        raises :class:`~actorbus.UsageError` at once, naming
+        :meth:`ask_blocking`, rather than return a coroutine nobody awaits."""
+        loop = self._ab_loop_for(request, "ask")
+        return self._ab_ask(request, timeout, scope, loop)
+
+    async def _ab_ask(
+        self,
+        request: Request,
+        timeout: float | None,
+        scope: Scope,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Reply:
+        answer = FirstAnswer(request)
+        replies = self._replies(request, timeout, scope, loop, stop_at_final=True)
         async with contextlib.aclosing(replies):  # closing it cancels the request
             async for reply in replies:
-                if reply.status is ReplyStatus.ERROR:
-                    raise RequestError(
-                        f"{type(request).__qualname__} on {request.subject!r}: the replier "
-                        f"answered ERROR: {reply.reason}"
-                    )
-                if not _is_end_marker(reply):
-                    last = reply
-                if reply.status is not ReplyStatus.OK_CONTINUING:
+                if answer.take(reply):
                     break
-        if last is None:
-            raise RequestError(
-                f"{type(request).__qualname__} on {request.subject!r}: the replier ended "
-                f"its stream without a reply"
-            )
-        return last
+        return answer.result()
 
     def ask_all(
         self,
@@ -441,28 +472,100 @@ class FeedOwner:
     ) -> AsyncIterator[Reply]:
         """``async for reply in self.ask_all(request)``: every reply of every
         replier, as they arrive, until all finished (a replier's ERROR reply
-        included: check ``reply.status``).  Raises :class:`~actorbus.RequestError`
-        at once when no replier is up, and :class:`~actorbus.RequestTimeoutError`
-        when ``timeout`` seconds pass before every replier finished.  Closing the
+        included: check ``reply.status``).  Waits within ``timeout`` for a
+        replier to come UP, as :meth:`ask` does; raises
+        :class:`~actorbus.RequestTimeoutError` when ``timeout`` seconds pass
+        before one came UP or before every replier finished.  Closing the
         iterator early (``contextlib.aclosing``, or leaving the loop and letting
-        it go) cancels the request."""
-        return self._replies(request, timeout, scope, stop_at_final=False)
+        it go) cancels the request.  Called where no event loop runs, it raises
+        :class:`~actorbus.UsageError` at once, as :meth:`ask` does."""
+        loop = self._ab_loop_for(request, "ask_all")
+        return self._replies(request, timeout, scope, loop, stop_at_final=False)
 
-    async def _replies(
-        self, request: Request, timeout: float | None, scope: Scope, *, stop_at_final: bool
-    ) -> AsyncGenerator[Reply, None]:
+    def ask_blocking(
+        self,
+        request: Request,
+        *,
+        timeout: float | None = None,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+    ) -> Reply:
+        """Block until the answer to ``request`` arrives and return it: the form
+        of :meth:`ask` for code that is not ``async def``, such as an actor's
+        callbacks on a thread dispatcher.
+
+        Same answer, waiting rule and errors as :meth:`ask`.  The actor's own
+        mailbox is blocked meanwhile (its other tasks wait), so keep
+        ``timeout`` short.  Raises :class:`~actorbus.UsageError` instead of
+        blocking when that would deadlock: when a replier of the request's key
+        is this actor itself, or is pinned to the dispatcher whose only thread
+        is the calling one (the rule of
+        ``Dispatcher.blocking_here_would_deadlock``), and when called on a
+        running event loop (use ``await self.ask(...)`` there)."""
+        if not isinstance(request, Request):
+            raise UsageError(f"expected a Request message, found {request!r}")
+        key = MessageKey.of(request)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                f"ask_blocking() of {key} called on a running event loop, which it would "
+                f"block; in async def code use await self.ask(request, timeout=...)"
+            )
+        router, _ = self._ab_feed_context()
+        refuse_blocking_deadlock(router, key, self, "ask_blocking")
+        replies: queue.SimpleQueue[tuple[int, Reply, RequestHandle[Any]]] = queue.SimpleQueue()
+        feed: RequestFeed[Any] = RequestFeed(
+            router, self, key, scope, post=_direct, discoverable=False
+        )
+        up = ReplierUp()
+        feed.reply_callback(
+            lambda remaining, reply, handle: replies.put((remaining, reply, handle))
+        )
+        feed.status_callback(up)
+        feed.subscribe()
+        answer = FirstAnswer(request)
+        try:
+            handle = up.request_blocking(feed, request, timeout)
+            while True:
+                # the request's own timeout ends it with an ERROR reply
+                remaining, reply, _h = replies.get()
+                if reply.status is ReplyStatus.ERROR and handle.timed_out:
+                    raise timed_out(request, timeout, stop_at_final=True)
+                if answer.take(reply) or remaining == 0:
+                    break
+        finally:
+            feed.close()  # cancels what is still outstanding
+        return answer.result()
+
+    def _ab_loop_for(self, request: Request, form: str) -> asyncio.AbstractEventLoop:
+        """The running loop ``ask``/``ask_all`` resume on, or UsageError naming the fix."""
         if not isinstance(request, Request):
             raise UsageError(f"expected a Request message, found {request!r}")
         try:
-            loop = asyncio.get_running_loop()
+            return asyncio.get_running_loop()
         except RuntimeError:
+            where = self._ab_dispatcher_info()
+            place = f" on dispatcher {where[0]!r} (kind {where[1]!r})" if where else ""
             raise UsageError(
-                f"ask() of {request!r} needs a running event loop: call it with await from "
-                f"an async def callback of an actor on an asyncio dispatcher; elsewhere use "
-                f"a requestor feed (self.requestor) or bus.request_all()"
+                f"{form}() of {request!r} needs a running event loop, and none runs here"
+                f"{place}: call it with await from an async def callback of an actor on an "
+                f"asyncio dispatcher; in a plain def callback (a thread dispatcher) use "
+                f"self.ask_blocking(request, timeout=...)"
             ) from None
-        queue: asyncio.Queue[tuple[int, Reply, RequestHandle[Any]]] = asyncio.Queue()
-        put = queue.put_nowait
+
+    async def _replies(
+        self,
+        request: Request,
+        timeout: float | None,
+        scope: Scope,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        stop_at_final: bool,
+    ) -> AsyncGenerator[Reply, None]:
+        arrived: asyncio.Queue[tuple[int, Reply, RequestHandle[Any]]] = asyncio.Queue()
+        put = arrived.put_nowait
         on_loop = loop.call_soon_threadsafe
 
         def deliver(remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
@@ -472,20 +575,17 @@ class FeedOwner:
         feed: RequestFeed[Any] = RequestFeed(
             router, self, MessageKey.of(request), scope, post=_direct, discoverable=False
         )
+        up = ReplierUp(loop)
         feed.reply_callback(deliver)
-        feed.status_callback(_ignore)
+        feed.status_callback(up)
         feed.subscribe()
         try:
-            handle = feed.request(request, timeout=timeout)
+            handle = await up.request(feed, request, timeout)
             while True:
-                remaining, reply, _h = await queue.get()
+                remaining, reply, _h = await arrived.get()
                 if reply.status is ReplyStatus.ERROR and handle.timed_out:
-                    raise RequestTimeoutError(
-                        f"{type(request).__qualname__} on {request.subject!r}: no "
-                        f"{'answer' if stop_at_final else 'end of replies'} within "
-                        f"{timeout:g} s; raise the timeout or check that the replier answers"
-                    )
-                if not _is_end_marker(reply):
+                    raise timed_out(request, timeout, stop_at_final=stop_at_final)
+                if not is_end_marker(reply):
                     yield reply
                 elif stop_at_final:
                     yield reply  # ask() needs to see the end of the stream
@@ -501,157 +601,4 @@ def _moved(name: str) -> None:
         f"arguments (the old name goes away in the next release)",
         DeprecationWarning,
         stacklevel=3,
-    )
-
-
-def _ignore(*args: object) -> None:
-    pass
-
-
-def _is_end_marker(reply: Reply) -> bool:
-    """A bare Reply with status OK_FINAL: the end of a streamed answer (serve())."""
-    return type(reply) is Reply and reply.status is ReplyStatus.OK_FINAL and reply.reason is None
-
-
-def _final(reply: Reply) -> Reply:
-    return reply if reply.status.is_final else reply._replace(status=ReplyStatus.OK_FINAL)
-
-
-def _continuing(value: object, handler: object) -> Reply:
-    if not isinstance(value, Reply):
-        raise UsageError(
-            f"handler {_name(handler)} yielded {value!r}; a streaming handler yields Reply "
-            f"instances of a class its request allows"
-        )
-    if value.status is ReplyStatus.OK_CONTINUING:
-        return value
-    return value._replace(status=ReplyStatus.OK_CONTINUING)  # type: ignore[no-any-return]
-
-
-def _name(fn: object) -> str:
-    name = getattr(fn, "__qualname__", None)
-    return name if isinstance(name, str) else repr(fn)
-
-
-def _error(incoming: IncomingRequest[Any], exc: Exception) -> None:
-    """The handler raised ``exc``: answer ERROR with its class and message.  When
-    the request is no longer active and ``exc`` is reply()'s refusal of the
-    handler's reply (which already answered ERROR), re-raise it for the actor's
-    failure contract: that is a bug in the handler, not an answer."""
-    if not incoming.is_active and isinstance(exc, RequestError):
-        raise exc
-    if incoming.is_active:
-        text = str(exc)
-        incoming.reply(
-            Reply(
-                incoming.request.subject,
-                status=ReplyStatus.ERROR,
-                reason=f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
-            )
-        )
-
-
-def _returned_none(incoming: IncomingRequest[Any], handler: object) -> UsageError:
-    problem = (
-        f"handler {_name(handler)} returned None for {incoming.request!r}; return a Reply "
-        f"(or yield Replies to stream them, or raise to answer ERROR)"
-    )
-    if incoming.is_active:
-        incoming.reply(
-            Reply(incoming.request.subject, status=ReplyStatus.ERROR, reason="replier failed")
-        )
-    return UsageError(problem)
-
-
-class _Server:
-    """The request callback of :meth:`FeedOwner.serve` for a plain or generator handler."""
-
-    __slots__ = ("__qualname__", "handler")
-
-    def __init__(self, handler: Callable[[Any], Any]) -> None:
-        self.handler = handler
-        self.__qualname__ = _name(handler)  # failure reports name the handler
-
-    def __call__(self, incoming: IncomingRequest[Any]) -> None:
-        try:
-            result = self.handler(incoming.request)
-            if inspect.isgenerator(result):
-                self._stream(incoming, result)
-                return
-        except Exception as exc:
-            _error(incoming, exc)
-            return
-        _answer(incoming, self.handler, result)
-
-    def _stream(self, incoming: IncomingRequest[Any], gen: Any) -> None:
-        try:
-            while True:
-                try:
-                    value = next(gen)
-                except StopIteration as stop:
-                    end = stop.value
-                    incoming.reply(
-                        _final(end)
-                        if isinstance(end, Reply)
-                        else Reply(incoming.request.subject, status=ReplyStatus.OK_FINAL)
-                    )
-                    return
-                if not incoming.reply(_continuing(value, self.handler)):
-                    return  # cancelled: stop the generator
-        except Exception as exc:
-            _error(incoming, exc)
-        finally:
-            gen.close()
-
-
-class _AsyncServer(_Server):
-    """The request callback of :meth:`FeedOwner.serve` for an ``async def`` handler
-    or an async generator (run by an asyncio dispatcher, which awaits it)."""
-
-    __slots__ = ()
-
-    def __call__(self, incoming: IncomingRequest[Any]) -> Coroutine[Any, Any, None]:  # type: ignore[override]
-        return self._serve(incoming)
-
-    async def _serve(self, incoming: IncomingRequest[Any]) -> None:
-        try:
-            result = self.handler(incoming.request)
-            if inspect.isasyncgen(result):
-                await self._astream(incoming, result)
-                return
-            result = await result
-        except Exception as exc:
-            _error(incoming, exc)
-            return
-        _answer(incoming, self.handler, result)
-
-    async def _astream(self, incoming: IncomingRequest[Any], agen: Any) -> None:
-        try:
-            async for value in agen:
-                if not incoming.reply(_continuing(value, self.handler)):
-                    return
-            incoming.reply(Reply(incoming.request.subject, status=ReplyStatus.OK_FINAL))
-        except Exception as exc:
-            _error(incoming, exc)
-        finally:
-            await agen.aclose()
-
-
-def _answer(incoming: IncomingRequest[Any], handler: object, result: object) -> None:
-    """Send what a (non-streaming) handler returned as the final reply."""
-    if result is None:
-        raise _returned_none(incoming, handler)
-    if not isinstance(result, Reply):
-        _error(incoming, _not_a_reply(handler, result))
-        return
-    try:
-        incoming.reply(_final(result))
-    except Exception as exc:
-        _error(incoming, exc)
-
-
-def _not_a_reply(handler: object, result: object) -> UsageError:
-    return UsageError(
-        f"handler {_name(handler)} returned {type(result).__name__} {result!r}, not a Reply; "
-        f"return an instance of a reply class the request allows"
     )

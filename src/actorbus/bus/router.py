@@ -780,6 +780,13 @@ class Router:
                 p.congestion_changed(now)
 
     # ------------------------------------------------------------------ inspect
+    def repliers(self, key: MessageKey) -> tuple[ReplyFeed[Any], ...]:
+        """The reply feeds advertised for ``key`` here, UP or not (local ones and
+        the proxies of remote ones)."""
+        with self.lock:
+            entry = self.entries.get(key)
+            return tuple(entry.repliers) if entry is not None else ()
+
     def feeds(self, key: MessageKey) -> dict[str, int]:
         """How many feeds of each role are placed for ``key`` (for tests and tools)."""
         entry = self.entries.get(key)

@@ -43,14 +43,24 @@ more than one pattern matched.
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
+import sys
+import threading
+import warnings
 from collections import Counter
 from operator import itemgetter
 from typing import Any, Generic, NoReturn, TypeVar
 
-from actorbus.errors import SubjectPatternError, UsageError
+from actorbus.errors import SubjectPatternError, UsageError, UsageWarning
 
-__all__ = ["Wildcard", "WildcardIndex", "is_private", "new_private_subject"]
+__all__ = [
+    "Wildcard",
+    "WildcardIndex",
+    "is_private",
+    "new_private_subject",
+    "warn_if_star_in_exact_subject",
+]
 
 T = TypeVar("T")
 
@@ -114,6 +124,46 @@ def _check(dialect: str, text: object) -> None:
         )
     if fault is not None:
         raise SubjectPatternError(f"{dialect} pattern {text!r}: {fault}")
+
+
+_warned_subjects: set[str] = set()
+_warned_lock = threading.Lock()
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_if_star_in_exact_subject(subject: str) -> None:
+    """Warn (:class:`~actorbus.errors.UsageWarning`, once per distinct subject) that
+    a subscription's ``str`` subject holding ``*`` is exact, naming the
+    :class:`Wildcard` that would match many subjects.
+
+    The rule: a plain ``str`` subject is always exact (a ``*`` in it is a plain
+    character); a wildcard is always built explicitly.  The warning points at
+    the first caller outside actorbus."""
+    if _STAR not in subject:
+        return
+    with _warned_lock:
+        if subject in _warned_subjects:
+            return
+        _warned_subjects.add(subject)
+    if _levels_fault(subject, subject[1:].split("/")) is None:
+        fix = f"Wildcard.levels({subject!r})"
+    elif _prefix_fault(subject) is None:
+        fix = f"Wildcard.prefix({subject!r})"
+    else:
+        fix = "a Wildcard.levels(...) or Wildcard.prefix(...) pattern (docs/subjects.md)"
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"subscription subject {subject!r} is a str, so it is exact: its '*' matches only "
+        f"a '*' in a subject, not other subjects; to match many subjects pass {fix} "
+        f"instead (from actorbus import Wildcard).  If the '*' is meant literally, "
+        f"ignore this UsageWarning with warnings.filterwarnings",
+        UsageWarning,
+        stacklevel=level,
+    )
 
 
 class Wildcard:

@@ -213,7 +213,8 @@ class ActorConfig:
     #: dotted path of the Actor subclass (or a factory callable).
     class_path: str
     dispatcher: str | None = None
-    #: every other ``actor.NAME.KEY=value`` pair, as strings, passed to the factory.
+    #: every other ``actor.NAME.KEY=value`` pair, as strings; ``actorbus run`` passes
+    #: each as a keyword argument, KEY in Python spelling (docs/configuration.md).
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 

@@ -425,7 +425,6 @@ def _extract(cls: Any) -> MachineSpec:
     )
 
 
-
 def machine_spec(declaration: Declaration) -> MachineSpec:
     """Deprecated here: :func:`actorbus.fsm.machine_spec` (which reads ``.sm`` paths
     too).  Warns, then builds the spec of a declaration that is not a path."""

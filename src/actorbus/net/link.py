@@ -382,7 +382,13 @@ class Link:
 
     def connection_over(self, connection: _Connection | None, reason: str) -> None:
         """A connection ended (or a dial failed: ``connection`` None): count, then
-        reconnect or close."""
+        reconnect or close.
+
+        A connection this link dialled that ended before logging on (the peer
+        refused the secret, a TLS service met a plain client, the logon timed
+        out) failed as a refused dial does, and is reported the same way: at
+        WARNING, at most once per DIAL_REPORT_INTERVAL, and, without reconnect,
+        as a failed link (``actorbus run`` exits 1 naming it)."""
         with self._cond:
             if connection is not None:
                 totals = self._totals
@@ -390,6 +396,15 @@ class Link:
                 if self._connection is connection:
                     self._connection = None
             self._last_reason = reason
+        refused = (
+            connection is not None
+            and self.initiator
+            and not connection.logged_on
+            and not self._closing
+            and not self._net.closing
+        )
+        if refused:
+            self._report_dial_failure(reason)
         if self.reconnect and self.initiator and not self._closing and not self._net.closing:
             delay = self._backoff()
             self._failures += 1
@@ -407,6 +422,8 @@ class Link:
             return
         self._set_status(LinkStatus.CLOSED)
         self._net.forget(self)
+        if refused:
+            self._net.link_failed(self, reason)
 
     def count_lost(self, n: int) -> None:
         """``n`` data messages written to an earlier connection never arrived."""

@@ -395,20 +395,22 @@ class NodeNet:
     @property
     def failed_links(self) -> tuple[tuple[str, str], ...]:
         """(name, reason) of every client link without reconnect whose dial
-        failed: it is closed and will not try again."""
+        failed, or whose connection ended before logging on (the peer refused
+        its secret, TLS on one end only): it is closed and will not try again."""
         with self._lock:
             return tuple(self._failed)
 
     def on_link_failed(self, listener: Callable[[str, str], object]) -> None:
         """Call ``listener(name, reason)`` (on the link's I/O thread) for each
-        client link without reconnect whose dial fails from now on."""
+        client link without reconnect whose dial (or logon) fails from now on."""
         with self._lock:
             self._failure_listeners.append(listener)
 
     # ---------------------------------------- used by links, connections and services
 
     def link_failed(self, link: Link, reason: str) -> None:
-        """(the link's loop) A client link without reconnect failed to dial."""
+        """(the link's loop) A client link without reconnect failed to dial or
+        to log on."""
         with self._lock:
             self._failed.append((link.name, reason))
             listeners = list(self._failure_listeners)
