@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks demos fuzz
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) tools/private_reach.py --max 85
+	$(PY) tools/private_reach.py --max 72
 
 # The suite needs Graphviz, iproute2, iptables and Chromium besides Python's packages: installed
 # here when missing (root + apt-get), else named on one line and the tests needing them fail.

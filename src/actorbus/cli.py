@@ -313,6 +313,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             module_name, _, attr = spec.class_path.rpartition(".")
             factory = getattr(importlib.import_module(module_name), attr)
             keywords = _actor_keywords(args.properties, spec.name, spec.options)
+            if spec.machine is not None:  # resolved against the properties file's directory
+                keywords["machine"] = spec.machine
             try:
                 actor = factory(spec.name, **keywords)
             except (TypeError, ValueError) as exc:

@@ -140,3 +140,74 @@ def test_other_tools_keys_stay_silent(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_config(props)
+
+
+# ------------------------------------------------------ an FSM actor's machine file
+
+DOOR_SM = """\
+%start Door::Closed
+%map Door
+%%
+Closed { open Opened {} }
+Opened { close Closed {} }
+%%
+"""
+
+
+def test_an_actors_machine_file_follows_the_properties_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "etc"
+    write(conf / "machines" / "door.sm", DOOR_SM)
+    props = write(
+        conf / "app.properties",
+        "actorbus.actors = door\n"
+        "actorbus.actor.door.class = actorbus.fsm.FsmActor\n"
+        "actorbus.actor.door.machine = machines/door.sm\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    (actor,) = load_config(os.path.relpath(props)).actors
+    assert actor.machine == str(conf / "machines" / "door.sm")
+    assert dict(actor.options) == {}  # not an option: a path the loader resolved
+
+
+def test_a_missing_machine_file_names_the_path_searched(tmp_path: Path) -> None:
+    props = write(
+        tmp_path / "conf" / "app.properties",
+        "actorbus.actors = door\n"
+        "actorbus.actor.door.class = actorbus.fsm.FsmActor\n"
+        "actorbus.actor.door.machine = door.sm\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(props)
+    err = info.value
+    assert (err.line, err.key) == (3, "actorbus.actor.door.machine")
+    assert str(tmp_path / "conf" / "door.sm") in str(err)
+    assert "relative to the directory of the properties file" in str(err)
+
+
+def test_actorbus_run_loads_the_machine_beside_its_properties_file(tmp_path: Path) -> None:
+    """A real ``actorbus run`` started in another directory finds the machine."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    conf = tmp_path / "etc"
+    write(conf / "door.sm", DOOR_SM)
+    props = write(
+        conf / "app.properties",
+        "actorbus.actors = door\n"
+        "actorbus.actor.door.class = actorbus.fsm.FsmActor\n"
+        "actorbus.actor.door.machine = door.sm\n",
+    )
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "actorbus", "run", str(props), "--duration", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr

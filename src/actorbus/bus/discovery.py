@@ -151,12 +151,12 @@ def _check_scope(scope: object) -> Scope | None:
 
 def _listed(feed: Any, router: Router, scope: Scope | None) -> bool:
     """True when discovery lists ``feed`` (see the module docstring)."""
-    if feed.remote is not None or not feed._discoverable:
+    if feed.remote is not None or not feed.discoverable:
         return False
-    if scope is not None and feed._scope is not scope:
+    if scope is not None and feed.scope is not scope:
         return False
-    subject = feed._key.subject
-    if subject == router.reserved_subject and feed._owner is router.reserved_owner:
+    subject = feed.key.subject
+    if subject == router.reserved_subject and feed.owner is router.reserved_owner:
         return False
     return not is_private(subject)
 
@@ -166,10 +166,10 @@ _Rows = dict[tuple[str, str, str | None, str, str, str | None], list[int]]
 
 
 def _count(rows: _Rows, feed: Any, role: str, up: bool, wildcard: str | None = None) -> None:
-    key = feed._key
+    key = feed.key
     group: str | None = getattr(feed, "group", None)
     cell = rows.setdefault(
-        (key.message_class.__type_name__, key.subject, wildcard, role, feed._scope.name, group),
+        (key.message_class.__type_name__, key.subject, wildcard, role, feed.scope.name, group),
         [0, 0],
     )
     cell[0] += 1

@@ -132,7 +132,7 @@ def _loose(sub: SubscribeFeed[Any]) -> bool:
     if sub.wild is not None:
         return True
     party = sub.remote
-    return isinstance(party, RemoteParty) and sub.group is None and party._pattern_only(sub._key)
+    return isinstance(party, RemoteParty) and sub.group is None and party._pattern_only(sub.key)
 
 
 def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
@@ -245,7 +245,7 @@ class Router:
     def forget(self, feed: Feed) -> None:
         """Drop an entry that no feed uses any more (keeps memory flat)."""
         with self.lock:
-            entry = self.entries.get(feed._key)
+            entry = self.entries.get(feed.key)
             if entry is not None and entry is feed.entry and entry.empty():
                 self._drop_entry(entry)
 
@@ -271,11 +271,11 @@ class Router:
         # A peer's replier there is its node's own (its discovery replier): that
         # node's router refused any other owner.  A peer's publishers are refused:
         # system notifications never cross a link.
-        if feed._key.subject == self.reserved_subject and feed._owner is not self.reserved_owner:
+        if feed.key.subject == self.reserved_subject and feed.owner is not self.reserved_owner:
             if feed.remote is not None and isinstance(feed, ReplyFeed):
                 return
             raise UsageError(
-                f"cannot advertise on {feed._key}: the subject {self.reserved_subject!r} is "
+                f"cannot advertise on {feed.key}: the subject {self.reserved_subject!r} is "
                 f"reserved for system notifications; subscribe to it, or use another subject"
             )
 
@@ -356,7 +356,7 @@ class Router:
     def _place_wildcard(self, feed: SubscribeFeed[Any]) -> None:
         wild = feed.wild
         assert wild is not None
-        cls = feed._key.message_class
+        cls = feed.key.message_class
         with self.lock:
             index = self.wild.get(cls)
             if index is None:
@@ -374,7 +374,7 @@ class Router:
     def _retract_wildcard(self, feed: SubscribeFeed[Any]) -> None:
         wild = feed.wild
         assert wild is not None
-        cls = feed._key.message_class
+        cls = feed.key.message_class
         with self.lock:
             index = self.wild[cls]
             index.remove(wild, feed)
@@ -590,7 +590,7 @@ class Router:
 
     # --------------------------------------------------------------- state push
     def _live_entry(self, feed: Feed) -> _Entry:
-        entry = self.entries.get(feed._key)
+        entry = self.entries.get(feed.key)
         if entry is None or entry is not feed.entry:
             # the entry was forgotten while the feed was retracted: re-attach
             if entry is None:
@@ -648,8 +648,8 @@ class Router:
                 chosen.append(r)
         if not chosen:
             raise RequestError(
-                f"request() on feed {feed._key}: no replier is up for this key in scope "
-                f"{feed._scope.name} (or every replier's condition refused the request); "
+                f"request() on feed {feed.key}: no replier is up for this key in scope "
+                f"{feed.scope.name} (or every replier's condition refused the request); "
                 f"wait for the request feed's status to report UP"
             )
         return self.dispatch(feed, message, chosen, timeout)
@@ -721,7 +721,7 @@ class Router:
         return party
 
     def _sync_remote_pub(self, entry: _Entry) -> None:
-        local = [p for p in entry.pubs if p.remote is None and p._scope.remote_capable]
+        local = [p for p in entry.pubs if p.remote is None and p.scope.remote_capable]
         now = (bool(local), any(p.declared for p in local))
         if now != entry.remote_pub:
             before, entry.remote_pub = entry.remote_pub, now
@@ -729,7 +729,7 @@ class Router:
                 party._tell(entry.key, Role.PUBLISHER, before, now)
 
     def _sync_remote_rep(self, entry: _Entry) -> None:
-        local = [r for r in entry.repliers if r.remote is None and r._scope.remote_capable]
+        local = [r for r in entry.repliers if r.remote is None and r.scope.remote_capable]
         now = (bool(local), any(r.declared for r in local))
         if now != entry.remote_rep:
             before, entry.remote_rep = entry.remote_rep, now

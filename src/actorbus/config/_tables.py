@@ -29,6 +29,7 @@ from actorbus.config._values import (
     _node_id,
     _reference,
     _Setting,
+    _sm_file,
     _ws_url,
 )
 from actorbus.config.schema import (
@@ -190,6 +191,7 @@ _ACTORS: _Section[ActorConfig] = _Section(
     settings={
         "class": _factory("class_path"),
         "dispatcher": _reference("dispatcher", "dispatcher"),
+        "machine": _sm_file("machine"),
     },
     required=("class",),
     options_field="options",

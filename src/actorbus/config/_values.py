@@ -247,6 +247,20 @@ def _permissions_file(field: str) -> _Setting:
     return _Setting(field, parse, expected, path=True)
 
 
+def _sm_file(field: str) -> _Setting:
+    expected = "expected the path of an SMC state machine file (.sm)"
+
+    def parse(text: str) -> str:
+        if not text.endswith(".sm"):
+            raise _Invalid(f"{text!r}: {expected}")
+        if not os.path.isfile(text):
+            what = "is not a regular file" if os.path.exists(text) else "does not exist"
+            raise _Invalid(f"{text} {what}; {expected}")
+        return text
+
+    return _Setting(field, parse, expected, path=True)
+
+
 def _tls_file(field: str, kind: str) -> _Setting:
     expected = f"expected the path of the file holding {TLS_FILE_KINDS[kind]}"
 

@@ -213,6 +213,9 @@ class ActorConfig:
     #: dotted path of the Actor subclass (or a factory callable).
     class_path: str
     dispatcher: str | None = None
+    #: an SMC ``.sm`` file for an FsmActor (``machine``): ``actorbus run`` passes
+    #: it as the ``machine`` keyword; relative to the properties file's directory.
+    machine: str | None = None
     #: every other ``actor.NAME.KEY=value`` pair, as strings; ``actorbus run`` passes
     #: each as a keyword argument, KEY in Python spelling (docs/configuration.md).
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -105,7 +105,12 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
     try:
         stat = os.stat(name)
     except OSError as exc:
-        raise FsmError(f"cannot read the state machine file {name!r}: {exc.strerror}") from exc
+        searched = "" if os.path.isabs(name) else f" (searched {os.path.abspath(name)})"
+        raise FsmError(
+            f"cannot read the state machine file {name!r}{searched}: {exc.strerror}; a "
+            "relative path is relative to the working directory (give an absolute path, or "
+            "name it in a properties file, whose directory relative paths follow)"
+        ) from exc
     key = os.path.realpath(name)
     stamp = (stat.st_mtime_ns, stat.st_size)
     cached = _LOADED.get(key)
