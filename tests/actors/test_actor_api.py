@@ -33,6 +33,7 @@ API = {
     "serve",
     "ask",
     "ask_all",
+    "ask_blocking",
     # role callbacks a subclass overrides
     "on_publish_status",
     "on_congestion",

@@ -291,6 +291,15 @@ class Actor(FeedOwner):
         d = mailbox.dispatcher
         return d.name, d.kind.value, d.is_async
 
+    def _ab_blocking_deadlock(self) -> str | None:
+        """(FeedOwner's interface) The dispatcher's name when blocking the calling
+        thread would deadlock it (``Dispatcher.blocking_here_would_deadlock``)."""
+        mailbox = self._ab_mailbox
+        if mailbox is None:
+            return None
+        d = mailbox.dispatcher
+        return d.name if d.blocking_here_would_deadlock() else None
+
     def _mailbox_or_raise(self, what: str) -> Mailbox:
         mailbox = self._ab_mailbox
         if mailbox is None:

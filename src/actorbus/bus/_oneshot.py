@@ -23,7 +23,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RequestError, RequestTimeoutError, UsageError
 from .feeds import IncomingRequest, RequestFeed, RequestHandle
@@ -82,6 +82,16 @@ def timed_out(
     )
 
 
+@runtime_checkable
+class _DispatchedOwner(Protocol):
+    """What the blocking forms ask a replier's owner (``FeedOwner`` declares it,
+    ``Actor`` answers it): the owner's dispatcher, when blocking here would stop it."""
+
+    name: str
+
+    def _ab_blocking_deadlock(self) -> str | None: ...
+
+
 def refuse_blocking_deadlock(router: Any, key: MessageKey, asker: object, form: str) -> None:
     """Raise UsageError when a blocking request of ``key`` (by ``asker``, an actor
     or None, through ``form``) would wait for a replier that can only run on the
@@ -95,15 +105,15 @@ def refuse_blocking_deadlock(router: Any, key: MessageKey, asker: object, form: 
                 f"itself a replier of that key: its mailbox runs one task at a time, so "
                 f"this would deadlock; answer the request directly instead of asking"
             )
-        if not getattr(owner, "is_registered", False):
+        if not isinstance(owner, _DispatchedOwner):
             continue  # not an actor (a remote proxy, a script's replier)
-        dispatcher = owner.dispatcher
-        if dispatcher.blocking_here_would_deadlock():
+        dispatcher = owner._ab_blocking_deadlock()
+        if dispatcher is not None:
             raise UsageError(
-                f"{form}() of {key} on the only thread of dispatcher {dispatcher.name!r}, "
+                f"{form}() of {key} on the only thread of dispatcher {dispatcher!r}, "
                 f"to which its replier {owner.name!r} is pinned: this would deadlock (the "
                 f"replier could run only after this task). Pin the replier to another "
-                f"dispatcher (or give {dispatcher.name!r} threadCount >= 2), or ask from an "
+                f"dispatcher (or give {dispatcher!r} threadCount >= 2), or ask from an "
                 f"asyncio dispatcher with await self.ask(...)"
             )
 

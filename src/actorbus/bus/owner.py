@@ -164,6 +164,14 @@ class FeedOwner:
         Feeds use it to refuse ``async def`` callbacks nothing awaits."""
         return None
 
+    def _ab_blocking_deadlock(self) -> str | None:
+        """The name of the dispatcher this owner's callbacks run on when a blocking
+        wait on the calling thread would keep them from ever running (the caller
+        is that dispatcher's only thread); None otherwise, and when the owner has
+        no dispatcher.  The blocking one-call requests use it to refuse a
+        deadlock (``refuse_blocking_deadlock``)."""
+        return None
+
     # -------------------------------------------------------------- long form
     def _open_publish_feed(
         self,
