@@ -235,6 +235,12 @@ class LinkSettings(Settings):
 
 
 #: The high-water mark when ``message_queue_bytes`` is 0 (unlimited): 32 MiB.
+def _path_setting(*, row: Any, doc: str) -> Any:
+    """A setting holding a file's path (None: not set): relative to the properties
+    file's directory in a file, checked when the settings are made."""
+    return setting(None, check=path_check, unit="path", row=row, doc=doc)
+
+
 _UNLIMITED_HIGH_WATER = 32 * 1_048_576
 
 _SECRET_DOC = "a file holding the secret every peer proves at logon (the path, never the secret)"
@@ -279,17 +285,11 @@ class ServiceSettings(LinkSettings):
         unit="connections",
         doc="connections the kernel may hold waiting to be accepted",
     )
-    secret_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    secret_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc=_SECRET_DOC + "; not readable by every user",
     )
-    peer_secrets_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    peer_secrets_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _secret_file(name, holds_one=False),
         doc="a file of `node-id = secret` lines: the nodes that prove a secret of their own",
     )
@@ -301,32 +301,20 @@ class ServiceSettings(LinkSettings):
         doc="`auto`: without a secret the service may listen on loopback only; `none`: links "
         "without a secret accepted on any address (one warning)",
     )
-    permissions_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules: what each peer may publish, subscribe to, request "
         "and reply on (none: everything)",
     )
-    tls_cert_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_cert_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: the service's certificate (PEM, its chain after it); needs `tlsKeyFile`",
     )
-    tls_key_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_key_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
-    tls_ca_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_ca_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the clients' certificates (mutual TLS)",
     )
@@ -373,39 +361,24 @@ class ConnectionSettings(LinkSettings):
         unit="seconds",
         doc="give up a dial the peer does not answer (0: when the operating system does)",
     )
-    secret_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    secret_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
     )
-    permissions_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules: what the node this link dials may do here",
     )
-    tls_ca_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_ca_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the service's certificate; set: the link "
         "speaks TLS and verifies the service's certificate and host name",
     )
-    tls_cert_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_cert_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: this node's client certificate (mutual TLS); needs `tlsKeyFile`",
     )
-    tls_key_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    tls_key_file: str | os.PathLike[str] | None = _path_setting(
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
@@ -441,10 +414,7 @@ class GatewaySettings(Settings):
         doc="`Origin` values a WebSocket handshake may carry (`*`: any); empty: the "
         "gateway's own origin only",
     )
-    token_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    token_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc="a file holding the token every client gives, not readable by every user",
     )
@@ -456,17 +426,11 @@ class GatewaySettings(Settings):
         doc="`auto`: a token is required beyond loopback; `none`: clients without a token "
         "accepted on any address (one warning)",
     )
-    permissions_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules; the clients are the peer named like the gateway",
     )
-    static_dir: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    static_dir: str | os.PathLike[str] | None = _path_setting(
         row=_directory,
         doc="a directory whose files are served over HTTP on the same port",
     )
@@ -545,10 +509,7 @@ class JrepClientSettings(Settings):
     """A client bus of another node's J.REP gateway (``Bus.connect_jrep(url,
     settings=...)``; docs/jrep.md, "Federation")."""
 
-    token_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    token_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc="a file holding the gateway's token, not readable by every user",
     )
@@ -576,10 +537,7 @@ class JrepClientSettings(Settings):
         doc="WebSocket pings and, when idle, J.REP Heartbeats; an unanswered ping ends the "
         "session (0 = off)",
     )
-    permissions_file: str | os.PathLike[str] | None = setting(
-        None,
-        check=path_check,
-        unit="path",
+    permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules; the remote node is the peer named like the client",
     )
