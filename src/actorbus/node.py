@@ -65,6 +65,7 @@ from .config.settings import (
 from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
+    from .net.jrep._views import NodeViews
     from .net.jrep import Gateway, JrepClient
     from .net.link import Link
     from .net.service import Service
@@ -457,13 +458,25 @@ class Bus:
                 raise UsageError(f"{self!r} is closed; make a new Bus to listen or connect")
             from .net.node import NodeNet
 
-            self.net = NodeNet(self)
+            self.net = NodeNet(self, self._views())
             try:
                 self.net.start()
             except BaseException:
                 self.close()
                 raise
         return self.net
+
+    def _views(self) -> NodeViews:
+        """What a gateway's inspect page and metrics read of this node (docs/inspect.md)."""
+        from .net.jrep._views import NodeViews
+
+        router, node_id = self.router, self.node_id
+        return NodeViews(
+            node_id=node_id,
+            dispatchers=self.runtime.stats,
+            topics=lambda: discovery.local_topics(router, node_id),
+            outstanding_requests=lambda: router.outstanding_requests,
+        )
 
     def listen(
         self,

@@ -441,6 +441,22 @@ class GatewaySettings(Settings):
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the gateway runs on (none: the default one)",
     )
+    inspect_page: bool = setting(
+        False,
+        check=bool_check,
+        unit="boolean",
+        row=_boolean,
+        doc="serve `/inspect`, a live page of the node's actors, dispatchers, feeds and links "
+        "(and `/inspect.json`, what it shows), with the gateway's token",
+    )
+    metrics: bool = setting(
+        False,
+        check=bool_check,
+        unit="boolean",
+        row=_boolean,
+        doc="serve `/metrics`, the node's counters in Prometheus' text format, with the "
+        "gateway's token (needs `prometheus_client`: the `metrics` extra)",
+    )
     max_message_size: int = setting(
         1 << 20, low=1, unit="bytes", doc="a larger WebSocket message closes the session (1009)"
     )

@@ -45,6 +45,7 @@ import secrets
 import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._log import RateLimitedLog, logger
@@ -70,6 +71,7 @@ from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
 from ._trim import TRIM_DELAY, fix_mmap_threshold, release_free_memory
 from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
+from .jrep._views import NodeViews
 from .link import Link
 from .service import Service
 
@@ -101,7 +103,7 @@ class NodeNet:
     Made by the bus when its configuration names services or connections, or
     on the first :meth:`Bus.listen` / :meth:`Bus.connect`."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, views: NodeViews | None = None) -> None:
         self.bus = bus
         self.node_id: str = bus.node_id
         self.router: Router = bus.router
@@ -133,6 +135,13 @@ class NodeNet:
         #: throttles the warnings of failed authentications (a stranger may repeat them)
         #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
         self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
+        #: what a gateway's inspect page and metrics read: the node's views
+        #: (handed in by the node) with this side's links and gateways
+        self.views = replace(
+            views or NodeViews(node_id=self.node_id),
+            links=lambda: self.links,
+            gateways=lambda: {g.name: g.counters for g in self.gateways},
+        )
 
     def __repr__(self) -> str:
         return f"<NodeNet {self.node_id} links={len(self._links)} services={len(self._services)}>"

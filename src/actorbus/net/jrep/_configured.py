@@ -57,6 +57,7 @@ def make_gateway(
         static_dir=os.fspath(s.static_dir) if s.static_dir is not None else None,
         types=types,
         config_prefix=config_prefix,
+        views=net.views,
     )
 
 

@@ -13,6 +13,10 @@ ahead, and a response for everything else:
 * a file of the static directory, when one is configured (``/`` is its
   ``index.html``); nothing outside it is ever served (the resolved path must lie
   inside the directory);
+* when the gateway serves them (``inspectPage``, ``metrics``): ``/inspect``
+  (the live page), ``/inspect.js`` (its script), ``/inspect.json`` (what it
+  shows, polled every second) and ``/metrics`` (Prometheus' text format); the
+  page, its JSON and the metrics need the token as a WebSocket does;
 * anything else: 404.
 
 The token (when the gateway has one) comes as the ``token`` query parameter
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import email.utils
 import hmac
+import json
 import mimetypes
 import os
 from collections.abc import Callable
@@ -37,18 +42,29 @@ from websockets.http11 import Request, Response
 
 from ..._log import RateLimitedLog, shown
 from .._credentials import Secret
+from ._metrics import CONTENT_TYPE, Exposition
+from ._views import NodeViews, view_json
 
 __all__ = ["CLIENT_PATH", "HttpFront"]
 
 #: where the JavaScript client is served
 CLIENT_PATH: Final = "/actorbus.js"
+#: the live page, its script, what it shows, and the metrics (each when turned on)
+INSPECT_PATH: Final = "/inspect"
+INSPECT_SCRIPT_PATH: Final = "/inspect.js"
+INSPECT_JSON_PATH: Final = "/inspect.json"
+METRICS_PATH: Final = "/metrics"
 #: largest static file served, in bytes
 MAX_FILE: Final = 64 << 20
 
 
 def client_script() -> bytes:
     """The JavaScript client shipped in the package (``actorbus/web/actorbus.js``)."""
-    return resources.files("actorbus").joinpath("web", "actorbus.js").read_bytes()
+    return _web_file("actorbus.js")
+
+
+def _web_file(name: str) -> bytes:
+    return resources.files("actorbus").joinpath("web", name).read_bytes()
 
 
 class HttpFront:
@@ -64,6 +80,9 @@ class HttpFront:
         static_dir: str | None,
         log: RateLimitedLog,
         count: Callable[[str], None],
+        views: NodeViews | None = None,
+        inspect_page: bool = False,
+        metrics: bool = False,
     ) -> None:
         self.name = name
         self.path = path
@@ -72,6 +91,10 @@ class HttpFront:
         self.static_dir = os.path.realpath(static_dir) if static_dir is not None else None
         self._log = log
         self._count = count
+        self.views = views
+        #: the inspect page's and the metrics' routes, when turned on (and given views)
+        self.inspect_page = inspect_page and views is not None
+        self.metrics = Exposition(views) if metrics and views is not None else None
 
     def process_request(self, connection: Any, request: Request) -> Response | None:
         url = urlsplit(request.path)
@@ -80,6 +103,9 @@ class HttpFront:
         self._count("http")
         if url.path == CLIENT_PATH:
             return _file(200, client_script(), "text/javascript; charset=utf-8")
+        inspected = self._inspect(connection, request, url.path, url.query)
+        if inspected is not None:
+            return inspected
         if self.static_dir is not None:
             found = self._static(url.path)
             if found is not None:
@@ -99,21 +125,51 @@ class HttpFront:
                 connection,
                 403,
                 "origin",
+                "a WebSocket",
                 f"origin {shown(origin)} is not allowed",
                 "origin not allowed; the gateway's allowed origins must list it",
             )
-        if self.token is not None:
-            given = _token_of(headers.get("Authorization"), query)
-            if given is None or not hmac.compare_digest(given, self.token.reveal()):
-                what = "no token" if given is None else "a wrong token"
-                return self._refuse(
-                    connection,
-                    401,
-                    "token",
-                    f"{what} given",
-                    "a valid token is required: ?token=... or Authorization: Bearer ...",
-                )
-        return None
+        return self._token_refusal(connection, headers, query, "a WebSocket")
+
+    def _token_refusal(
+        self, connection: Any, headers: Headers, query: str, what: str
+    ) -> Response | None:
+        """401 when the gateway has a token and the request does not carry it."""
+        if self.token is None:
+            return None
+        given = _token_of(headers.get("Authorization"), query)
+        if given is not None and hmac.compare_digest(given, self.token.reveal()):
+            return None
+        return self._refuse(
+            connection,
+            401,
+            "token",
+            what,
+            f"{'no token' if given is None else 'a wrong token'} given",
+            "a valid token is required: ?token=... or Authorization: Bearer ...",
+        )
+
+    def _inspect(self, connection: Any, request: Request, path: str, query: str) -> Response | None:
+        """The inspect page's and the metrics' routes (None: not one of them, or off)."""
+        metrics = self.metrics
+        if path == METRICS_PATH and metrics is not None:
+            return self._token_refusal(connection, request.headers, query, "a scrape") or _file(
+                200, metrics.render(), CONTENT_TYPE
+            )
+        if not self.inspect_page:
+            return None
+        if path == INSPECT_SCRIPT_PATH:
+            return _file(200, _web_file("inspect.js"), "text/javascript; charset=utf-8")
+        if path not in (INSPECT_PATH, INSPECT_JSON_PATH):
+            return None
+        refused = self._token_refusal(connection, request.headers, query, "an inspect request")
+        if refused is not None:
+            return refused
+        if path == INSPECT_PATH:
+            return _file(200, _web_file("inspect.html"), "text/html; charset=utf-8")
+        assert self.views is not None
+        body = json.dumps(view_json(self.views), separators=(",", ":")).encode()
+        return _file(200, body, "application/json")
 
     def _origin_allowed(self, origin: str, host: str) -> bool:
         allowed = self.allowed_origins
@@ -121,14 +177,17 @@ class HttpFront:
             return origin in (f"http://{host}", f"https://{host}")
         return "*" in allowed or origin in allowed
 
-    def _refuse(self, connection: Any, status: int, kind: str, logged: str, told: str) -> Response:
+    def _refuse(
+        self, connection: Any, status: int, kind: str, what: str, logged: str, told: str
+    ) -> Response:
         self._count("refused")
         remote = getattr(connection, "remote_address", None)
         peer = f"{remote[0]}:{remote[1]}" if isinstance(remote, tuple) else "?"
         self._log.warning(
             (self.name, kind),
-            "jrep gateway {}: refused a WebSocket from {}: {}",
+            "jrep gateway {}: refused {} from {}: {}",
             self.name,
+            what,
             peer,
             logged,
         )

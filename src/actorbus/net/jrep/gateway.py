@@ -13,6 +13,11 @@ token.  One without a token may listen on a loopback address only, unless its
 ``auth`` is ``"none"`` (clients accepted without a token knowingly; a warning
 when it opens) — the rule a TCP service applies to its secret.
 
+The same token guards the node's inspect page and its Prometheus metrics,
+when the settings turn them on (``inspect_page``, ``metrics``; read through the
+:class:`~._views.NodeViews` the node hands over): the rule above is what keeps
+them on loopback unless a token, or ``auth="none"``, says otherwise.
+
 **Permissions.**  Every client of a gateway is the peer named by the gateway's
 name in the permissions (``allow subscribe web /prices/...`` for a gateway
 named ``web``, or a role holding that name, or ``*``): the gateway hands each
@@ -49,9 +54,11 @@ from ...errors import ConfigError, UsageError
 from .._address import endpoint
 from .._credentials import GENERATE, Secret
 from ._http import HttpFront
+from ._metrics import check_available
 from ._session import Session
 from ._session_base import SessionBase
 from ._settings import GatewaySettings, GatewayStats
+from ._views import NodeViews
 
 if TYPE_CHECKING:
     from ...bus.router import Router
@@ -94,6 +101,7 @@ class Gateway:
         static_dir: str | None = None,
         types: Mapping[str, type[Message] | str] | None = None,
         config_prefix: str | None = None,
+        views: NodeViews | None = None,
     ) -> None:
         def key(name: str) -> str | None:
             return f"{config_prefix}{name}" if config_prefix else None
@@ -137,6 +145,8 @@ class Gateway:
         #: subject -> message class for messages without a Type part
         self.types = _types(name, types or {}, key("types"))
         self.close_timeout = 2.0
+        if self.settings.metrics:
+            check_available(name, key("metrics"))
         self._http = HttpFront(
             name=name,
             path=path,
@@ -145,6 +155,9 @@ class Gateway:
             static_dir=static_dir,
             log=peer_log,
             count=self._count,
+            views=views,
+            inspect_page=self.settings.inspect_page,
+            metrics=self.settings.metrics,
         )
         self._lock = threading.Lock()
         self._sessions: dict[Session, asyncio.Event] = {}
