@@ -65,8 +65,8 @@ from .config.settings import (
 from .errors import RequestError, UsageError
 
 if TYPE_CHECKING:
-    from .net.jrep._views import NodeViews
     from .net.jrep import Gateway, JrepClient
+    from .net.jrep._views import NodeViews
     from .net.link import Link
     from .net.service import Service
 

@@ -124,10 +124,10 @@ class HttpFront:
             return self._refuse(
                 connection,
                 403,
-                "origin",
-                "a WebSocket",
-                f"origin {shown(origin)} is not allowed",
-                "origin not allowed; the gateway's allowed origins must list it",
+                kind="origin",
+                what="a WebSocket",
+                logged=f"origin {shown(origin)} is not allowed",
+                told="origin not allowed; the gateway's allowed origins must list it",
             )
         return self._token_refusal(connection, headers, query, "a WebSocket")
 
@@ -143,10 +143,10 @@ class HttpFront:
         return self._refuse(
             connection,
             401,
-            "token",
-            what,
-            f"{'no token' if given is None else 'a wrong token'} given",
-            "a valid token is required: ?token=... or Authorization: Bearer ...",
+            kind="token",
+            what=what,
+            logged=f"{'no token' if given is None else 'a wrong token'} given",
+            told="a valid token is required: ?token=... or Authorization: Bearer ...",
         )
 
     def _inspect(self, connection: Any, request: Request, path: str, query: str) -> Response | None:
@@ -178,7 +178,7 @@ class HttpFront:
         return "*" in allowed or origin in allowed
 
     def _refuse(
-        self, connection: Any, status: int, kind: str, what: str, logged: str, told: str
+        self, connection: Any, status: int, *, kind: str, what: str, logged: str, told: str
     ) -> Response:
         self._count("refused")
         remote = getattr(connection, "remote_address", None)

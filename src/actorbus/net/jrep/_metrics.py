@@ -103,7 +103,9 @@ class _Collector:
             labels=["node", "link", "peer"],
         )
         logged_on = GaugeMetricFamily(
-            "actorbus_link_logged_on", "1 while a link is logged on", labels=["node", "link", "peer"]
+            "actorbus_link_logged_on",
+            "1 while a link is logged on",
+            labels=["node", "link", "peer"],
         )
         for link in views.links():
             c = link.counters

@@ -50,8 +50,8 @@ class NodeViews:
 def view_json(views: NodeViews) -> dict[str, Any]:
     """What ``/inspect.json`` answers: the node's dispatchers, actors, feeds and links
     as JSON values (the page's tables)."""
-    dispatchers = []
-    actors = []
+    dispatchers: list[dict[str, Any]] = []
+    actors: list[dict[str, Any]] = []
     for name, stats in sorted(views.dispatchers().items()):
         dispatchers.append(
             {
@@ -87,7 +87,7 @@ def view_json(views: NodeViews) -> dict[str, Any]:
         }
         for topic in _limited(views.topics())
     ]
-    links = []
+    links: list[dict[str, Any]] = []
     for link in views.links():
         c = link.counters
         links.append(
@@ -114,7 +114,7 @@ def view_json(views: NodeViews) -> dict[str, Any]:
 
 
 def _limited(topics: Iterable[Topic]) -> list[Topic]:
-    rows = []
+    rows: list[Topic] = []
     for topic in topics:
         if len(rows) == MAX_SERIES:
             break
