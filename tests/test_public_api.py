@@ -115,6 +115,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "actorbus.actors.actor": ["Actor", "ActorContext"],
     "actorbus.actors.asyncio_dispatcher": ["AsyncioDispatcher"],
+    "actorbus.actors.machine_view": ["DIAGRAM_FORMATS", "MachineView", "TransitionRecord"],
     "actorbus.actors.dispatcher": [
         "AsyncioDispatcher",
         "BlockingDispatcher",
@@ -480,6 +481,17 @@ PINNED: dict[str, list[str]] = {
         "WireValue",
     ],
     "actorbus.net.service": ["AUTH_MODES", "Service", "ServiceStats"],
+    "actorbus.inspection": [
+        "ActorInfo",
+        "DispatcherInfo",
+        "InspectNode",
+        "LinkInfo",
+        "NodeInspected",
+        "NodeSnapshot",
+        "RequestCount",
+        "answer",
+        "snapshot",
+    ],
     "actorbus.node": ["Bus"],
     "actorbus.spark": [
         "ActorbusDataSource",

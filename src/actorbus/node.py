@@ -37,7 +37,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from . import _gc
+from . import _gc, inspection
 from .actors import ActorRuntime
 from .actors._context import bus_runtimes
 from .actors.dispatcher import hold_wakes, release_wakes
@@ -63,6 +63,7 @@ from .config.settings import (
     from_old_keywords,
 )
 from .errors import RequestError, UsageError
+from .inspection import InspectNode, NodeSnapshot
 
 if TYPE_CHECKING:
     from .net.jrep import Gateway, JrepClient
@@ -175,6 +176,18 @@ class Bus:
         self._discovery.request_callback(self._answer_discovery)
         self._discovery.advertise()
         self._discovery.update_feed_state(FeedState.UP)
+        # inspection: this node's answer to a peer's InspectNode (inspect() reads
+        # this node directly); hidden and REMOTE_ONLY, as discovery's
+        self._inspection: ReplyFeed[InspectNode] = ReplyFeed(
+            self.router,
+            _SYSTEM_OWNER,
+            MessageKey(InspectNode, SYSTEM_SUBJECT),
+            Scope.REMOTE_ONLY,
+            discoverable=False,
+        )
+        self._inspection.request_callback(self._answer_inspection)
+        self._inspection.advertise()
+        self._inspection.update_feed_state(FeedState.UP)
         self.net: Any = None
         c = self.config
         if c.services or c.connections or c.gateways or c.jrep_clients:
@@ -447,6 +460,39 @@ class Bus:
 
     def _answer_discovery(self, incoming: IncomingRequest[DiscoverTopics]) -> None:
         discovery.answer(incoming, self.router, self.node_id)
+
+    # ------------------------------------------------------------ inspection
+    def inspect(
+        self, *, diagram: str | None = None, diagram_format: str = "mermaid"
+    ) -> NodeSnapshot:
+        """A snapshot of this node's inside (:class:`~actorbus.inspection.NodeSnapshot`):
+        its actors with their mailboxes and state machines, dispatchers, feeds,
+        links and outstanding requests, read at once without stopping anything
+        (docs/inspect.md says what each figure means).  ``diagram``: the name of
+        an FSM actor whose machine diagram the snapshot carries in its
+        ``machine.diagram``, with the current state highlighted
+        (``diagram_format``: ``"mermaid"`` or ``"dot"``).
+
+        A linked node asks for the same snapshot with an
+        :class:`~actorbus.inspection.InspectNode` request (``actorbus inspect
+        HOST:PORT``); this node answers it on its links, as their permissions
+        allow.  Raises :class:`~actorbus.errors.UsageError` for an unknown
+        diagram format or a closed bus."""
+        if self._closed:
+            raise UsageError(f"inspect() on {self!r}: the bus is closed; make a new Bus")
+        return inspection.snapshot(
+            self.node_id,
+            self.router,
+            self.runtime,
+            self.links,
+            diagram=diagram,
+            diagram_format=diagram_format,
+        )
+
+    def _answer_inspection(self, incoming: IncomingRequest[InspectNode]) -> None:
+        inspection.answer(
+            incoming, lambda diagram, fmt: self.inspect(diagram=diagram, diagram_format=fmt)
+        )
 
     # ------------------------------------------------------------------ net
     # (owned by the net/ links work: Bus.listen, Bus.connect, Bus.links, _start_net)

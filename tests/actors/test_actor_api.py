@@ -20,6 +20,8 @@ API = {
     "shutdown",
     "on_failure",
     "is_started",
+    # what inspection shows beyond the mailbox (an FSM actor overrides it)
+    "inspect_machine",
     # tasks and timers
     "post",
     "schedule",

@@ -37,6 +37,10 @@ class MailboxStats:
     depth: int
     #: highest depth seen so far.
     max_depth: int
+    #: tasks run, tasks that raised, batches cut short by the quantum (totals).
+    tasks_run: int = 0
+    task_failures: int = 0
+    quantum_overruns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +216,15 @@ class Dispatcher(abc.ABC):
         with self._mailboxes_lock:
             mailboxes = list(self._mailboxes.values())
         per_actor = tuple(
-            MailboxStats(actor=m.name, state=m.state, depth=m.depth, max_depth=m.max_depth)
+            MailboxStats(
+                actor=m.name,
+                state=m.state,
+                depth=m.depth,
+                max_depth=m.max_depth,
+                tasks_run=m.tasks_run,
+                task_failures=m.task_failures,
+                quantum_overruns=m.quantum_overruns,
+            )
             for m in mailboxes
         )
         counters = self._counters
@@ -243,6 +255,7 @@ class Dispatcher(abc.ABC):
         """An ``Exception`` from a task: count it and hand it to the actor's
         ``on_failure`` (which reports it by default); the actor keeps running."""
         c.failures += 1
+        mailbox.task_failures += 1
         try:
             task = describe_task(mailbox.name, self.name, fn, arg)
         except Exception:  # describing must never take the worker down with it

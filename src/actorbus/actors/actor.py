@@ -33,6 +33,7 @@ from actorbus.errors import RegistrationError, UsageError
 
 if TYPE_CHECKING:
     from actorbus.actors.dispatcher import Dispatcher
+    from actorbus.actors.machine_view import MachineView
     from actorbus.actors.mailbox import Mailbox
     from actorbus.actors.runtime import ActorRuntime
     from actorbus.actors.timers import TimerHandle
@@ -149,6 +150,21 @@ class Actor(FeedOwner):
         block, and what it raises is reported along with ``exc``.
         """
         report_failure(exc, task, outcome="the actor keeps running")
+
+    def inspect_machine(self, diagram: str | None = None) -> MachineView | None:
+        """What a node's inspection (``Bus.inspect()``, ``actorbus inspect``)
+        shows of this actor beyond its mailbox: its state machine, or None (the
+        default: a plain actor has none).
+
+        An actor driven by a machine overrides it (``actorbus.fsm.FsmActor``
+        does) and returns a :class:`~actorbus.actors.machine_view.MachineView`:
+        its current state, its last transitions and, when ``diagram`` names a
+        format of :data:`~actorbus.actors.machine_view.DIAGRAM_FORMATS`, its
+        diagram with the current state highlighted.  It is called on the
+        inspecting thread, not the actor's dispatcher, so it must only read (a
+        snapshot that may be one event old) and never block.
+        """
+        return None
 
     # ------------------------------------------------------------------- properties
 
@@ -371,6 +387,11 @@ class ActorContext:
         """The name of the actor's dispatcher, ``None`` when not registered."""
         mailbox = self._actor._ab_mailbox
         return mailbox.dispatcher.name if mailbox is not None else None
+
+    @property
+    def mailbox(self) -> Mailbox | None:
+        """The actor's mailbox (its depth and counters), ``None`` when not registered."""
+        return self._actor._ab_mailbox
 
     def open_publish_feed(
         self,

@@ -290,12 +290,14 @@ class AsyncioDispatcher(Dispatcher):
                     if queue and clock() > deadline:
                         n += i + 1
                         c.overruns += 1
+                        mailbox.quantum_overruns += 1
                         mailbox.running = False
                         self._call_soon(self._run_mailbox, mailbox)
                         return
                 n += depth
         finally:
             c.tasks += n
+            mailbox.tasks_run += n
             tls.actor = None
         mailbox.running = False
         if mailbox.idle_again():  # a task slipped in: go again

@@ -194,6 +194,8 @@ class _ThreadDispatcher(Dispatcher):
                 if queue and waiting() and clock() > deadline:
                     c.tasks += n + i + 1
                     c.overruns += 1
+                    mailbox.tasks_run += n + i + 1
+                    mailbox.quantum_overruns += 1
                     mailbox.running = False
                     _tls.actor = None
                     self._schedule(mailbox)  # the token is still ours: back on the run queue
@@ -205,6 +207,7 @@ class _ThreadDispatcher(Dispatcher):
             if depth > mailbox.peak:  # noqa: PLR1730
                 mailbox.peak = depth
         c.tasks += n
+        mailbox.tasks_run += n
         mailbox.running = False
         _tls.actor = None
         if mailbox.idle_again():  # a task slipped in: go again
@@ -224,6 +227,7 @@ class _ThreadDispatcher(Dispatcher):
             if r is not None:
                 self._task_returned(mailbox, fn, arg, r, c)
         c.tasks += 1
+        mailbox.tasks_run += 1
         if mailbox.tasks:
             return False
         mailbox.running = False

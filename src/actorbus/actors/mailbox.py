@@ -129,8 +129,11 @@ class Mailbox:
         "actor",
         "name",
         "peak",
+        "quantum_overruns",
         "running",
+        "task_failures",
         "tasks",
+        "tasks_run",
     )
 
     def __init__(
@@ -153,6 +156,13 @@ class Mailbox:
         self.running = False
         #: (the draining worker only) the highest depth it sampled
         self.peak = 0
+        #: (the draining worker only) tasks run, counted per batch as the
+        #: dispatcher's own total is
+        self.tasks_run = 0
+        #: (the draining worker only) tasks that raised
+        self.task_failures = 0
+        #: (the draining worker only) batches cut short by the quantum
+        self.quantum_overruns = 0
         self._dispatcher = dispatcher
         self._schedule = dispatcher._schedule
         self._parts: _Parts | None = None  # post_parts(), made on first use

@@ -87,7 +87,9 @@ task: ``self.post(self.fsm_send, event)`` or ``self.schedule(delay, self.fsm_sen
 from __future__ import annotations
 
 import ast
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, cast
 
@@ -95,12 +97,14 @@ from statemachine.spec_parser import replace_operators
 
 from .._log import logger
 from ..actors import Actor
+from ..actors.machine_view import DIAGRAM_FORMATS, MachineView, TransitionRecord
 from ..bus.owner import FeedOwner
 from ..bus.scope import FeedState
 from ..errors import FsmError
 from ._compile import STATE_FIELD
 from ._declaration import machine_spec
 from ._inline import InlineCode
+from .diagram import to_dot, to_mermaid
 from .engine import compile_machine
 from .reference import reference_machine
 from .spec import INLINE_ATTR, CallbackRef, MachineSpec
@@ -302,6 +306,9 @@ class FsmActor(Actor):
     machine: ClassVar[Any] = None
     #: "compiled" (default) or "reference" (python-statemachine's engine)
     engine: ClassVar[str] = "compiled"
+    #: how many of its last state changes the actor keeps for inspection
+    #: (:meth:`inspect_machine`)
+    fsm_history: ClassVar[int] = 16
 
     def __init__(
         self, name: str | None = None, *, machine: Any = None, engine: str | None = None
@@ -327,6 +334,9 @@ class FsmActor(Actor):
         self.fsm_model: FsmModel = _model_class(type(self))(self)
         self.fsm: Any = None
         self.fsm_trace: list[tuple[str, str]] | None = None
+        # (time, event, from, to) of the last state changes; events handled
+        self._fsm_changes: deque[tuple[float, str, str, str]] = deque(maxlen=self.fsm_history)
+        self._fsm_handled = 0
 
     # ------------------------------------------------------------ lifecycle
     def startup(self) -> None:
@@ -337,6 +347,7 @@ class FsmActor(Actor):
             self.fsm.start()
         finally:
             self._fsm_running = False
+        self._changed("<start>", "")
         self._trace("<start>")
 
     def shutdown(self) -> None:
@@ -390,14 +401,52 @@ class FsmActor(Actor):
             logger.debug("{}: machine has no event {!r}; ignored", self.name, event)
             return
         if self._fsm_running:
-            fsm.send(event, **kwargs)
+            fsm.send(event, **kwargs)  # queued: the step that runs it counts it
         else:
+            before = fsm.current_state
             self._fsm_running = True
             try:
                 fsm.send(event, **kwargs)
             finally:
                 self._fsm_running = False
+            self._changed(event, before)
         self._trace(event)
+
+    def _changed(self, event: str, before: str) -> None:
+        """Count an event the machine handled; keep it when it changed the state."""
+        self._fsm_handled += 1
+        after = self.fsm.current_state
+        if after != before:
+            self._fsm_changes.append((time.time(), event, before, after))
+
+    def inspect_machine(self, diagram: str | None = None) -> MachineView | None:
+        """The machine as inspection shows it: its current state (``""``
+        before startup), the events it handled, its last :attr:`fsm_history`
+        state changes and, when ``diagram`` is ``"mermaid"`` or ``"dot"``, its
+        diagram with the current state highlighted (``actorbus.fsm.diagram``).
+        Called on the inspecting thread; it only reads."""
+        fsm = self.fsm
+        state = "" if fsm is None else str(fsm.current_state)
+        drawn: str | None = None
+        if diagram is not None:
+            if diagram not in DIAGRAM_FORMATS:
+                raise FsmError(
+                    f"{self.name}: diagram format {diagram!r} is not one a node renders; "
+                    f"use one of {', '.join(DIAGRAM_FORMATS)}"
+                )
+            spec = machine_spec(self._fsm_declaration)
+            render = to_mermaid if diagram == "mermaid" else to_dot
+            drawn = render(spec, state or None)
+        return MachineView(
+            state=state,
+            engine=self._fsm_engine_kind,
+            events=self._fsm_handled,
+            transitions=tuple(
+                TransitionRecord(time=t, event=e, source=a, target=b)
+                for t, e, a, b in tuple(self._fsm_changes)
+            ),
+            diagram=drawn,
+        )
 
     def _trace(self, event: str) -> None:
         if self.fsm_trace is not None:
@@ -447,11 +496,15 @@ class FsmActor(Actor):
             return
         if self._fsm_running:
             raise self._reentered("on_message", event)
+        before = fsm.current_state
         self._fsm_running = True
         try:
             fsm.send(event, msg=message, message=message, feed=feed)
         finally:
             self._fsm_running = False
+        self._fsm_handled += 1
+        if fsm.current_state != before:
+            self._fsm_changes.append((time.time(), event, before, fsm.current_state))
         if self.fsm_trace is not None:
             self._trace(event)
 
