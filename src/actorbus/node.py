@@ -44,6 +44,7 @@ from .actors.dispatcher import hold_wakes, release_wakes
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
+from .bus.history import FeedHistory, RequestLatencies
 from .bus.inbox import Inbox
 from .bus.message import Message, MessageKey, Notification, Reply, Request
 from .bus.owner import checked_key, refuse_blocking_deadlock, subscription_key
@@ -139,10 +140,13 @@ class Bus:
             or _check_node_id(self.config.node_id, "config.node_id")
             or _make_node_id()
         )
+        #: each key's last UP/DOWN changes (the inspect page shows them)
+        self.feed_history = FeedHistory()
         self.router = Router(
             schedule=self._schedule,
             hold_deliveries=hold_wakes,
             release_deliveries=release_wakes,
+            feed_changed=self.feed_history.record,
         )
         self.router.node_id = self.node_id
         self.router.reserved_subject = SYSTEM_SUBJECT
@@ -516,13 +520,30 @@ class Bus:
         """What a gateway's inspect page and metrics read of this node (docs/inspect.md)."""
         from .net.jrep._views import NodeViews
 
-        router, node_id = self.router, self.node_id
         return NodeViews(
-            node_id=node_id,
-            dispatchers=self.runtime.stats,
-            topics=lambda: discovery.local_topics(router, node_id),
-            outstanding_requests=lambda: router.outstanding_requests,
+            node_id=self.node_id,
+            snapshot=self.inspect,
+            diagram=self._dot_diagram,
+            feed_history=self.feed_history.changes,
+            time_requests=self._time_requests,
         )
+
+    def _time_requests(self) -> RequestLatencies:
+        """Time every request from now on (a gateway serving metrics asks); the
+        durations so far.  Only while this is on do requests read the clock."""
+        with self.router.lock:
+            if self.router.request_latencies is None:
+                self.router.request_latencies = RequestLatencies()
+            return self.router.request_latencies
+
+    def _dot_diagram(self, actor: str) -> str | None:
+        """The DOT text of actor ``actor``'s machine, its current state highlighted
+        (None: no such actor, or no machine)."""
+        for found in self.runtime.actors:
+            if found.name == actor:
+                view = found.inspect_machine("dot")
+                return view.diagram if view is not None else None
+        return None
 
     def listen(
         self,

@@ -16,7 +16,7 @@ import pytest
 from jrep_support import WAIT
 from prometheus_client.parser import text_string_to_metric_families
 
-from actorbus import Actor, Bus, ConfigError, FeedState, Notification
+from actorbus import Actor, Bus, ConfigError, FeedState, Notification, Reply, Request
 from actorbus.config import GatewaySettings
 from actorbus.testing import wait_until
 
@@ -25,6 +25,10 @@ ON = GatewaySettings(inspect_page=True, metrics=True)
 
 class Tick(Notification, type_name="inspecttest.Tick"):
     n: int
+
+
+class Sum(Reply, type_name="inspecttest.Sum"):
+    total: int
 
 
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, str]:
@@ -171,9 +175,16 @@ def test_metrics_and_json_show_known_traffic(two_nodes: tuple[Bus, Bus]) -> None
     seen = json.loads(body)
     assert status == 200 and seen["node"] == "A"
     (listed,) = [x for x in seen["links"] if x["name"] == accepted.name]
-    assert (listed["peer"], listed["messages_out"], listed["status"]) == ("B", 100, "LOGGED_ON")
+    assert (listed["peer_node"], listed["messages_out"], listed["status"]) == (
+        "B",
+        100,
+        "logged on",
+    )
     (feed,) = [f for f in seen["feeds"] if f["subject"] == "/t" and f["role"] == "publisher"]
-    assert feed["state"] == "DOWN"
+    assert (feed["message_type"], feed["count"], feed["up"]) == ("inspecttest.Tick", 1, 0)
+    # the key's history: UP when the publisher came, DOWN now
+    (history,) = [h for h in seen["feed_history"] if h["subject"] == "/t"]
+    assert [c["up"] for c in history["changes"]] == [True, False]
 
 
 def test_dispatcher_tasks_and_mailbox_depths_are_the_runtimes_own() -> None:
@@ -203,3 +214,35 @@ def test_dispatcher_tasks_and_mailbox_depths_are_the_runtimes_own() -> None:
 
         assert wait_until(scraped_tasks_are_the_runtimes, WAIT)
         assert value(scrape(gateway.port), "actorbus_mailbox_depth", actor="holder") == 0
+
+
+class Add(Request, type_name="inspecttest.Add", replies=(Sum,)):
+    a: int
+    b: int
+
+
+class Adder(Actor):
+    def startup(self) -> None:
+        self.serve(Add, "/add", lambda q: Sum(q.subject, total=q.a + q.b))
+
+
+def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> None:
+    with Bus(node_id="A") as bus:
+        adder = Adder("adder")
+        bus.register(adder)
+        bus.startup([adder]).wait(WAIT)
+        bus.request_all(Add("/add", a=1, b=2), WAIT)
+        assert bus.router.request_latencies is None  # no gateway serves metrics: no clock read
+        bus.serve_jrep(0, name="page", settings=GatewaySettings(inspect_page=True))
+        assert bus.router.request_latencies is None
+        gateway = bus.serve_jrep(0, name="web", settings=GatewaySettings(metrics=True))
+        assert bus.router.request_latencies is not None
+        for n in range(3):
+            (reply,) = bus.request_all(Add("/add", a=n, b=1), WAIT)
+            assert isinstance(reply, Sum) and reply.total == n + 1
+        samples = scrape(gateway.port)
+        assert value(samples, "actorbus_request_duration_seconds_count", node="A") == 3
+        assert value(samples, "actorbus_request_duration_seconds_bucket", le="+Inf") == 3
+        assert 0 < value(samples, "actorbus_request_duration_seconds_sum") < 3 * WAIT
+        assert value(samples, "actorbus_request_duration_seconds_bucket", le="0.0001") <= 3
+        assert value(samples, "actorbus_requests_outstanding", node="A") == 0

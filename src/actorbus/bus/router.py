@@ -58,6 +58,7 @@ from .feeds import (
     RequestHandle,
     SubscribeFeed,
 )
+from .history import RequestLatencies
 from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
@@ -142,14 +143,6 @@ def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
     return False
 
 
-def _no_hold() -> bool:
-    return False
-
-
-def _no_release() -> None:
-    return None
-
-
 class Router:
     """Routes messages by key between feeds; computes and reports feed state.
 
@@ -168,8 +161,9 @@ class Router:
         self,
         schedule: Schedule | None = None,
         *,
-        hold_deliveries: Callable[[], bool] = _no_hold,
-        release_deliveries: Callable[[], None] = _no_release,
+        hold_deliveries: Callable[[], bool] = lambda: False,
+        release_deliveries: Callable[[], None] = lambda: None,
+        feed_changed: Callable[[MessageKey, bool], object] = lambda key, up: None,
     ) -> None:
         """``schedule``: runs request timeouts (None: requests never time out).
         ``hold_deliveries() -> bool`` / ``release_deliveries()``: how a batch of a
@@ -177,8 +171,12 @@ class Router:
         runnable, handed in by whoever assembles the bus (the node gives the
         actors layer's ``hold_wakes`` / ``release_wakes``; the bus core does not
         know dispatchers).  Every party, and a transport before it has one,
-        reads them here."""
+        reads them here.  ``feed_changed(key, up)``: told, under the lock, whether
+        a key has an UP publisher after each change of its publishers (bus/history.py)."""
         self.hold_deliveries = hold_deliveries
+        self.feed_changed = feed_changed
+        #: set: requests are timed from their handle's making to their end (bus/history.py)
+        self.request_latencies: RequestLatencies | None = None
         self.release_deliveries = release_deliveries
         self.lock = threading.RLock()
         self.entries: dict[MessageKey, _Entry] = {}
@@ -606,6 +604,7 @@ class Router:
 
     def _refresh_subscribers(self, entry: _Entry) -> None:
         counts = entry.up_pubs
+        self.feed_changed(entry.key, any(counts))
         for s in entry.subs:
             up = _any(counts, MATCHING[s.cat])
             if s.wild is None:
@@ -669,7 +668,7 @@ class Router:
         request is the peer's ``peer_id``: the party learns the handle before any
         replier can answer (repliers may answer on other threads before this
         returns)."""
-        handle: RequestHandle[Any] = RequestHandle(feed, message)
+        handle: RequestHandle[Any] = RequestHandle(feed, message, self.request_latencies)
         incomings = []  # a loop, not a comprehension (see choose)
         for r in chosen:
             incomings.append(IncomingRequest(handle, r, message))

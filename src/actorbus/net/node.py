@@ -136,11 +136,11 @@ class NodeNet:
         #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
         self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
         #: what a gateway's inspect page and metrics read: the node's views
-        #: (handed in by the node) with this side's links and gateways
-        self.views = replace(
-            views or NodeViews(node_id=self.node_id),
-            links=lambda: self.links,
-            gateways=lambda: {g.name: g.counters for g in self.gateways},
+        #: (handed in by the node), with this side's gateways
+        self.views = (
+            replace(views, gateways=lambda: {g.name: g.counters for g in self.gateways})
+            if views is not None
+            else None
         )
 
     def __repr__(self) -> str:

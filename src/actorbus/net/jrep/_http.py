@@ -15,8 +15,10 @@ ahead, and a response for everything else:
   inside the directory);
 * when the gateway serves them (``inspectPage``, ``metrics``): ``/inspect``
   (the live page), ``/inspect.js`` (its script), ``/inspect.json`` (what it
-  shows, polled every second) and ``/metrics`` (Prometheus' text format); the
-  page, its JSON and the metrics need the token as a WebSocket does;
+  shows, polled every second), ``/inspect/diagram?actor=NAME`` (an FSM actor's
+  diagram, its current state highlighted: SVG drawn by Graphviz, or the DOT
+  text when ``dot`` is missing) and ``/metrics`` (Prometheus' text format);
+  all but the script need the token as a WebSocket does;
 * anything else: 404.
 
 The token (when the gateway has one) comes as the ``token`` query parameter
@@ -32,7 +34,7 @@ import hmac
 import json
 import mimetypes
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -43,7 +45,7 @@ from websockets.http11 import Request, Response
 from ..._log import RateLimitedLog, shown
 from .._credentials import Secret
 from ._metrics import CONTENT_TYPE, Exposition
-from ._views import NodeViews, view_json
+from ._views import NodeViews, SvgDiagrams, view_json
 
 __all__ = ["CLIENT_PATH", "HttpFront"]
 
@@ -53,6 +55,7 @@ CLIENT_PATH: Final = "/actorbus.js"
 INSPECT_PATH: Final = "/inspect"
 INSPECT_SCRIPT_PATH: Final = "/inspect.js"
 INSPECT_JSON_PATH: Final = "/inspect.json"
+DIAGRAM_PATH: Final = "/inspect/diagram"
 METRICS_PATH: Final = "/metrics"
 #: largest static file served, in bytes
 MAX_FILE: Final = 64 << 20
@@ -95,8 +98,11 @@ class HttpFront:
         #: the inspect page's and the metrics' routes, when turned on (and given views)
         self.inspect_page = inspect_page and views is not None
         self.metrics = Exposition(views) if metrics and views is not None else None
+        self._svg = SvgDiagrams()
 
-    def process_request(self, connection: Any, request: Request) -> Response | None:
+    def process_request(
+        self, connection: Any, request: Request
+    ) -> Response | Awaitable[Response] | None:
         url = urlsplit(request.path)
         if url.path == self.path:
             return self._handshake(connection, request, url.query)
@@ -149,7 +155,9 @@ class HttpFront:
             told="a valid token is required: ?token=... or Authorization: Bearer ...",
         )
 
-    def _inspect(self, connection: Any, request: Request, path: str, query: str) -> Response | None:
+    def _inspect(
+        self, connection: Any, request: Request, path: str, query: str
+    ) -> Response | Awaitable[Response] | None:
         """The inspect page's and the metrics' routes (None: not one of them, or off)."""
         metrics = self.metrics
         if path == METRICS_PATH and metrics is not None:
@@ -160,16 +168,32 @@ class HttpFront:
             return None
         if path == INSPECT_SCRIPT_PATH:
             return _file(200, _web_file("inspect.js"), "text/javascript; charset=utf-8")
-        if path not in (INSPECT_PATH, INSPECT_JSON_PATH):
+        if path not in (INSPECT_PATH, INSPECT_JSON_PATH, DIAGRAM_PATH):
             return None
         refused = self._token_refusal(connection, request.headers, query, "an inspect request")
         if refused is not None:
             return refused
+        views = self.views
+        assert views is not None
         if path == INSPECT_PATH:
             return _file(200, _web_file("inspect.html"), "text/html; charset=utf-8")
-        assert self.views is not None
-        body = json.dumps(view_json(self.views), separators=(",", ":")).encode()
-        return _file(200, body, "application/json")
+        if path == DIAGRAM_PATH:
+            return self._diagram(connection, views, parse_qs(query).get("actor", [""])[0])
+        view = view_json(views)
+        view["svg"] = self._svg.available()
+        return _file(200, json.dumps(view, separators=(",", ":")).encode(), "application/json")
+
+    async def _diagram(self, connection: Any, views: NodeViews, actor: str) -> Response:
+        """(loop) An actor's machine: SVG, or DOT text when Graphviz cannot draw it."""
+        dot = views.diagram(actor)
+        if dot is None:
+            return connection.respond(  # type: ignore[no-any-return]
+                404, f"no actor {actor[:200]!r} with a state machine on this node\n"
+            )
+        svg = await self._svg.draw(dot)
+        if svg is None:
+            return _file(200, dot.encode(), "text/vnd.graphviz; charset=utf-8")
+        return _file(200, svg, "image/svg+xml")
 
     def _origin_allowed(self, origin: str, host: str) -> bool:
         allowed = self.allowed_origins

@@ -1,21 +1,25 @@
 """``/metrics``: the node's counters in Prometheus' text format, read at scrape time.
 
 Theory of operation.  Nothing is counted for Prometheus: every number already
-exists (a link's :class:`~actorbus.net.LinkStats`, a dispatcher's stats, the
-router's feed rows, a gateway's counters), and a scrape reads them through the
-node's :class:`~._views.NodeViews` into metric families, which
-``prometheus_client`` writes in the text exposition format.  The publish and
-delivery paths stay as they are whether metrics are on or off; a scrape costs
-one read of each view.
+exists (the node's snapshot — ``Bus.inspect()``: its actors' mailboxes, its
+dispatchers, its feed rows, its links' counters, its outstanding requests — and
+the gateways' counters), and a scrape reads them through the node's
+:class:`~._views.NodeViews` into metric families, which ``prometheus_client``
+writes in the text exposition format.  The publish and delivery paths stay as
+they are whether metrics are on or off; a scrape costs one snapshot.  The one
+thing measured for metrics is a request's duration: a gateway serving metrics
+turns the router's request timing on when it is made (``NodeViews.time_requests``;
+bus/history.py says what it costs).
 
 ``prometheus_client`` is imported only when a gateway serves metrics
 (:func:`check_available` at open), so a node without the ``metrics`` extra runs
 as before.
 
 Label cardinality is bounded: the mailbox depths of at most ``MAX_SERIES``
-actors (the deepest first; every actor counts in the per-dispatcher total), and
-the states of at most ``MAX_SERIES`` feed rows; ``actorbus_series_unlisted``
-says how many were left out.
+actors (the deepest first; every actor counts in the per-dispatcher total), the
+states of at most ``MAX_SERIES`` feed rows and the outstanding requests of at
+most ``MAX_SERIES`` keys; ``actorbus_series_unlisted`` says how many were left
+out.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ._views import MAX_SERIES, NodeViews
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
+
+    from ...bus.history import RequestLatencies
 
 __all__ = ["CONTENT_TYPE", "Exposition", "check_available"]
 
@@ -52,6 +58,8 @@ class Exposition:
 
     def __init__(self, views: NodeViews) -> None:
         self.views = views
+        #: the durations of the node's requests (their timing starts now)
+        self.latencies = views.time_requests() if views.time_requests is not None else None
         self._registry: CollectorRegistry | None = None
 
     def render(self) -> bytes:
@@ -60,63 +68,67 @@ class Exposition:
 
         if self._registry is None:
             self._registry = registry.CollectorRegistry(auto_describe=False)
-            self._registry.register(_Collector(self.views))
+            self._registry.register(_Collector(self.views, self.latencies))
         return exposition.generate_latest(self._registry)
 
 
 class _Collector:
-    """A custom collector: ``collect()`` reads the views and yields families."""
+    """A custom collector: ``collect()`` takes a snapshot and yields families."""
 
-    def __init__(self, views: NodeViews) -> None:
+    def __init__(self, views: NodeViews, latencies: RequestLatencies | None) -> None:
         self.views = views
+        self.latencies = latencies
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         views = self.views
-        node = views.node_id
+        shot = views.snapshot()
+        node = shot.node
         unlisted = GaugeMetricFamily(
             "actorbus_series_unlisted",
-            "Actors or feed rows left out of a labelled metric (over its series bound)",
+            "Actors, feed rows or request keys left out of a labelled metric (over its bound)",
             labels=["node", "metric"],
         )
 
         # -- links
+        link_labels = ["node", "link", "peer"]
         messages = CounterMetricFamily(
             "actorbus_link_messages",
             "Data messages written to / read from a link's socket",
-            labels=["node", "link", "peer", "direction"],
+            labels=[*link_labels, "direction"],
         )
         traffic = CounterMetricFamily(
             "actorbus_link_bytes",
             "Bytes written to / read from a link's socket",
-            labels=["node", "link", "peer", "direction"],
+            labels=[*link_labels, "direction"],
         )
         dropped = CounterMetricFamily(
             "actorbus_link_dropped",
             "Data messages that never reached a link's socket",
-            labels=["node", "link", "peer"],
+            labels=link_labels,
         )
         lost = CounterMetricFamily(
             "actorbus_link_lost",
             "Data messages written to a connection that broke, never read by the peer",
-            labels=["node", "link", "peer"],
+            labels=link_labels,
         )
         logged_on = GaugeMetricFamily(
-            "actorbus_link_logged_on",
-            "1 while a link is logged on",
-            labels=["node", "link", "peer"],
+            "actorbus_link_logged_on", "1 while a link is logged on", labels=link_labels
         )
-        for link in views.links():
-            c = link.counters
-            labels = [node, link.name, link.peer_node or ""]
-            messages.add_metric([*labels, "out"], c.messages_out)
-            messages.add_metric([*labels, "in"], c.messages_in)
-            traffic.add_metric([*labels, "out"], c.bytes_out)
-            traffic.add_metric([*labels, "in"], c.bytes_in)
-            dropped.add_metric(labels, c.dropped)
-            lost.add_metric(labels, c.lost)
-            logged_on.add_metric(labels, 1 if link.is_logged_on else 0)
+        for link in shot.links:
+            labels = [node, link.name, link.peer_node]
+            messages.add_metric([*labels, "out"], link.messages_out)
+            messages.add_metric([*labels, "in"], link.messages_in)
+            traffic.add_metric([*labels, "out"], link.bytes_out)
+            traffic.add_metric([*labels, "in"], link.bytes_in)
+            dropped.add_metric(labels, link.dropped)
+            lost.add_metric(labels, link.lost)
+            logged_on.add_metric(labels, 1 if link.status == "logged on" else 0)
         yield from (messages, traffic, dropped, lost, logged_on)
 
         # -- dispatchers and mailboxes
@@ -126,9 +138,7 @@ class _Collector:
             labels=["node", "dispatcher"],
         )
         failures = CounterMetricFamily(
-            "actorbus_dispatcher_task_failures",
-            "Tasks that raised",
-            labels=["node", "dispatcher"],
+            "actorbus_dispatcher_task_failures", "Tasks that raised", labels=["node", "dispatcher"]
         )
         overruns = CounterMetricFamily(
             "actorbus_dispatcher_quantum_overruns",
@@ -145,50 +155,68 @@ class _Collector:
             "Tasks queued in the mailboxes of a dispatcher's actors, all of them",
             labels=["node", "dispatcher"],
         )
-        depths: list[tuple[int, str, str]] = []
-        for name, stats in sorted(views.dispatchers().items()):
-            tasks.add_metric([node, name], stats.tasks_run)
-            failures.add_metric([node, name], stats.task_failures)
-            overruns.add_metric([node, name], stats.quantum_overruns)
-            run_queue.add_metric([node, name], stats.run_queue_length)
-            queued.add_metric([node, name], sum(m.depth for m in stats.mailboxes))
-            depths.extend((m.depth, m.actor, name) for m in stats.mailboxes)
+        per_dispatcher: dict[str, int] = {}
+        for actor in shot.actors:
+            per_dispatcher[actor.dispatcher] = per_dispatcher.get(actor.dispatcher, 0) + actor.depth
+        for d in sorted(shot.dispatchers, key=lambda d: d.name):
+            tasks.add_metric([node, d.name], d.tasks_run)
+            failures.add_metric([node, d.name], d.failures)
+            overruns.add_metric([node, d.name], d.quantum_overruns)
+            run_queue.add_metric([node, d.name], d.run_queue)
+            queued.add_metric([node, d.name], per_dispatcher.get(d.name, 0))
         yield from (tasks, failures, overruns, run_queue, queued)
         depth = GaugeMetricFamily(
             "actorbus_mailbox_depth",
             f"Tasks queued in an actor's mailbox (the {MAX_SERIES} deepest actors)",
             labels=["node", "actor", "dispatcher"],
         )
-        depths.sort(key=lambda row: (-row[0], row[1]))
-        for n, actor, dispatcher in depths[:MAX_SERIES]:
-            depth.add_metric([node, actor, dispatcher], n)
-        unlisted.add_metric([node, "actorbus_mailbox_depth"], max(0, len(depths) - MAX_SERIES))
+        deepest = sorted(shot.actors, key=lambda a: (-a.depth, a.name))
+        for actor in deepest[:MAX_SERIES]:
+            depth.add_metric([node, actor.name, actor.dispatcher], actor.depth)
+        unlisted.add_metric([node, "actorbus_mailbox_depth"], max(0, len(deepest) - MAX_SERIES))
         yield depth
 
-        # -- feeds and requests
+        # -- feeds
         feeds = GaugeMetricFamily(
             "actorbus_feed_up",
             f"1 when a feed row (key, role, scope, group) has an UP feed, else 0 (at most "
             f"{MAX_SERIES} rows)",
             labels=["node", "type", "subject", "role", "scope"],
         )
-        rows = 0
-        for topic in views.topics():
-            rows += 1
-            if rows <= MAX_SERIES:
-                feeds.add_metric(
-                    [node, topic.message_type, topic.subject, topic.role, topic.scope],
-                    1 if topic.up else 0,
-                )
-        unlisted.add_metric([node, "actorbus_feed_up"], max(0, rows - MAX_SERIES))
+        for row in shot.feeds[:MAX_SERIES]:
+            feeds.add_metric(
+                [node, row.message_type, row.subject, row.role, row.scope], 1 if row.up else 0
+            )
+        unlisted.add_metric([node, "actorbus_feed_up"], max(0, len(shot.feeds) - MAX_SERIES))
         yield feeds
+
+        # -- requests
         outstanding = GaugeMetricFamily(
             "actorbus_requests_outstanding",
             "Requests of this node waiting for replies",
             labels=["node"],
         )
-        outstanding.add_metric([node], views.outstanding_requests())
-        yield outstanding
+        outstanding.add_metric([node], shot.requests_outstanding)
+        per_key = GaugeMetricFamily(
+            "actorbus_requests_outstanding_by_key",
+            f"Requests waiting for replies, per key (at most {MAX_SERIES} keys)",
+            labels=["node", "type", "subject"],
+        )
+        for count in shot.requests[:MAX_SERIES]:
+            per_key.add_metric([node, count.message_type, count.subject], count.count)
+        unlisted.add_metric(
+            [node, "actorbus_requests_outstanding_by_key"], max(0, len(shot.requests) - MAX_SERIES)
+        )
+        yield from (outstanding, per_key)
+        if self.latencies is not None:
+            buckets, _, total = self.latencies.read()
+            duration = HistogramMetricFamily(
+                "actorbus_request_duration_seconds",
+                "Time from a request's dispatch to its end (last final reply, cancel, timeout)",
+                labels=["node"],
+            )
+            duration.add_metric([node], [(_bound(b), n) for b, n in buckets], sum_value=total)
+            yield duration
 
         # -- gateways
         sessions = GaugeMetricFamily(
@@ -204,3 +232,7 @@ class _Collector:
             carried.add_metric([node, name, "in"], g.received)
             carried.add_metric([node, name, "out"], g.sent)
         yield from (sessions, carried, unlisted)
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
