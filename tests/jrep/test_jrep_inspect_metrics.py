@@ -10,9 +10,11 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from demos.calculator.actors import Calculator
 from jrep_support import WAIT
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -246,3 +248,32 @@ def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> No
         assert 0 < value(samples, "actorbus_request_duration_seconds_sum") < 3 * WAIT
         assert value(samples, "actorbus_request_duration_seconds_bucket", le="0.0001") <= 3
         assert value(samples, "actorbus_requests_outstanding", node="A") == 0
+
+
+def test_a_machine_diagram_is_svg_or_its_dot_text_without_graphviz(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with Bus(node_id="A") as bus:
+        calculator = Calculator("calculator", window=3)
+        plain = Holder("plain")
+        for actor in (calculator, plain):
+            bus.register(actor)
+        bus.startup([calculator, plain]).wait(WAIT)
+        gateway = bus.serve_jrep(0, name="web", settings=GatewaySettings(inspect_page=True))
+        status, body, kind = get(gateway.port, "/inspect/diagram?actor=calculator")
+        assert (status, kind) == (200, "image/svg+xml")
+        assert body.lstrip().startswith(b"<?xml") and b"<svg" in body and b"Initializing" in body
+        assert json.loads(get(gateway.port, "/inspect.json")[1])["svg"] is True
+
+        monkeypatch.setenv("PATH", str(tmp_path))  # no dot on it
+        # (a gateway keeps what it drew: a second one, whose cache is empty)
+        bare = bus.serve_jrep(0, name="bare", settings=GatewaySettings(inspect_page=True))
+        status, body, kind = get(bare.port, "/inspect/diagram?actor=calculator")
+        assert (status, kind) == (200, "text/vnd.graphviz; charset=utf-8")
+        assert body.startswith(b"digraph") and b"Initializing" in body
+        assert json.loads(get(bare.port, "/inspect.json")[1])["svg"] is False
+        assert get(gateway.port, "/inspect/diagram?actor=calculator")[2] == "image/svg+xml"
+
+        for actor in ("plain", "nobody"):
+            status, body, _ = get(gateway.port, f"/inspect/diagram?actor={actor}")
+            assert status == 404 and b"with a state machine" in body

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from ...bus.message import Field
+from ...bus.system import SYSTEM_SUBJECT
 
 if TYPE_CHECKING:
     from ...bus.history import FeedChange, RequestLatencies
@@ -72,7 +73,8 @@ class NodeViews:
 
 def view_json(views: NodeViews) -> dict[str, Any]:
     """What ``/inspect.json`` answers: the snapshot's fields as JSON values, and
-    ``feed_history``: one object per key with its changes (time, up)."""
+    ``feed_history``: one object per key with its changes (time, up), the system
+    subject's keys left out."""
     out: dict[str, Any] = as_json(views.snapshot())
     out["feed_history"] = [
         {
@@ -81,6 +83,7 @@ def view_json(views: NodeViews) -> dict[str, Any]:
             "changes": [{"time": c.time, "up": c.up} for c in changes],
         }
         for key, changes in views.feed_history().items()
+        if key.subject != SYSTEM_SUBJECT  # the node's own, hidden as discovery hides them
     ]
     return out
 
