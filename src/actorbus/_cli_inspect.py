@@ -58,6 +58,12 @@ def add_parser(sub: Any) -> None:
         default=5.0,
         help="seconds to wait for the logon, then for each answer (default 5)",
     )
+    p.add_argument(
+        "--node-id",
+        default=None,
+        help="the node id this command logs on as (default: a generated host-pid-random); "
+        "the one the node's permissions and per-node secrets know",
+    )
     p.add_argument("--secret-file", type=Path, default=None, help="the secret the link proves")
     p.add_argument("--tls-ca-file", type=Path, default=None, help="TLS: the service's CA (PEM)")
     p.add_argument("--tls-cert-file", type=Path, default=None, help="TLS: a client certificate")
@@ -115,7 +121,7 @@ def run(
     fallback = logging.getLogger("actorbus")
     was_disabled, fallback.disabled = fallback.disabled, True
     try:
-        with Bus() as bus:  # a generated node id: host-pid-random
+        with Bus(node_id=args.node_id) as bus:  # None: a generated host-pid-random
             _log_on(bus, address, where, settings, args.timeout)
             if args.diagram is not None:
                 _diagram(bus, where, args, out)

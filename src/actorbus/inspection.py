@@ -149,7 +149,7 @@ class NodeSnapshot(Field, type_name="actorbus.NodeSnapshot"):
     actors: tuple[ActorInfo, ...] = ()
     dispatchers: tuple[DispatcherInfo, ...] = ()
     feeds: tuple[TopicRow, ...] = ()
-    """Discovery's rows of this node (docs/discovery.md): per message type,
+    """Discovery's rows of this node (docs/subjects.md, "Discovery"): per message type,
     subject or pattern, role, scope and queue group, how many feeds and how
     many UP."""
     links: tuple[LinkInfo, ...] = ()

@@ -234,3 +234,29 @@ def test_a_wrong_secret_and_a_refused_dial_are_one_line_and_status_1(
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"actorbus: inspect: cannot connect to 127.0.0.1:{nobody}: "), line
     assert "nothing listens there" in line
+
+
+def test_a_permissions_rule_on_its_key_keeps_inspection_to_the_operators(
+    configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
+) -> None:
+    rules = tmp_path / "permissions"
+    rules.write_text(
+        "role ops = ops-console\n"
+        "allow request @ops actorbus.system actorbus.InspectNode\n"
+        "deny  request *    actorbus.system actorbus.InspectNode\n"
+        "allow * * *\n"
+    )
+    props = configs["calculator"]
+    props.write_text(props.read_text() + f"actorbus.service.calc.permissionsFile = {rules}\n")
+    calc = started("run", str(props))
+
+    deadline = time.monotonic() + 30
+    while (done := inspect(port, "--node-id", "ops-console")).returncode != 0:
+        assert calc.proc.poll() is None and time.monotonic() < deadline, done.stderr
+    assert "node calculator at" in done.stdout
+
+    done = inspect(port, "--node-id", "somebody")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"actorbus: inspect: the node at 127.0.0.1:{port} could not be")
+    assert "permissions may refuse this node's requests on actorbus.InspectNode" in line
