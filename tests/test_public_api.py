@@ -382,7 +382,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "actorbus.fsm.actor": ["BUS_CALLBACKS", "FsmActor", "FsmModel"],
     "actorbus.fsm.declare": ["DefaultState", "Machine"],
-    "actorbus.fsm.diagram": ["DiagramFormat", "render", "write_diagram"],
+    "actorbus.fsm.diagram": ["DiagramFormat", "render", "render_dot", "write_diagram"],
     "actorbus.fsm.engine": [
         "CompiledMachine",
         "FsmEngine",

@@ -13,6 +13,12 @@
   listens there and print the topics and queue groups in use on it and on the
   nodes linked to it (``Bus.topics()``), one table; a node that cannot be
   reached is one line on stderr and exit status 2.
+* ``actorbus inspect HOST:PORT [--secret-file F] [--tls-ca-file F ...] [--watch
+  [S]] [--diagram ACTOR [--format mermaid|dot|svg] [-o FILE]] [--json]`` — link to
+  the running node there and print its actors, dispatchers, feeds, links,
+  outstanding requests and state machines (``Bus.inspect()``,
+  docs/inspect.md); a node that cannot be inspected is one line on stderr and
+  exit status 1.
 
 Bad arguments or bad files print one clear line to stderr and exit with status 2
 (no traceback).
@@ -34,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import enable_logging
+from . import _cli_inspect, enable_logging
 from ._log import logger
 from ._signals import StopSignals
 from .errors import Error
@@ -62,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level",
         default=None,
-        help="loguru level (default WARNING; ERROR for topics, whose failure is one line)",
+        help="loguru level (default WARNING; ERROR for topics and inspect, whose failure is "
+        "one line)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -149,6 +156,8 @@ def _parser() -> argparse.ArgumentParser:
         default=2.0,
         help="seconds to wait for the link, then for the nodes' answers (default 2)",
     )
+
+    _cli_inspect.add_parser(sub)
 
     diag = sub.add_parser("diagram", help="render a state machine")
     diag.add_argument("machine", help="a .sm file, or module:Class of a StateMachine")
@@ -455,7 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return spark_main(argv[2:], prog="actorbus demo spark")
     parser = _parser()
     args = parser.parse_args(argv)
-    enable_logging(args.log_level or ("ERROR" if args.command == "topics" else "WARNING"))
+    quiet = args.command in ("topics", "inspect")
+    enable_logging(args.log_level or ("ERROR" if quiet else "WARNING"))
     try:
         if args.command == "diagram":
             return _cmd_diagram(args)
@@ -463,7 +473,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_demo(args)
         if args.command == "topics":
             return _cmd_topics(args)
+        if args.command == "inspect":
+            return _cli_inspect.run(args, _split_address(args.address), _Fail)
         return _cmd_run(args)
+    except _cli_inspect.InspectFailed as exc:
+        print(f"actorbus: {exc}", file=sys.stderr)
+        return 1
     except _Fail as exc:
         print(f"actorbus: {exc}", file=sys.stderr)
         return 2

@@ -149,12 +149,13 @@ class NodeSnapshot(Field, type_name="actorbus.NodeSnapshot"):
     actors: tuple[ActorInfo, ...] = ()
     dispatchers: tuple[DispatcherInfo, ...] = ()
     feeds: tuple[TopicRow, ...] = ()
-    """Discovery's rows of this node (docs/discovery.md): per message type,
+    """Discovery's rows of this node (docs/subjects.md, "Discovery"): per message type,
     subject or pattern, role, scope and queue group, how many feeds and how
     many UP."""
     links: tuple[LinkInfo, ...] = ()
     requests_outstanding: int = 0
-    """Requests this node's requestors are waiting on (replies not all in)."""
+    """Requests this node's own requestors are waiting on (replies not all in;
+    a peer's requests forwarded here are counted on the peer)."""
     requests: tuple[RequestCount, ...] = ()
     """The same, per key."""
 
@@ -231,8 +232,9 @@ def _link_info(link: Link) -> LinkInfo:
 
 
 def _requests(router: Router) -> tuple[int, tuple[RequestCount, ...]]:
+    # this node's own requestors (a peer's requests forwarded here are the peer's)
     with router.lock:
-        keys = [handle.feed.key for handle in router.requests.values()]
+        keys = [h.feed.key for h in router.requests.values() if h.feed.remote is None]
     per_key = Counter((k.message_class.__type_name__, k.subject) for k in keys)
     return len(keys), tuple(
         RequestCount(message_type=t, subject=s, count=n) for (t, s), n in sorted(per_key.items())

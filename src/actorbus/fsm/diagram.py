@@ -36,7 +36,7 @@ from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import GraphvizNotFoundError
 from actorbus.fsm.spec import CallbackRef, MachineSpec, TransitionSpec
 
-__all__ = ["DiagramFormat", "render", "write_diagram"]
+__all__ = ["DiagramFormat", "render", "render_dot", "write_diagram"]
 
 DiagramFormat = Literal["mermaid", "dot", "svg", "png"]
 
@@ -272,6 +272,22 @@ def render(
     if fmt == "png":
         return _run_dot(to_dot(spec, current), "png")
     raise FsmError(f"unknown diagram format {fmt!r}; use one of 'mermaid', 'dot', 'svg', 'png'")
+
+
+def render_dot(dot: str, fmt: Literal["svg", "png"] = "svg") -> str | bytes:
+    """Draw DOT text (``render(..., "dot")``, or the diagram a node's
+    inspection carries) with Graphviz's ``dot``: ``str`` for svg, ``bytes``
+    for png.
+
+    Raises:
+        FsmError: another format, or ``dot`` failed.
+        GraphvizNotFoundError: ``dot`` is not installed.
+    """
+    if fmt == "svg":
+        return _run_dot(dot, "svg").decode("utf-8")
+    if fmt == "png":
+        return _run_dot(dot, "png")
+    raise FsmError(f"render_dot() draws 'svg' or 'png', not {fmt!r}; 'dot' text is the input")
 
 
 def write_diagram(

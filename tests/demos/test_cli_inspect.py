@@ -1,0 +1,262 @@
+"""``actorbus inspect HOST:PORT`` against the calculator demo's own nodes, each
+``actorbus run`` in its own process (the demo's properties files with a free
+port): the calculator actor and its machine's current state, which follows the
+source node as it is stopped and started again; ``--diagram`` with the current
+state highlighted; ``--json``; a wrong secret and a refused dial, each one line
+and exit status 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demos" / "calculator"
+#: this checkout's src/ first, then the demos
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Process:
+    """A ``python -m actorbus ...`` process whose stdout lines are read on a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "actorbus", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if predicate(line):
+                return line
+            seen = [*seen[-30:], line]
+        raise AssertionError(
+            f"no matching line within {timeout}s; rc={self.proc.poll()}; last lines:\n"
+            + "\n".join(seen)
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self.reader.join(10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def configs(tmp_path: Path, port: int) -> dict[str, Path]:
+    out = {}
+    for role in ("calculator", "source", "sink"):
+        text = (DEMO / f"{role}-node.properties").read_text().replace("7701", str(port))
+        path = tmp_path / f"{role}.properties"
+        path.write_text(text)
+        out[role] = path
+    return out
+
+
+@pytest.fixture
+def started() -> Iterator[Callable[..., Process]]:
+    processes: list[Process] = []
+
+    def start(*args: str) -> Process:
+        p = Process(*args)
+        processes.append(p)
+        return p
+
+    yield start
+    for p in processes:
+        p.stop()
+
+
+def inspect(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actorbus", "inspect", f"127.0.0.1:{port}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        check=False,
+    )
+
+
+def calculator_listening(calc: Process, port: int) -> None:
+    """Wait until the calculator node answers: its service is up once a dial logs on."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = inspect(port, "--json")
+        if done.returncode == 0:
+            return
+        assert calc.proc.poll() is None, calc.proc.stderr.read() if calc.proc.stderr else ""
+        assert time.monotonic() < deadline, done.stderr
+
+
+def state_line(state: str) -> Callable[[str], bool]:
+    """The state machines table's row of the calculator in ``state``."""
+    pattern = re.compile(rf"^\s+calculator\s+{state}\s+compiled\s+\d+$")
+    return lambda line: pattern.match(line) is not None
+
+
+def test_inspect_follows_the_calculator_state_as_the_source_stops_and_starts(
+    configs: dict[str, Path], port: int, started: Callable[..., Process]
+) -> None:
+    calc = started("run", str(configs["calculator"]))
+    calculator_listening(calc, port)
+    source = started("run", str(configs["source"]))
+    started("run", str(configs["sink"]))
+    watch = started("inspect", f"127.0.0.1:{port}", "--watch", "0.2", "--timeout", "20")
+    watch.wait_for(state_line("Publishing"))
+    source.proc.kill()  # the calculator's data feed goes DOWN with the source's link
+    watch.wait_for(state_line("FeedDown"))
+    watch.wait_for(lambda line: line.endswith("feed_down: Publishing -> FeedDown"))
+    started("run", str(configs["source"]))
+    watch.wait_for(state_line("Publishing"))
+    watch.proc.send_signal(signal.SIGINT)  # Ctrl-C ends --watch
+    assert watch.proc.wait(10) == 0
+
+
+def test_tables_json_and_a_diagram_of_the_current_state(
+    configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
+) -> None:
+    calc = started("run", str(configs["calculator"]))
+    calculator_listening(calc, port)
+    # no source yet: the machine waits for its data feed in its start state
+    done = inspect(port)
+    assert done.returncode == 0, done.stderr
+    assert "node calculator at" in done.stdout
+    assert re.search(r"^\s+calculator\s+demos\.calculator\.actors\.Calculator\s", done.stdout, re.M)
+    assert any(state_line("Initializing")(line) for line in done.stdout.splitlines())
+
+    done = inspect(port, "--json")
+    snapshot = json.loads(done.stdout)
+    assert snapshot["node"] == "calculator"
+    (calculator,) = snapshot["actors"]
+    assert calculator["machine"]["state"] == "Initializing"
+    assert calculator["machine"]["transitions"][0]["target"] == "Initializing"
+
+    done = inspect(port, "--diagram", "calculator")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stateDiagram-v2")
+    assert "class Initializing current" in done.stdout
+
+    done = inspect(port, "--diagram", "calculator", "--format", "dot")
+    assert re.search(r"Initializing.*penwidth=3", done.stdout), done.stdout
+
+    svg = tmp_path / "calculator.svg"
+    done = inspect(port, "--diagram", "calculator", "--format", "svg", "-o", str(svg))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "<svg" in svg.read_text() and "Initializing" in svg.read_text()
+
+    done = inspect(port, "--diagram", "nobody")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"actorbus: inspect: node calculator at 127.0.0.1:{port} has no actor 'nobody'; "
+        "its FSM actors: calculator"
+    )
+
+
+def test_a_wrong_secret_and_a_refused_dial_are_one_line_and_status_1(
+    configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("the calculator's own secret, 32+ bytes\n")
+    wrong = tmp_path / "wrong"
+    wrong.write_text("somebody else's secret, also long enough\n")
+    for path in (secret, wrong):
+        path.chmod(0o600)
+    props = configs["calculator"]
+    props.write_text(props.read_text() + f"actorbus.service.calc.secretFile = {secret}\n")
+    calc = started("run", str(props))
+
+    deadline = time.monotonic() + 30
+    while (done := inspect(port, "--secret-file", str(secret))).returncode != 0:
+        assert calc.proc.poll() is None and time.monotonic() < deadline, done.stderr
+    assert "node calculator at" in done.stdout
+
+    done = inspect(port, "--secret-file", str(wrong))
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"actorbus: inspect: no node at 127.0.0.1:{port}: logon rejected")
+    assert "this link's secret is not the peer's" in line, line
+    assert done.stdout == ""
+
+    nobody = free_port()
+    done = inspect(nobody, "--timeout", "5")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"actorbus: inspect: cannot connect to 127.0.0.1:{nobody}: "), line
+    assert "nothing listens there" in line
+
+
+def test_a_permissions_rule_on_its_key_keeps_inspection_to_the_operators(
+    configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
+) -> None:
+    rules = tmp_path / "permissions"
+    rules.write_text(
+        "role ops = ops-console\n"
+        "allow request @ops actorbus.system actorbus.InspectNode\n"
+        "deny  request *    actorbus.system actorbus.InspectNode\n"
+        "allow * * *\n"
+    )
+    props = configs["calculator"]
+    props.write_text(props.read_text() + f"actorbus.service.calc.permissionsFile = {rules}\n")
+    calc = started("run", str(props))
+
+    deadline = time.monotonic() + 30
+    while (done := inspect(port, "--node-id", "ops-console")).returncode != 0:
+        assert calc.proc.poll() is None and time.monotonic() < deadline, done.stderr
+    assert "node calculator at" in done.stdout
+
+    done = inspect(port, "--node-id", "somebody")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"actorbus: inspect: the node at 127.0.0.1:{port} could not be")
+    assert "permissions may refuse this node's requests on actorbus.InspectNode" in line
