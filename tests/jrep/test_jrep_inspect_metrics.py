@@ -25,11 +25,11 @@ from actorbus.testing import wait_until
 ON = GatewaySettings(inspect_page=True, metrics=True)
 
 
-class Tick(Notification, type_name="inspecttest.Tick"):
+class Tick(Notification, type_name="inspectwebtest.Tick"):
     n: int
 
 
-class Sum(Reply, type_name="inspecttest.Sum"):
+class Sum(Reply, type_name="inspectwebtest.Sum"):
     total: int
 
 
@@ -164,7 +164,7 @@ def test_metrics_and_json_show_known_traffic(two_nodes: tuple[Bus, Bus]) -> None
     assert value(samples, "actorbus_link_dropped_total", **on_link) == 0
     assert value(samples, "actorbus_link_lost_total", **on_link) == 0
     assert value(samples, "actorbus_link_logged_on", **on_link) == 1
-    row = {"type": "inspecttest.Tick", "subject": "/t"}
+    row = {"type": "inspectwebtest.Tick", "subject": "/t"}
     assert value(samples, "actorbus_feed_up", role="publisher", **row) == 1
     assert value(samples, "actorbus_requests_outstanding", node="A") == 0
     assert value(samples, "actorbus_gateway_sessions", gateway="web") == 0
@@ -183,7 +183,7 @@ def test_metrics_and_json_show_known_traffic(two_nodes: tuple[Bus, Bus]) -> None
         "logged on",
     )
     (feed,) = [f for f in seen["feeds"] if f["subject"] == "/t" and f["role"] == "publisher"]
-    assert (feed["message_type"], feed["count"], feed["up"]) == ("inspecttest.Tick", 1, 0)
+    assert (feed["message_type"], feed["count"], feed["up"]) == ("inspectwebtest.Tick", 1, 0)
     # the key's history: UP when the publisher came, DOWN now
     (history,) = [h for h in seen["feed_history"] if h["subject"] == "/t"]
     assert [c["up"] for c in history["changes"]] == [True, False]
@@ -218,7 +218,7 @@ def test_dispatcher_tasks_and_mailbox_depths_are_the_runtimes_own() -> None:
         assert value(scrape(gateway.port), "actorbus_mailbox_depth", actor="holder") == 0
 
 
-class Add(Request, type_name="inspecttest.Add", replies=(Sum,)):
+class Add(Request, type_name="inspectwebtest.Add", replies=(Sum,)):
     a: int
     b: int
 

@@ -13,9 +13,10 @@ whose keys come and go keeps a fixed amount of it.
 
 **Request latencies.**  A request is timed only while the router's
 ``request_latencies`` is set (the node sets it when a gateway serves metrics):
-its handle is stamped with ``perf_counter()`` when made, and its end (the last
-final reply, a cancel, a timeout, a lost link) adds the duration to one of
-:data:`LATENCY_BUCKETS`.  Unset, a request pays one ``is None`` test when made
+the handle of a request of this node's own requestors (a peer's request
+forwarded here is timed on the peer) is stamped with ``perf_counter()`` when
+made, and its end (the last final reply, a cancel, a timeout, a lost link) adds
+the duration to one of :data:`LATENCY_BUCKETS`.  Unset, a request pays one ``is None`` test when made
 and one truth test when it ends, and reads no clock.
 """
 

@@ -167,8 +167,9 @@ class RequestHandle(Generic[Q]):
         self.request = request
         #: True when the request ended because its timeout passed.
         self.timed_out = False
-        #: perf_counter() when made, while the router times requests (else 0)
-        self.started = perf_counter() if latencies is not None else 0.0
+        #: perf_counter() when made, while the router times requests, for this
+        #: node's own requestors (a peer's request forwarded here is timed there)
+        self.started = perf_counter() if latencies is not None and feed.remote is None else 0.0
         #: who sent the reply being delivered (read it in the reply callback):
         #: the replier's node, actor, feed and hops; None for an ERROR reply the
         #: bus made itself (a timeout, a lost link)
