@@ -31,7 +31,8 @@ each number is the best of ``ROUNDS`` rounds):
 Messages are built once and the same immutable instance is sent every time, on
 both sides, so the numbers are the cost of moving a message, not of building it.
 
-Run: ``.venv/bin/python benchmarks/local_bus.py [--quick]``  (about a minute).
+Run: ``.venv/bin/python benchmarks/local_bus.py [--quick] [--metrics]``  (about a
+minute; ``--metrics``: every bus serves ``/metrics``, docs/inspect.md).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from _common import Row, percentile, print_table, row
 from actorbus.actors import Actor
 from actorbus.bus.feeds import IncomingRequest, RequestHandle, SubscribeFeed
 from actorbus.bus.message import Notification, Reply, Request
+from actorbus.config import GatewaySettings
 from actorbus.config.schema import BusConfig, DispatcherConfig, DispatcherKind
 from actorbus.node import Bus
 
@@ -84,12 +86,20 @@ class Ping(Request, replies=(Pong,)):
     value: int
 
 
+#: set (by --metrics): every bus serves /metrics (a J.REP gateway with metrics
+#: on, which times requests), to show what that costs the paths measured here
+METRICS_ENV = "ACTORBUS_BENCH_METRICS"
+
+
 def _bus(*dispatchers: tuple[str, DispatcherKind]) -> Bus:
     configs = tuple(
         DispatcherConfig(name=name, kind=kind, thread_count=1, is_default=i == 0)
         for i, (name, kind) in enumerate(dispatchers)
     )
-    return Bus(BusConfig(dispatchers=configs))
+    bus = Bus(BusConfig(dispatchers=configs))
+    if os.environ.get(METRICS_ENV) == "1":
+        bus.serve_jrep(0, name="metrics", settings=GatewaySettings(metrics=True))
+    return bus
 
 
 class _Countdown:
@@ -680,7 +690,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke test)")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--metrics", action="store_true", help="every bus serves /metrics (what it costs)"
+    )
     args = parser.parse_args(argv if argv is not None else [])
+    if args.metrics:
+        os.environ[METRICS_ENV] = "1"  # the memory child's buses too
     if args.memory_child:
         result = memory_child(per_actor=10) if args.quick else memory_child()
         print(json.dumps(result))
