@@ -19,7 +19,7 @@ from jrep_support import WAIT
 from prometheus_client.parser import text_string_to_metric_families
 
 from actorbus import Actor, Bus, ConfigError, FeedState, Notification, Reply, Request
-from actorbus.config import GatewaySettings
+from actorbus.config import GatewaySettings, load_config
 from actorbus.testing import wait_until
 
 ON = GatewaySettings(inspect_page=True, metrics=True)
@@ -277,3 +277,29 @@ def test_a_machine_diagram_is_svg_or_its_dot_text_without_graphviz(
         for actor in ("plain", "nobody"):
             status, body, _ = get(gateway.port, f"/inspect/diagram?actor={actor}")
             assert status == 404 and b"with a state machine" in body
+
+
+def test_a_properties_file_turns_them_on(tmp_path: Path) -> None:
+    path = tmp_path / "node.properties"
+    path.write_text(
+        "actorbus.jrep.gateways=web\n"
+        "actorbus.jrep.gateway.web.port=0\n"
+        "actorbus.jrep.gateway.web.inspectPage=true\n"
+        "actorbus.jrep.gateway.web.metrics=true\n"
+    )
+    config = load_config(path)
+    (gw,) = config.gateways
+    assert (gw.settings.inspect_page, gw.settings.metrics) == (True, True)
+    bus = Bus(config, node_id="P")
+    try:
+        (gateway,) = bus.net.gateways
+        assert value(scrape(gateway.port), "actorbus_requests_outstanding", node="P") == 0
+        assert json.loads(get(gateway.port, "/inspect.json")[1])["node"] == "P"
+    finally:
+        bus.close()
+    path.write_text(
+        "actorbus.jrep.gateways=web\nactorbus.jrep.gateway.web.port=0\n"
+        "actorbus.jrep.gateway.web.metrics=maybe\n"
+    )
+    with pytest.raises(ConfigError, match="metrics"):
+        load_config(path)
