@@ -191,7 +191,13 @@ PINNED: dict[str, list[str]] = {
         "pack_default",
         "to_wire",
     ],
-    "actorbus.bus.history": ["FeedChange", "FeedHistory", "LATENCY_BUCKETS", "RequestLatencies"],
+    "actorbus.bus.history": [
+        "FeedChange",
+        "FeedHistory",
+        "LATENCY_BUCKETS",
+        "RequestLatencies",
+        "TimedRequestHandle",
+    ],
     "actorbus.bus.discovery": [
         "DiscoverTopics",
         "ROLES",

@@ -226,6 +226,7 @@ class Add(Request, type_name="inspectwebtest.Add", replies=(Sum,)):
 class Adder(Actor):
     def startup(self) -> None:
         self.serve(Add, "/add", lambda q: Sum(q.subject, total=q.a + q.b))
+        self.replier(Add, "/never", on_request=lambda incoming: None)  # never answers
 
 
 def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> None:
@@ -234,11 +235,11 @@ def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> No
         bus.register(adder)
         bus.startup([adder]).wait(WAIT)
         bus.request_all(Add("/add", a=1, b=2), WAIT)
-        assert bus.router.request_latencies is None  # no gateway serves metrics: no clock read
+        assert bus.request_latencies is None  # no gateway serves metrics: no clock read
         bus.serve_jrep(0, name="page", settings=GatewaySettings(inspect_page=True))
-        assert bus.router.request_latencies is None
+        assert bus.request_latencies is None
         gateway = bus.serve_jrep(0, name="web", settings=GatewaySettings(metrics=True))
-        assert bus.router.request_latencies is not None
+        assert bus.request_latencies is not None
         for n in range(3):
             (reply,) = bus.request_all(Add("/add", a=n, b=1), WAIT)
             assert isinstance(reply, Sum) and reply.total == n + 1
@@ -248,6 +249,14 @@ def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> No
         assert 0 < value(samples, "actorbus_request_duration_seconds_sum") < 3 * WAIT
         assert value(samples, "actorbus_request_duration_seconds_bucket", le="0.0001") <= 3
         assert value(samples, "actorbus_requests_outstanding", node="A") == 0
+        # a request that times out ends too: counted once, after its timeout
+        (timed_out,) = bus.request_all(Add("/never", a=0, b=0), 0.2)
+        assert "timed out" in (timed_out.reason or "")
+        samples = scrape(gateway.port)
+        assert value(samples, "actorbus_request_duration_seconds_count", node="A") == 4
+        assert value(samples, "actorbus_request_duration_seconds_bucket", le="0.1") == 3
+        assert value(samples, "actorbus_request_duration_seconds_bucket", le="+Inf") == 4
+        assert value(samples, "actorbus_request_duration_seconds_sum") >= 0.2
 
 
 def test_a_machine_diagram_is_svg_or_its_dot_text_without_graphviz(
