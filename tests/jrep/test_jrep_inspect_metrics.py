@@ -5,6 +5,7 @@ parser)."""
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import sys
@@ -312,3 +313,13 @@ def test_a_properties_file_turns_them_on(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="metrics"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("path", "settings"),
+    [("/metrics", GatewaySettings(metrics=True)), ("/inspect", GatewaySettings(inspect_page=True))],
+)
+def test_the_jrep_path_cannot_hide_them(path: str, settings: GatewaySettings) -> None:
+
+    with Bus(node_id="gw") as bus, pytest.raises(ConfigError, match="another path"):
+        bus.serve_jrep(0, name="web", settings=dataclasses.replace(settings, path=path))

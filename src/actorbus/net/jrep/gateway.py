@@ -132,6 +132,18 @@ class Gateway:
         self.port = port
         self.path = path
         self.settings = settings or GatewaySettings()
+        taken = {
+            "/metrics": self.settings.metrics,
+            "/inspect": self.settings.inspect_page,
+            "/inspect.json": self.settings.inspect_page,
+        }
+        if taken.get(path):
+            raise ConfigError(
+                f"jrep gateway {name!r}: path={path!r} is where the gateway serves "
+                f"{'its metrics' if path == '/metrics' else 'its inspect page'}; give the "
+                "J.REP endpoint another path, such as '/jrep'",
+                key=key("path"),
+            )
         self.auth = auth
         self.config_prefix = config_prefix
         #: the rules of the peer named like the gateway, made to apply to every
