@@ -191,13 +191,7 @@ PINNED: dict[str, list[str]] = {
         "pack_default",
         "to_wire",
     ],
-    "actorbus.bus.history": [
-        "FeedChange",
-        "FeedHistory",
-        "LATENCY_BUCKETS",
-        "RequestLatencies",
-        "TimedRequestHandle",
-    ],
+    "actorbus.bus.history": ["FeedChange", "FeedHistory", "LATENCY_BUCKETS", "RequestLatencies"],
     "actorbus.bus.discovery": [
         "DiscoverTopics",
         "ROLES",

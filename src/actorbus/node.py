@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import functools
 import os
 import queue
 import socket
@@ -45,7 +44,7 @@ from .actors.dispatcher import hold_wakes, release_wakes
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
-from .bus.history import FeedHistory, RequestLatencies, TimedRequestHandle
+from .bus.history import FeedHistory, RequestLatencies
 from .bus.inbox import Inbox
 from .bus.message import Message, MessageKey, Notification, Reply, Request
 from .bus.owner import checked_key, refuse_blocking_deadlock, subscription_key
@@ -143,8 +142,6 @@ class Bus:
         )
         #: each key's last UP/DOWN changes (the inspect page shows them)
         self.feed_history = FeedHistory()
-        #: the durations of this node's requests, once a gateway serves metrics
-        self.request_latencies: RequestLatencies | None = None
         self.router = Router(
             schedule=self._schedule,
             hold_deliveries=hold_wakes,
@@ -532,16 +529,12 @@ class Bus:
         )
 
     def _time_requests(self) -> RequestLatencies:
-        """Time this node's requests from now on (a gateway serving metrics asks,
-        once it is made); their durations so far.  Only then do requests read the
-        clock (bus/history.py)."""
+        """Time every request from now on (a gateway serving metrics asks); the
+        durations so far.  Only while this is on do requests read the clock."""
         with self.router.lock:
-            if self.request_latencies is None:
-                self.request_latencies = RequestLatencies()
-                self.router.new_handle = functools.partial(
-                    TimedRequestHandle, latencies=self.request_latencies
-                )
-            return self.request_latencies
+            if self.router.request_latencies is None:
+                self.router.request_latencies = RequestLatencies()
+            return self.router.request_latencies
 
     def _dot_diagram(self, actor: str) -> str | None:
         """The DOT text of actor ``actor``'s machine, its current state highlighted

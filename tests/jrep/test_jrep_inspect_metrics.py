@@ -236,11 +236,11 @@ def test_request_durations_are_a_histogram_only_while_metrics_are_served() -> No
         bus.register(adder)
         bus.startup([adder]).wait(WAIT)
         bus.request_all(Add("/add", a=1, b=2), WAIT)
-        assert bus.request_latencies is None  # no gateway serves metrics: no clock read
+        assert bus.router.request_latencies is None  # no gateway serves metrics: no clock read
         bus.serve_jrep(0, name="page", settings=GatewaySettings(inspect_page=True))
-        assert bus.request_latencies is None
+        assert bus.router.request_latencies is None
         gateway = bus.serve_jrep(0, name="web", settings=GatewaySettings(metrics=True))
-        assert bus.request_latencies is not None
+        assert bus.router.request_latencies is not None
         for n in range(3):
             (reply,) = bus.request_all(Add("/add", a=n, b=1), WAIT)
             assert isinstance(reply, Sum) and reply.total == n + 1

@@ -11,14 +11,13 @@ under the router's lock, never per message.  The history is bounded twice: ``per
 go first) and ``keys`` keys (the key changed longest ago goes first), so a node
 whose keys come and go keeps a fixed amount of it.
 
-**Request latencies.**  While a gateway serves metrics, the node has the
-router make :class:`TimedRequestHandle` handles (``Router.new_handle``): a
-request of this node's own requestors (a peer's request forwarded here is timed
-on the peer) reads ``perf_counter()`` when its handle is made and when it ends
-(the last final reply, a cancel, a timeout, a lost link), and the duration goes
-into one of :data:`LATENCY_BUCKETS`.  Otherwise the router makes plain
-:class:`~actorbus.bus.requests.RequestHandle` handles, whose code is untouched:
-a request reads no clock and pays nothing.
+**Request latencies.**  A request is timed only while the router's
+``request_latencies`` is set (the node sets it when a gateway serves metrics):
+the handle of a request of this node's own requestors (a peer's request
+forwarded here is timed on the peer) is stamped with ``perf_counter()`` when
+made, and its end (the last final reply, a cancel, a timeout, a lost link) adds
+the duration to one of :data:`LATENCY_BUCKETS`.  Unset, a request pays one ``is None`` test when made
+and one truth test when it ends, and reads no clock.
 """
 
 from __future__ import annotations
@@ -28,14 +27,12 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from time import perf_counter
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from ..errors import UsageError
-from .message import Message, MessageKey
-from .requests import RequestFeed, RequestHandle
+from .message import MessageKey
 
-__all__ = ["LATENCY_BUCKETS", "FeedChange", "FeedHistory", "RequestLatencies", "TimedRequestHandle"]
+__all__ = ["LATENCY_BUCKETS", "FeedChange", "FeedHistory", "RequestLatencies"]
 
 #: changes kept per key, and keys kept, unless told otherwise
 PER_KEY: Final = 8
@@ -141,26 +138,3 @@ class RequestLatencies:
             seen += n
             buckets.append((bound, seen))
         return tuple(buckets), seen, total
-
-
-class TimedRequestHandle(RequestHandle[Any]):
-    """A request's handle that adds its duration to ``latencies`` when it ends
-    (see the module docstring); made by the router while the node times requests."""
-
-    __slots__ = ("latencies", "started")
-
-    def __init__(
-        self, feed: RequestFeed[Any], request: Message, *, latencies: RequestLatencies
-    ) -> None:
-        super().__init__(feed, request)
-        #: where the duration goes; None once counted, or for a peer's request
-        self.latencies: RequestLatencies | None = latencies if feed.remote is None else None
-        self.started = perf_counter()
-
-    def _finish(self) -> None:
-        # taken and cleared in one step with no call between (no thread switch
-        # under the GIL): a second end (a cancel after the last reply) counts nothing
-        latencies, self.latencies = self.latencies, None
-        super()._finish()
-        if latencies is not None:
-            latencies.observe(perf_counter() - self.started)

@@ -16,13 +16,17 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Generic
 
 from ..errors import CallbackError, RequestError, UsageError
 from ._feed import _OK_CONTINUING, _PLACED, Callback, Feed, Q, _direct, _Phase, _refuse_async
 from .message import Message, MessageKey, Reply, ReplyStatus
 from .scope import FeedState
 from .sender import Sender
+
+if TYPE_CHECKING:
+    from .history import RequestLatencies
 
 __all__ = ["IncomingRequest", "ReplyFeed", "RequestFeed", "RequestHandle"]
 
@@ -151,15 +155,21 @@ class RequestHandle(Generic[Q]):
         "peer_id",
         "request",
         "sender",
+        "started",
         "timed_out",
     )
 
-    def __init__(self, feed: RequestFeed[Q], request: Q) -> None:
+    def __init__(
+        self, feed: RequestFeed[Q], request: Q, latencies: RequestLatencies | None = None
+    ) -> None:
         self.id = next(_request_ids)
         self.feed = feed
         self.request = request
         #: True when the request ended because its timeout passed.
         self.timed_out = False
+        #: perf_counter() when made, while the router times requests, for this
+        #: node's own requestors (a peer's request forwarded here is timed there)
+        self.started = perf_counter() if latencies is not None and feed.remote is None else 0.0
         #: who sent the reply being delivered (read it in the reply callback):
         #: the replier's node, actor, feed and hops; None for an ERROR reply the
         #: bus made itself (a timeout, a lost link)
@@ -208,7 +218,11 @@ class RequestHandle(Generic[Q]):
     def _finish(self) -> None:
         # The router forgets it; its timeout (if any) is dropped lazily
         # (bus/_timeouts.py): nothing to cancel, no reference back to the handle.
-        self.feed._router.requests.pop(self.id, None)
+        router = self.feed._router
+        if router.requests.pop(self.id, None) is not None and self.started:
+            latencies = router.request_latencies
+            if latencies is not None:
+                latencies.observe(perf_counter() - self.started)
 
     def _reply_from(
         self, incoming: IncomingRequest[Q], reply: Reply, sender: Sender | None = None

@@ -58,6 +58,7 @@ from .feeds import (
     RequestHandle,
     SubscribeFeed,
 )
+from .history import RequestLatencies
 from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
@@ -174,8 +175,8 @@ class Router:
         a key has an UP publisher after each change of its publishers (bus/history.py)."""
         self.hold_deliveries = hold_deliveries
         self.feed_changed = feed_changed
-        #: makes a request's handle (the node swaps in a timed one while metrics are served)
-        self.new_handle: Callable[[Any, Message], RequestHandle[Any]] = RequestHandle
+        #: set: requests are timed from their handle's making to their end (bus/history.py)
+        self.request_latencies: RequestLatencies | None = None
         self.release_deliveries = release_deliveries
         self.lock = threading.RLock()
         self.entries: dict[MessageKey, _Entry] = {}
@@ -667,7 +668,7 @@ class Router:
         request is the peer's ``peer_id``: the party learns the handle before any
         replier can answer (repliers may answer on other threads before this
         returns)."""
-        handle = self.new_handle(feed, message)
+        handle: RequestHandle[Any] = RequestHandle(feed, message, self.request_latencies)
         incomings = []  # a loop, not a comprehension (see choose)
         for r in chosen:
             incomings.append(IncomingRequest(handle, r, message))
