@@ -122,8 +122,9 @@ def test_feeds_are_discoverys_rows(bus: Bus) -> None:
     assert feeds == {("publisher", "/ticks", 1, 1), ("subscriber", "/ticks", 1, 1)}
 
 
-def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
-    switch = Switch("switch")
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus, engine: str) -> None:
+    switch = Switch("switch", engine=engine)
     started(bus, switch)
     done = threading.Event()
     for event in ["flip", "stay", "flip", "flip", "stay", "flip"]:
@@ -133,8 +134,8 @@ def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
     info = bus.inspect().actor("switch")
     assert info is not None and info.machine is not None
     machine = info.machine
-    assert (machine.state, machine.engine, machine.events) == ("off", "compiled", 7)
     # four flips and the start changed the state; three are kept, oldest first
+    assert (machine.state, machine.engine, machine.state_changes) == ("off", engine, 5)
     assert [(t.event, t.source, t.target) for t in machine.transitions] == [
         ("flip", "on", "off"),
         ("flip", "off", "on"),
@@ -143,6 +144,38 @@ def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
     times = [t.time for t in machine.transitions]
     assert times == sorted(times)
     assert machine.diagram is None
+
+
+class Relay(Machine):
+    """``go`` leaves ``idle``; entering ``busy`` sends ``done`` from its action."""
+
+    idle = State(initial=True)
+    busy = State()
+    go = idle.to(busy)
+    done = busy.to(idle)
+
+
+class RelayActor(FsmActor):
+    machine = Relay
+
+    def on_enter_busy(self) -> None:  # an entry action, by name
+        self.fsm_send("done")
+
+
+def test_the_compiled_engine_records_the_changes_of_queued_events_too(bus: Bus) -> None:
+    relay = RelayActor("relay")
+    started(bus, relay)
+    done = threading.Event()
+    relay.post(relay.fsm_send, "go")
+    relay.post(done.set)
+    assert done.wait(5)
+    info = bus.inspect().actor("relay")
+    assert info is not None and info.machine is not None
+    assert [(t.event, t.source, t.target) for t in info.machine.transitions] == [
+        ("<start>", "", "idle"),
+        ("go", "idle", "busy"),
+        ("done", "busy", "idle"),
+    ]
 
 
 def test_a_diagram_highlights_the_current_state(bus: Bus) -> None:

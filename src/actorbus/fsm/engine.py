@@ -138,6 +138,7 @@ class CompiledMachine:
         "_table",
         "_tables",
         "_wild",
+        "history",
         "model",
         "spec",
     )
@@ -146,6 +147,9 @@ class CompiledMachine:
         self.spec = spec
         self.model = model
         self._state: StateSpec | None = None
+        #: None (the default), or a deque to which every change of state appends
+        #: ``(time.time(), event, from, to)``; an FSM actor hands in its bounded one
+        self.history: deque[tuple[float, str, str, str]] | None = None
         self._table: dict[str, _Handler] = {}
         self._busy = False
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()
