@@ -236,6 +236,23 @@ def test_a_permissions_rule_on_its_key_refuses_inspection(bus: Bus) -> None:
         assert reply.status is ReplyStatus.ERROR  # type: ignore[attr-defined]
 
 
+class Broken(Actor):
+    def inspect_machine(self, diagram: str | None = None) -> None:
+        raise RuntimeError("no view today")
+
+
+def test_an_inspect_machine_that_raises_leaves_out_that_machine_only(
+    bus: Bus, log_lines: list[str]
+) -> None:
+    started(bus, Broken("broken"))
+    info = bus.inspect().actor("broken")
+    assert info is not None and info.started and info.machine is None
+    assert (
+        "inspection: broken.inspect_machine() raised RuntimeError: no view today; "
+        "its machine is left out"
+    ) in log_lines
+
+
 def test_inspect_on_a_closed_bus_says_so() -> None:
     bus = Bus()
     bus.close()

@@ -426,9 +426,10 @@ class FsmActor(Actor):
         """The machine as inspection shows it: its current state (``""``
         before startup), how many times its state changed, its last
         :attr:`fsm_history` changes (the engine appends them as it takes them,
-        so an event that leaves the state as it was costs nothing) and, when ``diagram`` is ``"mermaid"`` or ``"dot"``, its
-        diagram with the current state highlighted (``actorbus.fsm.diagram``).
-        Called on the inspecting thread; it only reads."""
+        so an event that leaves the state as it was costs nothing) and, when
+        ``diagram`` is ``"mermaid"`` or ``"dot"``, its diagram with the current
+        state highlighted (``actorbus.fsm.diagram``).  Called on the inspecting
+        thread; it only reads."""
         fsm = self.fsm
         state = "" if fsm is None or not fsm.started else str(fsm.current_state)
         drawn: str | None = None

@@ -88,6 +88,10 @@ def runaway_step(machine: str, state: str | None, event: str) -> FsmError:
 class FsmEngine(Protocol):
     """What the actor binding (and any caller) uses, whichever engine runs the machine."""
 
+    #: None, or a deque the engine appends ``(time.time(), event, from, to)`` to
+    #: when its state changes (an FSM actor hands in its bounded one)
+    history: deque[tuple[float, str, str, str]] | None
+
     @property
     def spec(self) -> MachineSpec:
         """The machine's :class:`~actorbus.fsm.MachineSpec`."""
