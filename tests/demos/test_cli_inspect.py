@@ -235,6 +235,17 @@ def test_a_wrong_secret_and_a_refused_dial_are_one_line_and_status_1(
     assert line.startswith(f"actorbus: inspect: cannot connect to 127.0.0.1:{nobody}: "), line
     assert "nothing listens there" in line
 
+    # a port that takes the connection and never answers the logon
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        mute = silent.getsockname()[1]
+        done = inspect(mute, "--timeout", "1")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        f"actorbus: inspect: no node at 127.0.0.1:{mute} logged on within 1 s; start the node "
+        "there, check HOST:PORT (its service's port), or raise --timeout"
+    )
+
 
 def test_a_permissions_rule_on_its_key_keeps_inspection_to_the_operators(
     configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
