@@ -122,8 +122,9 @@ def test_feeds_are_discoverys_rows(bus: Bus) -> None:
     assert feeds == {("publisher", "/ticks", 1, 1), ("subscriber", "/ticks", 1, 1)}
 
 
-def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
-    switch = Switch("switch")
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus, engine: str) -> None:
+    switch = Switch("switch", engine=engine)
     started(bus, switch)
     done = threading.Event()
     for event in ["flip", "stay", "flip", "flip", "stay", "flip"]:
@@ -133,8 +134,8 @@ def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
     info = bus.inspect().actor("switch")
     assert info is not None and info.machine is not None
     machine = info.machine
-    assert (machine.state, machine.engine, machine.events) == ("off", "compiled", 7)
     # four flips and the start changed the state; three are kept, oldest first
+    assert (machine.state, machine.engine, machine.state_changes) == ("off", engine, 5)
     assert [(t.event, t.source, t.target) for t in machine.transitions] == [
         ("flip", "on", "off"),
         ("flip", "off", "on"),
@@ -143,6 +144,38 @@ def test_an_fsm_actor_keeps_its_last_state_changes_only(bus: Bus) -> None:
     times = [t.time for t in machine.transitions]
     assert times == sorted(times)
     assert machine.diagram is None
+
+
+class Relay(Machine):
+    """``go`` leaves ``idle``; entering ``busy`` sends ``done`` from its action."""
+
+    idle = State(initial=True)
+    busy = State()
+    go = idle.to(busy)
+    done = busy.to(idle)
+
+
+class RelayActor(FsmActor):
+    machine = Relay
+
+    def on_enter_busy(self) -> None:  # an entry action, by name
+        self.fsm_send("done")
+
+
+def test_the_compiled_engine_records_the_changes_of_queued_events_too(bus: Bus) -> None:
+    relay = RelayActor("relay")
+    started(bus, relay)
+    done = threading.Event()
+    relay.post(relay.fsm_send, "go")
+    relay.post(done.set)
+    assert done.wait(5)
+    info = bus.inspect().actor("relay")
+    assert info is not None and info.machine is not None
+    assert [(t.event, t.source, t.target) for t in info.machine.transitions] == [
+        ("<start>", "", "idle"),
+        ("go", "idle", "busy"),
+        ("done", "busy", "idle"),
+    ]
 
 
 def test_a_diagram_highlights_the_current_state(bus: Bus) -> None:
@@ -201,6 +234,23 @@ def test_a_permissions_rule_on_its_key_refuses_inspection(bus: Bus) -> None:
         (reply,) = ask(asker)
         assert not isinstance(reply, NodeInspected)
         assert reply.status is ReplyStatus.ERROR  # type: ignore[attr-defined]
+
+
+class Broken(Actor):
+    def inspect_machine(self, diagram: str | None = None) -> None:
+        raise RuntimeError("no view today")
+
+
+def test_an_inspect_machine_that_raises_leaves_out_that_machine_only(
+    bus: Bus, log_lines: list[str]
+) -> None:
+    started(bus, Broken("broken"))
+    info = bus.inspect().actor("broken")
+    assert info is not None and info.started and info.machine is None
+    assert (
+        "inspection: broken.inspect_machine() raised RuntimeError: no view today; "
+        "its machine is left out"
+    ) in log_lines
 
 
 def test_inspect_on_a_closed_bus_says_so() -> None:

@@ -367,9 +367,9 @@ def tables(snap: NodeSnapshot) -> list[str]:
     machines = [a for a in snap.actors if a.machine is not None]
     lines += _table(
         "state machines",
-        ("ACTOR", "STATE", "ENGINE", "EVENTS"),
+        ("ACTOR", "STATE", "ENGINE", "CHANGES"),
         [
-            (a.name, a.machine.state or "-", a.machine.engine, a.machine.events)
+            (a.name, a.machine.state or "-", a.machine.engine, a.machine.state_changes)
             for a in machines
             if a.machine is not None
         ],

@@ -191,6 +191,21 @@ def _check_format(diagram_format: str) -> None:
         )
 
 
+def _machine(actor: Actor, diagram: str | None) -> MachineView | None:
+    """What ``actor`` shows of its machine; None, logged, when its
+    ``inspect_machine()`` raised (the snapshot still shows the rest)."""
+    try:
+        return actor.inspect_machine(diagram)
+    except Exception as exc:
+        logger.warning(
+            "inspection: {}.inspect_machine() raised {}: {}; its machine is left out",
+            actor.name,
+            type(exc).__name__,
+            exc,
+        )
+        return None
+
+
 def _actor_info(actor: Actor, diagram: str | None) -> ActorInfo:
     mailbox = actor.actor_context.mailbox
     cls = type(actor)
@@ -205,7 +220,7 @@ def _actor_info(actor: Actor, diagram: str | None) -> ActorInfo:
         tasks_run=mailbox.tasks_run if mailbox is not None else 0,
         failures=mailbox.task_failures if mailbox is not None else 0,
         quantum_overruns=mailbox.quantum_overruns if mailbox is not None else 0,
-        machine=actor.inspect_machine(diagram),
+        machine=_machine(actor, diagram),
     )
 
 

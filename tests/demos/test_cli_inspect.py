@@ -2,8 +2,8 @@
 ``actorbus run`` in its own process (the demo's properties files with a free
 port): the calculator actor and its machine's current state, which follows the
 source node as it is stopped and started again; ``--diagram`` with the current
-state highlighted; ``--json``; a wrong secret and a refused dial, each one line
-and exit status 1."""
+state highlighted; ``--json``; a wrong secret, a refused dial and a silent port,
+each one line and exit status 1; a permissions rule on its key; TLS."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -235,6 +236,17 @@ def test_a_wrong_secret_and_a_refused_dial_are_one_line_and_status_1(
     assert line.startswith(f"actorbus: inspect: cannot connect to 127.0.0.1:{nobody}: "), line
     assert "nothing listens there" in line
 
+    # a port that takes the connection and never answers the logon
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        mute = silent.getsockname()[1]
+        done = inspect(mute, "--timeout", "1")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        f"actorbus: inspect: no node at 127.0.0.1:{mute} logged on within 1 s; start the node "
+        "there, check HOST:PORT (its service's port), or raise --timeout"
+    )
+
 
 def test_a_permissions_rule_on_its_key_keeps_inspection_to_the_operators(
     configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
@@ -260,3 +272,46 @@ def test_a_permissions_rule_on_its_key_keeps_inspection_to_the_operators(
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"actorbus: inspect: the node at 127.0.0.1:{port} could not be")
     assert "permissions may refuse this node's requests on actorbus.InspectNode" in line
+
+
+def openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+def test_inspect_speaks_tls_with_the_files_given(
+    configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
+) -> None:
+    for name in ("ca", "server"):
+        openssl(tmp_path, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                "-out", f"{name}.key")  # fmt: skip
+        (tmp_path / f"{name}.key").chmod(0o600)
+    openssl(tmp_path, "req", "-x509", "-new", "-key", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=ca", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+    (tmp_path / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl(tmp_path, "req", "-new", "-key", "server.key", "-out", "server.csr",
+            "-subj", "/CN=server")  # fmt: skip
+    openssl(tmp_path, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-out", "server.pem", "-days", "2", "-extfile", "server.ext")  # fmt: skip
+    props = configs["calculator"]
+    props.write_text(
+        props.read_text()
+        + f"actorbus.service.calc.tlsCertFile = {tmp_path / 'server.pem'}\n"
+        + f"actorbus.service.calc.tlsKeyFile = {tmp_path / 'server.key'}\n"
+    )
+    calc = started("run", str(props))
+
+    ca = str(tmp_path / "ca.pem")
+    deadline = time.monotonic() + 30
+    while (done := inspect(port, "--tls-ca-file", ca)).returncode != 0:
+        assert calc.proc.poll() is None and time.monotonic() < deadline, done.stderr
+    assert "node calculator at" in done.stdout
+
+    done = inspect(port, "--timeout", "3")  # plain TCP to a TLS service
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"actorbus: inspect: no node at 127.0.0.1:{port}: "), line
+    assert "a service that speaks TLS closes plain connections" in line, line

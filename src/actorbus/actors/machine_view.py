@@ -38,12 +38,13 @@ class MachineView(Field, type_name="actorbus.MachineView"):
     """The current state's id (``""`` before the machine started)."""
     engine: str
     """``"compiled"`` or ``"reference"``."""
-    events: int
-    """Events the machine handled since it started (each event sent, whether or
-    not it changed the state)."""
+    state_changes: int
+    """Times the state changed since the machine started, its start included
+    (events that leave the state as it was are not counted: counting them would
+    cost every event)."""
     transitions: tuple[TransitionRecord, ...] = ()
-    """The last transitions that changed the state, oldest first (a bounded
-    number: the actor's ``fsm_history`` size)."""
+    """The last changes of state, oldest first (a bounded number: the actor's
+    ``fsm_history``)."""
     diagram: str | None = None
     """The machine's diagram with its current state highlighted, when asked for
     (Mermaid or DOT text), else None."""

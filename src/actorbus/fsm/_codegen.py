@@ -252,6 +252,13 @@ class _Generator:
                 em.put(indent, "except Exception:")
                 self._switch(indent + 1, src)
                 em.put(indent + 1, "raise")
+            # the state changed: kept when the engine keeps a history (its own cost only)
+            changed = (_state_var(src), _state_var(tgt))
+            em.put(indent, "if _ab_E.history is not None:")
+            em.put(
+                indent + 1,
+                f"_ab_E.history.append((_ab_now(), _ab_event, {changed[0]}.id, {changed[1]}.id))",
+            )
         state_after = target_expr if t.target is not None else _state_var(src)
         em.actions(after, _Ctx(_state_var(src), target_expr, state_after), indent, fetched, dynamic)
         em.put(indent, "return")

@@ -37,6 +37,7 @@ import builtins
 import itertools
 import linecache
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,6 +91,7 @@ def _ab_in(engine: Any, ids: tuple[str, ...]) -> bool:
 
 
 _HELPERS = {
+    "_ab_now": time.time,
     "_ab_missing": _ab_missing,
     "_ab_reject": _ab_reject,
     "_ab_extra": _ab_extra,

@@ -299,6 +299,18 @@ def _check_names(actor_class: type, spec: MachineSpec) -> None:
                 )
 
 
+class _History(deque[tuple[float, str, str, str]]):
+    """The last changes of state an engine appended, and how many there were in all."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(maxlen=size)
+        self.total = 0
+
+    def append(self, change: tuple[float, str, str, str], /) -> None:
+        self.total += 1
+        super().append(change)
+
+
 class FsmActor(Actor):
     """An actor whose behaviour is a declarative state machine (see module doc)."""
 
@@ -334,20 +346,20 @@ class FsmActor(Actor):
         self.fsm_model: FsmModel = _model_class(type(self))(self)
         self.fsm: Any = None
         self.fsm_trace: list[tuple[str, str]] | None = None
-        # (time, event, from, to) of the last state changes; events handled
-        self._fsm_changes: deque[tuple[float, str, str, str]] = deque(maxlen=self.fsm_history)
-        self._fsm_handled = 0
+        # (time, event, from, to) of the last state changes: the engine appends them
+        self._fsm_changes = _History(self.fsm_history)
 
     # ------------------------------------------------------------ lifecycle
     def startup(self) -> None:
         """Build the machine on this actor's :class:`FsmModel` and enter the start state."""
         self.fsm = _ENGINES[self._fsm_engine_kind](self._fsm_declaration, self.fsm_model)
+        self.fsm.history = self._fsm_changes  # the engine keeps the state changes there
         self._fsm_running = True
         try:
             self.fsm.start()
         finally:
             self._fsm_running = False
-        self._changed("<start>", "")
+        self._fsm_changes.append((time.time(), "<start>", "", self.fsm.current_state))
         self._trace("<start>")
 
     def shutdown(self) -> None:
@@ -401,32 +413,25 @@ class FsmActor(Actor):
             logger.debug("{}: machine has no event {!r}; ignored", self.name, event)
             return
         if self._fsm_running:
-            fsm.send(event, **kwargs)  # queued: the step that runs it counts it
+            fsm.send(event, **kwargs)
         else:
-            before = fsm.current_state
             self._fsm_running = True
             try:
                 fsm.send(event, **kwargs)
             finally:
                 self._fsm_running = False
-            self._changed(event, before)
         self._trace(event)
-
-    def _changed(self, event: str, before: str) -> None:
-        """Count an event the machine handled; keep it when it changed the state."""
-        self._fsm_handled += 1
-        after = self.fsm.current_state
-        if after != before:
-            self._fsm_changes.append((time.time(), event, before, after))
 
     def inspect_machine(self, diagram: str | None = None) -> MachineView | None:
         """The machine as inspection shows it: its current state (``""``
-        before startup), the events it handled, its last :attr:`fsm_history`
-        state changes and, when ``diagram`` is ``"mermaid"`` or ``"dot"``, its
-        diagram with the current state highlighted (``actorbus.fsm.diagram``).
-        Called on the inspecting thread; it only reads."""
+        before startup), how many times its state changed, its last
+        :attr:`fsm_history` changes (the engine appends them as it takes them,
+        so an event that leaves the state as it was costs nothing) and, when
+        ``diagram`` is ``"mermaid"`` or ``"dot"``, its diagram with the current
+        state highlighted (``actorbus.fsm.diagram``).  Called on the inspecting
+        thread; it only reads."""
         fsm = self.fsm
-        state = "" if fsm is None else str(fsm.current_state)
+        state = "" if fsm is None or not fsm.started else str(fsm.current_state)
         drawn: str | None = None
         if diagram is not None:
             if diagram not in DIAGRAM_FORMATS:
@@ -440,7 +445,7 @@ class FsmActor(Actor):
         return MachineView(
             state=state,
             engine=self._fsm_engine_kind,
-            events=self._fsm_handled,
+            state_changes=self._fsm_changes.total,
             transitions=tuple(
                 TransitionRecord(time=t, event=e, source=a, target=b)
                 for t, e, a, b in tuple(self._fsm_changes)
@@ -496,15 +501,11 @@ class FsmActor(Actor):
             return
         if self._fsm_running:
             raise self._reentered("on_message", event)
-        before = fsm.current_state
         self._fsm_running = True
         try:
             fsm.send(event, msg=message, message=message, feed=feed)
         finally:
             self._fsm_running = False
-        self._fsm_handled += 1
-        if fsm.current_state != before:
-            self._fsm_changes.append((time.time(), event, before, fsm.current_state))
         if self.fsm_trace is not None:
             self._trace(event)
 

@@ -88,6 +88,10 @@ def runaway_step(machine: str, state: str | None, event: str) -> FsmError:
 class FsmEngine(Protocol):
     """What the actor binding (and any caller) uses, whichever engine runs the machine."""
 
+    #: None, or a deque the engine appends ``(time.time(), event, from, to)`` to
+    #: when its state changes (an FSM actor hands in its bounded one)
+    history: deque[tuple[float, str, str, str]] | None
+
     @property
     def spec(self) -> MachineSpec:
         """The machine's :class:`~actorbus.fsm.MachineSpec`."""
@@ -138,6 +142,7 @@ class CompiledMachine:
         "_table",
         "_tables",
         "_wild",
+        "history",
         "model",
         "spec",
     )
@@ -146,6 +151,9 @@ class CompiledMachine:
         self.spec = spec
         self.model = model
         self._state: StateSpec | None = None
+        #: None (the default), or a deque to which every change of state appends
+        #: ``(time.time(), event, from, to)``; an FSM actor hands in its bounded one
+        self.history: deque[tuple[float, str, str, str]] | None = None
         self._table: dict[str, _Handler] = {}
         self._busy = False
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()

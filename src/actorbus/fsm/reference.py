@@ -37,6 +37,8 @@ exception of a callback does.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +85,10 @@ class ReferenceMachine:
         # the bound's error, raised again when the step ends in case a callback caught
         # it (or the machine turned it into an event, catch_errors_as_events)
         self._runaway: FsmError | None = None
+        #: None (the default), or a deque to which each event sent from outside the
+        #: machine appends ``(time.time(), event, from, to)`` when its step changed the
+        #: state (the events its actions queued are part of that step here)
+        self.history: deque[tuple[float, str, str, str]] | None = None
 
     def __repr__(self) -> str:
         state = self.current_state if self._sm is not None else None
@@ -214,11 +220,15 @@ class ReferenceMachine:
             # from inside a callback: python-statemachine queues it in the running step
             self._send(sm, event, kwargs)
             return
+        history = self.history
+        before = self.current_state if history is not None and self._sm is not None else None
         self._begin_step(0)
         try:
             self._send(sm, event, kwargs)
         finally:
             self._stepping = False
+            if history is not None and before is not None and self.current_state != before:
+                history.append((time.time(), event, before, self.current_state))
         self._end_step()
 
     def _send(self, sm: Any, event: str, kwargs: dict[str, Any]) -> None:

@@ -78,7 +78,7 @@
       }
       const m = actor.machine;
       const title = section.querySelector("h3");
-      title.replaceChildren(`${actor.name} (${m.engine}, ${m.events} events): `);
+      title.replaceChildren(`${actor.name} (${m.engine}, ${m.state_changes} state changes): `);
       const state = document.createElement("span");
       state.className = "state";
       state.textContent = m.state;
