@@ -25,6 +25,7 @@ from statemachine.transition import Transition
 
 from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm._inline import InlineCode
+from actorbus.fsm import _stack
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
 from actorbus.fsm._smc_lexer import _Token
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
@@ -129,6 +130,10 @@ class _Builder:
         self.path = path
         self.namespace: dict[str, Any] = {"__builtins__": builtins}
         self.functions = 0
+        # (map, state name) -> state id
+        self.ids: dict[tuple[str, str], str] = {}
+        # the states push transitions put on the stack, in file order
+        self.returns: tuple[str, ...] = ()
 
     def error(self, token: _Token | _Code, message: str) -> SmSyntaxError:
         return SmSyntaxError(message, path=self.path, line=token.line, column=token.column)
@@ -209,8 +214,14 @@ class _Builder:
         body: ast.expr | list[ast.stmt],
         label: str,
         line: int,
+        leading: tuple[str, ...] = ("model",),
     ) -> Any:
-        """Compile one guard (an expression) or action list (statements) into a function."""
+        """Compile one guard (an expression) or action list (statements) into a function.
+
+        ``leading`` are the arguments before the transition's parameters; the compiled
+        engine inlines the code only of functions whose sole leading argument is
+        ``model``.
+        """
         self.functions += 1
         fname = f"{name}_{self.functions}"
         prologue = ast.Assign(
@@ -229,7 +240,7 @@ class _Builder:
             code = (ast.unparse(body),)
         arguments = ast.arguments(
             posonlyargs=[],
-            args=[ast.arg("model"), *(ast.arg(p) for p in params)],
+            args=[*(ast.arg(a) for a in leading), *(ast.arg(p) for p in params)],
             kwonlyargs=[],
             kw_defaults=[],
             defaults=[],
@@ -240,11 +251,12 @@ class _Builder:
         scope: dict[str, Any] = {}
         exec(compile(module, self.path, "exec"), self.namespace, scope)
         func = scope[fname]
-        setattr(
-            func,
-            INLINE_ATTR,
-            InlineCode(kind, code, tuple(params), label, f"{self.path}:{line}", self.namespace),
-        )
+        if leading == ("model",):
+            setattr(
+                func,
+                INLINE_ATTR,
+                InlineCode(kind, code, tuple(params), label, f"{self.path}:{line}", self.namespace),
+            )
         return func
 
     # -- checks
@@ -264,6 +276,7 @@ class _Builder:
 
     def _check_names(self, states: dict[str, _StateDecl]) -> dict[str, list[str]]:
         params_of: dict[str, tuple[list[str], _Token]] = {}
+        names_of_states = {s.name.text for s in states.values()}
         for state in states.values():
             sname = state.name.text
             if sname in _NAMES_OF_STATEMACHINE or sname.startswith("_") or "." in sname:
@@ -283,7 +296,7 @@ class _Builder:
                             f"found the transition name {event!r}; expected a name without "
                             f"'.' or a leading '_' that is not a StateMachine attribute",
                         )
-                    if event in states:
+                    if event in names_of_states:
                         raise self.error(
                             t.name,
                             f"found the transition name {event!r}, also a state name; expected "
@@ -344,52 +357,55 @@ class _Builder:
                 out.append(m.default)
         return out
 
-    def _resolve_target(
-        self, t: _TransitionDecl, state: _StateDecl, maps: dict[str, _MapDecl]
+    def _state_id(
+        self, name: _Token | None, map_token: _Token | None, state: _StateDecl, maps: dict[str, _MapDecl]
     ) -> str | None:
-        if t.target is None:
+        """The id of the state ``[map_token::]name`` seen from ``state`` (``None`` for nil)."""
+        if name is None:
             return None
-        map_name = t.target_map.text if t.target_map is not None else state.map
+        map_name = map_token.text if map_token is not None else state.map
         decl = maps.get(map_name)
         if decl is None:
             raise self.error(
-                t.target_map or t.target,
+                map_token or name,
                 f"found the unknown map {map_name!r}; expected one of: {', '.join(maps)}",
             )
-        if t.target.text == "Default":
+        if name.text == "Default":
             raise self.error(
-                t.target, "found 'Default' as a next state; expected a real state (or nil)"
+                name, "found 'Default' as a next state; expected a real state (or nil)"
             )
-        if t.target.text not in {s.name.text for s in decl.states}:
+        state_id = self.ids.get((map_name, name.text))
+        if state_id is None:
             known = ", ".join(s.name.text for s in decl.states)
             raise self.error(
-                t.target,
-                f"found the unknown state {t.target.text!r} in map {map_name!r}; expected one "
+                name,
+                f"found the unknown state {name.text!r} in map {map_name!r}; expected one "
                 f"of: {known} (or nil)",
             )
-        return t.target.text
+        return state_id
 
     # -- build
     def build(self) -> SmMachine:
         parsed = self.parsed
         maps: dict[str, _MapDecl] = {}
-        states: dict[str, _StateDecl] = {}
         for m in parsed.maps:
             if m.name.text in maps:
                 raise self.error(
                     m.name, f"found a second map {m.name.text!r}; expected distinct map names"
                 )
             maps[m.name.text] = m
+        # A state's id is its name, or 'Map::Name' when several maps declare that name.
+        maps_of: dict[str, int] = {}
+        for m in parsed.maps:
             for s in m.states:
-                other = states.get(s.name.text)
-                if other is not None:
-                    raise self.error(
-                        s.name,
-                        f"found state {s.name.text!r} in map {m.name.text!r}, already defined "
-                        f"in map {other.map!r} at line {other.name.line}; expected state names "
-                        f"unique across maps",
-                    )
-                states[s.name.text] = s
+                maps_of[s.name.text] = maps_of.get(s.name.text, 0) + 1
+        states: dict[str, _StateDecl] = {}
+        for m in parsed.maps:
+            for s in m.states:
+                name = s.name.text
+                state_id = name if maps_of[name] == 1 else f"{m.name.text}::{name}"
+                self.ids[(m.name.text, name)] = state_id
+                states[state_id] = s
         assert parsed.start is not None
         start_map, start_state = parsed.start
         decl = maps.get(start_map.text)
@@ -404,35 +420,55 @@ class _Builder:
                 f"found the unknown state {start_state.text!r} in %start; expected a state of "
                 f"map {start_map.text!r}",
             )
+        start_id = self.ids[(start_map.text, start_state.text)]
         params_of = self._check_names(states)
         self._imports()
-
-        objects: dict[str, State] = {}
-        for name, s in states.items():
-            hooks: dict[str, list[Any]] = {}
-            for which, actions in (("enter", s.entry), ("exit", s.exit)):
-                if actions:
-                    hooks[which] = [
-                        self._function(
-                            f"{name}_{which}",
-                            [],
-                            self._statements(actions),
-                            "; ".join(self._action_label(a) for a in actions),
-                            actions[0].name.line,
-                        )
-                    ]
-            objects[name] = _SmState(
-                name=name,
-                initial=name == start_state.text,
-                final=not s.transitions,
-                enter=hooks.get("enter"),
-                exit=hooks.get("exit"),
-            )
 
         compiled: dict[int, dict[str, Any]] = {}
         for s in self._all_states():
             for t in s.transitions:
-                compiled[id(t)] = self._compile(t, s, params_of.get(t.name.text, []), maps)
+                compiled[id(t)] = self._compile(t, s, params_of, maps)
+        applies = {sid: self._applying(s, maps, compiled) for sid, s in states.items()}
+        # Push transitions: the states they put on the stack (where pops return to), and
+        # the states whose Exit a push skips.
+        returns: dict[str, None] = {}
+        kept: set[str] = set()
+        for sid, items in applies.items():
+            for info, _t in items:
+                if info["push"] is not None:
+                    back = info["target"] or sid
+                    returns[back] = None
+                    if back == sid:
+                        kept.add(sid)
+        self.returns = tuple(returns)
+
+        objects: dict[str, State] = {}
+        for sid, s in states.items():
+            hooks: dict[str, list[Any]] = {}
+            for which, actions in (("enter", s.entry), ("exit", s.exit)):
+                action = None
+                label = ""
+                if actions:
+                    label = "; ".join(self._action_label(a) for a in actions)
+                    action = self._function(
+                        f"{s.name.text}_{which}",
+                        [],
+                        self._statements(actions),
+                        label,
+                        actions[0].name.line,
+                    )
+                gate = sid in returns if which == "enter" else sid in kept
+                if gate:
+                    hooks[which] = [_stack.gated("entry" if which == "enter" else "exit", action, label)]
+                elif action is not None:
+                    hooks[which] = [action]
+            objects[sid] = _SmState(
+                name=sid,
+                initial=sid == start_id,
+                final=not s.transitions,
+                enter=hooks.get("enter"),
+                exit=hooks.get("exit"),
+            )
 
         default_objects: dict[str, DefaultState] = {}
         declared_defaults: list[Any] = []
@@ -445,34 +481,26 @@ class _Builder:
             default_objects[m.name.text] = pseudo
             for t in m.default.transitions:
                 info = compiled[id(t)]
-                target = objects[info["target"]] if info["target"] is not None else pseudo
+                shown = info["push"] if info["push"] is not None else info["target"]
+                target = objects[shown] if shown is not None and info["pop"] is None else pseudo
                 declared = _SmTransition(
                     pseudo,
                     target,
                     event=info["event"],
-                    internal=info["target"] is None,
+                    internal=target is pseudo,
                     **info["callbacks"],
                 )
+                if info["push"] is not None:
+                    setattr(declared, _stack.STACK_OP_ATTR, ("push", info["target"] or ""))
+                if info["pop"] is not None:
+                    setattr(declared, _stack.STACK_OP_ATTR, ("pop", info["pop"]))
                 originals[id(t)] = declared
                 declared_defaults.append(declared)
 
-        for name, s in states.items():
-            source = objects[name]
-            if source.final:
-                continue
-            default = maps[s.map].default
-            default_list = default.transitions if default is not None else []
-            groups: list[list[Any]] = [[], [], [], []]
-            for t in s.transitions:
-                groups[2 if t.wildcard else 0].append(
-                    self._make(source, compiled[id(t)], objects, None)
-                )
-            for t in default_list:
-                groups[3 if t.wildcard else 1].append(
-                    self._make(source, compiled[id(t)], objects, originals[id(t)])
-                )
-            for group in groups:
-                for transition in group:
+        for sid, items in applies.items():
+            source = objects[sid]
+            for info, original in items:
+                for transition in self._make(sid, source, info, objects, original and originals[id(original)]):
                     source.transitions.add_transitions(transition)
 
         class_name = self._class_name()
@@ -528,11 +556,33 @@ class _Builder:
         assert action.value is not None
         return f"{action.name.text} = {' '.join(action.value.text.split())}"
 
+    def _applying(
+        self, state: _StateDecl, maps: dict[str, _MapDecl], compiled: dict[int, dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], _TransitionDecl | None]]:
+        """The transitions of ``state`` in the order they are tried, each with the Default
+        state's transition it copies (``None`` for the state's own); none if it is final."""
+        if not state.transitions:
+            return []
+        default = maps[state.map].default
+        default_list = default.transitions if default is not None else []
+        groups: list[list[tuple[dict[str, Any], _TransitionDecl | None]]] = [[], [], [], []]
+        for t in state.transitions:
+            groups[2 if t.wildcard else 0].append((compiled[id(t)], None))
+        for t in default_list:
+            groups[3 if t.wildcard else 1].append((compiled[id(t)], t))
+        return [item for group in groups for item in group]
+
     def _compile(
-        self, t: _TransitionDecl, state: _StateDecl, params: list[str], maps: dict[str, _MapDecl]
+        self,
+        t: _TransitionDecl,
+        state: _StateDecl,
+        params_of: dict[str, list[str]],
+        maps: dict[str, _MapDecl],
     ) -> dict[str, Any]:
+        params = params_of.get(t.name.text, [])
         where = f"{state.name.text}_{'Default' if t.wildcard else t.name.text}"
-        target = self._resolve_target(t, state, maps)
+        target = self._state_id(t.target, t.target_map, state, maps)
+        pushed = self._state_id(t.push_target, t.push_map, state, maps) if t.kind == "push" else None
         callbacks: dict[str, Any] = {}
         if t.guard is not None:
             expr = self._parse_code(t.guard, "(", "the guard")
@@ -551,19 +601,132 @@ class _Builder:
                     t.actions[0].name.line,
                 )
             ]
+        pop: str | None = None
+        sender = None
+        if t.kind == "pop":
+            pop, sender = self._pop(t, where, params, params_of)
         return {
             "event": "*" if t.wildcard else t.name.text,
             "target": target,
+            "push": pushed,
+            "pop": pop,
+            "sender": sender,
             "callbacks": callbacks,
         }
 
-    @staticmethod
-    def _make(source: State, info: dict[str, Any], objects: dict[str, State], original: Any) -> Any:
-        loop = info["target"] is None
-        target = source if loop else objects[info["target"]]
-        transition = _SmTransition(
-            source, target, event=info["event"], internal=loop, **info["callbacks"]
+    def _pop(
+        self, t: _TransitionDecl, where: str, params: list[str], params_of: dict[str, list[str]]
+    ) -> tuple[str, Any]:
+        """The text of ``pop(...)`` and the function sending its transition (or ``None``)."""
+        event = t.pop_event
+        if event is None:
+            return "pop", None
+        expected = params_of.get(event.text)
+        if expected is None or event.text == "Default":
+            raise self.error(
+                event,
+                f"found pop({event.text}), but no state declares a transition {event.text!r}; "
+                f"expected the name of a transition this machine declares",
+            )
+        values: list[ast.expr] = []
+        text = ""
+        if t.pop_args is not None:
+            call = self._parse_code(t.pop_args, "_(", "the arguments of pop(...)")
+            assert isinstance(call, ast.Call)
+            if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+                raise self.error(
+                    t.pop_args, "found keyword or starred arguments in pop(...); expected plain values"
+                )
+            values = list(call.args)
+            text = ", " + " ".join(t.pop_args.text.split())
+        if len(values) != len(expected):
+            raise self.error(
+                t.pop_args or event,
+                f"found pop({event.text}) with {len(values)} argument(s); expected "
+                f"{len(expected)}, for the parameters ({', '.join(expected)}) of transition "
+                f"{event.text!r}",
+            )
+        label = f"pop({event.text}{text})"
+        send = ast.Expr(
+            ast.Call(
+                ast.Attribute(ast.Name("machine", ast.Load()), "send", ast.Load()),
+                [ast.Constant(event.text)],
+                [ast.keyword(name, value) for name, value in zip(expected, values, strict=True)],
+            ),
+            lineno=event.line,
+            col_offset=0,
         )
+        sender = self._function(
+            f"{where}_pop", params, [send], label, event.line, leading=("machine", "model")
+        )
+        setattr(sender, _stack.HELPER_ATTR, True)
+        return label, sender
+
+    def _make(
+        self,
+        sid: str,
+        source: State,
+        info: dict[str, Any],
+        objects: dict[str, State],
+        original: Any,
+    ) -> list[Any]:
+        """The python-statemachine transitions of one ``.sm`` transition of state ``sid``."""
+        callbacks = info["callbacks"]
+        made: list[Any] = []
+        if info["pop"] is not None:
+            # one copy per state the stack may return to, then the empty-stack copy
+            guards = callbacks.get("cond", [])
+            actions = callbacks.get("on", [])
+            after = [info["sender"]] if info["sender"] is not None else []
+            for back in self.returns:
+                made.append(
+                    _SmTransition(
+                        source,
+                        objects[back],
+                        event=info["event"],
+                        cond=[_stack.top_is(back), *guards],
+                        on=[*actions, _stack.pop_state()],
+                        after=after,
+                    )
+                )
+            fail = _stack.empty_error(
+                self._class_name(), sid, "*" if info["event"] == "*" else info["event"], info["pop"]
+            )
+            made.append(
+                _SmTransition(
+                    source,
+                    source,
+                    event=info["event"],
+                    internal=True,
+                    cond=[_stack.stack_empty(), *guards, fail],
+                )
+            )
+            op: tuple[str, str] = ("pop", info["pop"])
+        elif info["push"] is not None:
+            back = info["target"] or sid
+            extra: dict[str, Any] = {"after": [_stack.push_state(back)]}
+            if back == sid:
+                extra["before"] = [_stack.skip_exit()]
+            made.append(
+                _SmTransition(
+                    source, objects[info["push"]], event=info["event"], **callbacks, **extra
+                )
+            )
+            op = ("push", back)
+        else:
+            loop = info["target"] is None
+            target = source if loop else objects[info["target"]]
+            made.append(
+                _SmTransition(source, target, event=info["event"], internal=loop, **callbacks)
+            )
+            return self._mark(made, original)
+        for transition in made:
+            setattr(transition, _stack.STACK_OP_ATTR, op)
+        return self._mark(made, original)
+
+    @staticmethod
+    def _mark(made: list[Any], original: Any) -> list[Any]:
         if original is not None:
-            setattr(transition, FROM_DEFAULT_ATTR, original)
-        return transition
+            for transition in made:
+                setattr(transition, FROM_DEFAULT_ATTR, original)
+        return made

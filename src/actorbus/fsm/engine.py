@@ -51,6 +51,7 @@ from actorbus.errors import FsmError
 from actorbus.fsm._compile import build
 from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import TransitionNotAllowed
+from actorbus.fsm._stack import StateStack
 from actorbus.fsm.spec import Declaration, MachineSpec, StateSpec
 
 __all__ = ["MAX_STEP_EVENTS", "CompiledMachine", "FsmEngine", "compile_machine", "runaway_step"]
@@ -104,7 +105,11 @@ class FsmEngine(Protocol):
 
     @property
     def current_state(self) -> str:
-        """The id of the current state."""
+        """The id of the current state (the pushed one, while a push is in effect)."""
+
+    @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first."""
 
     @property
     def started(self) -> bool:
@@ -129,6 +134,7 @@ class CompiledMachine:
 
     __slots__ = (
         "__weakref__",
+        "_actorbus_stack",
         "_busy",
         "_queue",
         "_queued",
@@ -153,6 +159,8 @@ class CompiledMachine:
         # step's own event is not counted), and the bound's error once raised
         self._queued = 0
         self._runaway: FsmError | None = None
+        # SMC's state stack (push/pop transitions of .sm machines; see _stack.py)
+        self._actorbus_stack = StateStack()
         start, tables, wild = build(spec, model, self)
         self._start: Callable[[dict[str, Any]], None] = start
         self._tables: dict[str, dict[str, _Handler]] = {
@@ -173,6 +181,12 @@ class CompiledMachine:
         if state is None:
             raise FsmError(f"{self.spec.name} is not started; call start() first")
         return state.id
+
+    @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first; a pop
+        returns to the last.  Empty for machines without push transitions."""
+        return tuple(self._actorbus_stack.ids)
 
     @property
     def started(self) -> bool:

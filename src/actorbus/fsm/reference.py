@@ -48,6 +48,7 @@ from actorbus.errors import FsmError
 from actorbus.fsm._compile import STATE_FIELD
 from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import TransitionNotAllowed, UnsupportedMachineError
+from actorbus.fsm._stack import STACK_ATTR, StateStack
 from actorbus.fsm.engine import MAX_STEP_EVENTS, _default_model, runaway_step
 from actorbus.fsm.spec import Declaration, MachineSpec
 
@@ -83,6 +84,8 @@ class ReferenceMachine:
         # the bound's error, raised again when the step ends in case a callback caught
         # it (or the machine turned it into an event, catch_errors_as_events)
         self._runaway: FsmError | None = None
+        # SMC's state stack, attached to the python-statemachine instance (see _stack.py)
+        self._stack = StateStack()
 
     def __repr__(self) -> str:
         state = self.current_state if self._sm is not None else None
@@ -119,6 +122,12 @@ class ReferenceMachine:
             if state is not None:
                 return str(state.id)
         raise FsmError(f"{self.name} is not started; call start() first")
+
+    @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first; a pop
+        returns to the last.  Empty for machines without push transitions."""
+        return tuple(self._stack.ids)
 
     @property
     def started(self) -> bool:
@@ -181,6 +190,7 @@ class ReferenceMachine:
             )
         sm = cls.__new__(cls)
         setattr(sm, _PUT, self._bounded_put(sm))
+        setattr(sm, STACK_ATTR, self._stack)
         self._starting = True
         self._constructing = sm
         self._begin_step(1)  # the start counts as the step's first event

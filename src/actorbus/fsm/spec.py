@@ -45,6 +45,7 @@ from statemachine.callbacks import CallbackGroup, SpecReference
 
 from actorbus.errors import FsmError
 from actorbus.fsm._errors import UnsupportedMachineError
+from actorbus.fsm._stack import STACK_OP_ATTR
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR
 
 if TYPE_CHECKING:
@@ -131,6 +132,14 @@ class TransitionSpec:
         events: the event ids it answers; ``"*"`` answers any event.
         validators, guards, before, on, after: callbacks, in execution order.
         from_default: ``True`` if it was copied from the Default pseudo-state.
+        push: for an SMC push transition (``.sm`` files only), the id of the state it
+            puts on the state stack, which a pop returns to; :attr:`target` is the
+            pushed state.  ``None`` otherwise.
+        pop: for an SMC pop transition, its text (``"pop"``, ``"pop(ok, n)"``); it is
+            written as one copy per state a pop may return to (:attr:`target`), each
+            taken only when that state is on top of the stack, and a last loopback copy
+            that raises :class:`~actorbus.errors.FsmError` when the stack is empty.
+            ``None`` otherwise.
     """
 
     source: str | None
@@ -143,6 +152,8 @@ class TransitionSpec:
     on: tuple[CallbackRef, ...] = ()
     after: tuple[CallbackRef, ...] = ()
     from_default: bool = False
+    push: str | None = None
+    pop: str | None = None
 
     @property
     def wildcard(self) -> bool:
@@ -381,12 +392,15 @@ def _transition(cls: Any, transition: Any, source: str | None) -> TransitionSpec
     for spec in transition._specs:
         if spec.group not in _GROUPS:
             raise _unsupported(cls, f"the {spec.group.name} callback {spec.attr_name!r}")
+    op, text = getattr(transition, STACK_OP_ATTR, (None, None))
     return TransitionSpec(
         source=source,
         target=target,
         internal=bool(transition.internal),
         events=tuple(dict.fromkeys(str(e) for e in transition.events)),
         from_default=hasattr(transition, FROM_DEFAULT_ATTR),
+        push=text if op == "push" else None,
+        pop=text if op == "pop" else None,
         **groups,
     )
 

@@ -1,0 +1,157 @@
+"""SMC's state stack: what push and pop transitions of ``.sm`` machines run on.
+
+Theory of operation
+-------------------
+python-statemachine's ``StateMachine`` has no state stack, and both engines run the
+same python-statemachine class (the compiled engine through its
+:class:`~actorbus.fsm.MachineSpec`).  So the ``.sm`` builder writes each push and pop
+as ordinary transitions plus the small callbacks made here, which keep a
+:class:`StateStack` on the ``machine`` every callback receives: the
+:class:`~actorbus.fsm.CompiledMachine` under the compiled engine, the
+python-statemachine instance under the reference engine.  Both engines attach an
+empty stack, under :data:`STACK_ATTR`, before the start state is entered.
+
+* A **push** ``S --e--> push(P)`` is a transition ``S -> P``.  Its ``before``
+  callback (:func:`skip_exit`) arms a flag that S's exit gate (:func:`gated`)
+  consumes, so S's Exit actions do not run (SMC rule).  P's Entry actions run.  Its
+  ``after`` callback (:func:`push_state`) puts S (or the end state of
+  ``Next/push(P)``) on the stack: after P's entry, so that an entry that fails
+  leaves the machine in S with the stack unchanged.
+* A **pop** ``P --e--> pop(t, args)`` becomes one transition ``P -> R`` per state R
+  that some push can put on the stack, each guarded first by :func:`top_is` R, then
+  by the user's guard (evaluated once, whichever R is on top).  P's Exit actions and
+  the transition's actions run; the last ``on`` callback (:func:`pop_state`) pops R
+  and arms the flag R's entry gate consumes: R's Entry actions do not run.  The
+  ``after`` callback then sends ``t`` with its arguments, queued in the running step.
+  A last copy, guarded by :func:`stack_empty` and the user's guard, raises
+  :class:`~actorbus.errors.FsmError`: a pop with nothing to return to.
+
+Every callback made here carries :data:`HELPER_ATTR`, so diagrams leave them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from actorbus.errors import FsmError
+
+#: The attribute of the engine (or python-statemachine instance) holding its stack.
+STACK_ATTR = "_actorbus_stack"
+
+#: Set on the callbacks made here: the machinery of push and pop, not the user's.
+HELPER_ATTR = "_actorbus_stack_helper"
+
+#: Set on a generated transition: ``("push", state put on the stack)`` or
+#: ``("pop", the pop's text)``; read into :class:`~actorbus.fsm.TransitionSpec`.
+STACK_OP_ATTR = "_actorbus_stack_op"
+
+
+class StateStack:
+    """The pushed states of one running machine, bottom first, and the skip flags."""
+
+    __slots__ = ("ids", "skip_entry", "skip_exit")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.skip_exit = False
+        self.skip_entry = False
+
+
+def stack_of(machine: Any) -> StateStack:
+    """The stack an engine attached to ``machine``."""
+    stack = getattr(machine, STACK_ATTR, None)
+    if not isinstance(stack, StateStack):
+        raise FsmError(
+            f"{machine!r} has no state stack; run .sm machines with push or pop through "
+            f"compile_machine() or reference_machine()"
+        )
+    return stack
+
+
+def _helper(func: Callable[..., Any], name: str) -> Callable[..., Any]:
+    func.__name__ = func.__qualname__ = name
+    setattr(func, HELPER_ATTR, True)
+    return func
+
+
+def skip_exit() -> Callable[..., Any]:
+    """``before`` of a push that stays: the source's exit gate skips its Exit actions."""
+
+    def arm(machine: Any) -> None:
+        stack_of(machine).skip_exit = True
+
+    return _helper(arm, "skip_exit")
+
+
+def push_state(state_id: str) -> Callable[..., Any]:
+    """``after`` of a push: put ``state_id`` on the stack."""
+
+    def push(machine: Any) -> None:
+        stack_of(machine).ids.append(state_id)
+
+    return _helper(push, f"push_state_{state_id}")
+
+
+def top_is(state_id: str) -> Callable[..., Any]:
+    """The first guard of a pop's copy returning to ``state_id``."""
+
+    def test(machine: Any) -> bool:
+        ids = stack_of(machine).ids
+        return bool(ids) and ids[-1] == state_id
+
+    return _helper(test, f"top_is_{state_id}")
+
+
+def stack_empty() -> Callable[..., Any]:
+    """The first guard of a pop's last copy, which raises (:func:`empty_error`)."""
+
+    def test(machine: Any) -> bool:
+        return not stack_of(machine).ids
+
+    return _helper(test, "stack_empty")
+
+
+def empty_error(machine_name: str, state_id: str, event: str, pop: str) -> Callable[..., Any]:
+    """The last guard of a pop's last copy: the stack is empty and the pop would be taken."""
+
+    def fail() -> bool:
+        raise FsmError(
+            f"{machine_name}: {event!r} in state {state_id!r} would {pop}, but the state "
+            f"stack is empty: no push transition led here, so there is no state to return "
+            f"to (SMC raises too); reach {state_id!r} through a push transition, or send "
+            f"{event!r} only after one"
+        )
+
+    return _helper(fail, "empty_stack_error")
+
+
+def pop_state() -> Callable[..., Any]:
+    """The last ``on`` callback of a pop: pop the stack; the entry gate skips Entry."""
+
+    def pop(machine: Any) -> None:
+        stack = stack_of(machine)
+        stack.ids.pop()
+        stack.skip_entry = True
+
+    return _helper(pop, "pop_state")
+
+
+def gated(which: str, action: Callable[..., Any] | None, label: str) -> Callable[..., Any]:
+    """An entry (``which="entry"``) or exit gate: ``action(model)`` unless a push (exit)
+    or pop (entry) armed the flag, which the gate clears."""
+    flag = "skip_entry" if which == "entry" else "skip_exit"
+
+    def gate(machine: Any, model: Any) -> None:
+        stack = stack_of(machine)
+        if getattr(stack, flag):
+            setattr(stack, flag, False)
+            return
+        if action is not None:
+            action(model)
+
+    # diagrams and error messages show the actions' own text
+    gate.__name__ = gate.__qualname__ = label or f"{which}_gate"
+    if action is None:
+        setattr(gate, HELPER_ATTR, True)
+    return gate
