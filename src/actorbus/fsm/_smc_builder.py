@@ -24,8 +24,8 @@ from statemachine.factory import StateMachineMetaclass
 from statemachine.transition import Transition
 
 from actorbus.errors import FsmError, SmSyntaxError
-from actorbus.fsm._inline import InlineCode
 from actorbus.fsm import _stack
+from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
 from actorbus.fsm._smc_lexer import _Token
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
@@ -214,6 +214,7 @@ class _Builder:
         body: ast.expr | list[ast.stmt],
         label: str,
         line: int,
+        *,
         leading: tuple[str, ...] = ("model",),
     ) -> Any:
         """Compile one guard (an expression) or action list (statements) into a function.
@@ -358,7 +359,11 @@ class _Builder:
         return out
 
     def _state_id(
-        self, name: _Token | None, map_token: _Token | None, state: _StateDecl, maps: dict[str, _MapDecl]
+        self,
+        name: _Token | None,
+        map_token: _Token | None,
+        state: _StateDecl,
+        maps: dict[str, _MapDecl],
     ) -> str | None:
         """The id of the state ``[map_token::]name`` seen from ``state`` (``None`` for nil)."""
         if name is None:
@@ -459,7 +464,9 @@ class _Builder:
                     )
                 gate = sid in returns if which == "enter" else sid in kept
                 if gate:
-                    hooks[which] = [_stack.gated("entry" if which == "enter" else "exit", action, label)]
+                    hooks[which] = [
+                        _stack.gated("entry" if which == "enter" else "exit", action, label)
+                    ]
                 elif action is not None:
                     hooks[which] = [action]
             objects[sid] = _SmState(
@@ -500,7 +507,9 @@ class _Builder:
         for sid, items in applies.items():
             source = objects[sid]
             for info, original in items:
-                for transition in self._make(sid, source, info, objects, original and originals[id(original)]):
+                for transition in self._make(
+                    sid, source, info, objects, original and originals[id(original)]
+                ):
                     source.transitions.add_transitions(transition)
 
         class_name = self._class_name()
@@ -582,7 +591,9 @@ class _Builder:
         params = params_of.get(t.name.text, [])
         where = f"{state.name.text}_{'Default' if t.wildcard else t.name.text}"
         target = self._state_id(t.target, t.target_map, state, maps)
-        pushed = self._state_id(t.push_target, t.push_map, state, maps) if t.kind == "push" else None
+        pushed = (
+            self._state_id(t.push_target, t.push_map, state, maps) if t.kind == "push" else None
+        )
         callbacks: dict[str, Any] = {}
         if t.guard is not None:
             expr = self._parse_code(t.guard, "(", "the guard")
@@ -635,7 +646,8 @@ class _Builder:
             assert isinstance(call, ast.Call)
             if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
                 raise self.error(
-                    t.pop_args, "found keyword or starred arguments in pop(...); expected plain values"
+                    t.pop_args,
+                    "found keyword or starred arguments in pop(...); expected plain values",
                 )
             values = list(call.args)
             text = ", " + " ".join(t.pop_args.text.split())

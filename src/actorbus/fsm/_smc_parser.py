@@ -12,8 +12,6 @@ is located by a second pass over the tokens, with the same raw-code skipping.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from actorbus.errors import SmSyntaxError
 from actorbus.fsm._smc_ast import (
     _Action,
