@@ -711,6 +711,7 @@ class _Builder:
                     event=info["event"],
                     internal=True,
                     cond=[_stack.stack_empty(), *guards, fail],
+                    on=actions,  # never run (fail raises first); drawn in diagrams
                 )
             )
             op: tuple[str, str] = ("pop", info["pop"])
