@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+from actorbus import Bus
 from actorbus.errors import FsmError
-from actorbus.fsm import TransitionNotAllowed, parse_sm, render
+from actorbus.fsm import FsmActor, TransitionNotAllowed, parse_sm, render
 
-from .conftest import MakeEngine
+from .conftest import MakeEngine, on_actor
+
+WAIT = 5.0
 
 TRAFFIC = """\
 %class Traffic
@@ -362,3 +365,43 @@ def test_the_spec_marks_push_and_pop_and_diagrams_draw_them() -> None:
     assert '"pop" [shape=circle, style=dashed, label="pop"];' in dot
     assert '"Flashing" -> "pop" [label="clear [ctxt.allowed()] / ' in dot
     assert '"Red" [label="Red\\nentry / log(\\"Red.entry\\")\\nexit / log(\\"Red.exit\\")"];' in dot
+
+
+class Phone(FsmActor):
+    """An actor driven by the telephone machine; ``log`` is its action."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__("phone", machine=parse_sm(TELEPHONE, "telephone.sm"), engine=engine)
+        self.trace: list[str] = []
+        self.digits = ""
+
+    def log(self, text: str) -> None:
+        self.trace.append(text)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_an_actor_reports_the_pushed_state_and_the_stack(engine: str) -> None:
+    with Bus() as bus:
+        phone = Phone(engine)
+        bus.register(phone)
+        bus.startup(phone).wait(WAIT)
+
+        def state() -> tuple[str | None, tuple[str, ...]]:
+            assert phone.fsm is not None
+            return phone.current_state, phone.fsm.state_stack
+
+        on_actor(phone, lambda: phone.fsm_send("offhook"), WAIT)
+        assert on_actor(phone, state, WAIT) == ("PhoneNumber::Idle", ("Telephone::Idle",))
+        for digit in "12":
+            on_actor(phone, lambda digit=digit: phone.fsm_send("digit", d=digit), WAIT)
+        on_actor(phone, lambda: phone.fsm_send("complete"), WAIT)
+        assert on_actor(phone, state, WAIT) == ("Connected", ())
+        assert on_actor(phone, lambda: list(phone.trace), WAIT) == [
+            "Telephone::Idle.entry",
+            "offhook",
+            "PhoneNumber::Idle.entry",
+            "complete",
+            "Telephone::Idle.exit",
+            "dial 12",
+        ]
+        bus.shutdown(phone).wait(WAIT)
