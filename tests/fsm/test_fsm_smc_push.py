@@ -405,3 +405,107 @@ def test_an_actor_reports_the_pushed_state_and_the_stack(engine: str) -> None:
             "dial 12",
         ]
         bus.shutdown(phone).wait(WAIT)
+
+
+PARENS = """\
+%start Text::Plain
+%map Text
+%%
+Plain
+{
+    open        push(Paren::Inside)     { log("open 0"); }
+    closed(d)   nil                     { log("closed " + str(d)); }
+}
+%%
+%map Paren
+%%
+Inside
+    Entry { log("Inside.entry"); }
+    Exit { log("Inside.exit"); }
+{
+    open        push(Paren::Inside)     { log("open"); }
+    close       pop(closed, len(ctxt.trace))    {}
+    closed(d)   nil                     { log("closed " + str(d)); }
+}
+%%
+"""
+
+
+def test_a_map_that_pushes_itself_nests_as_deep_as_the_input(make: MakeEngine) -> None:
+    model = Log()
+    engine = make(parse_sm(PARENS, "parens.sm"), model)
+    engine.start()
+    for _ in range(3):
+        engine.send("open")
+    assert (engine.current_state, engine.state_stack) == ("Inside", ("Plain", "Inside", "Inside"))
+    for _ in range(3):
+        engine.send("close")
+    assert (engine.current_state, engine.state_stack) == ("Plain", ())
+    assert model.trace == [
+        "open 0",
+        "Inside.entry",
+        "open",  # Inside pushes itself: no Exit, then Entry of the new Inside
+        "Inside.entry",
+        "open",
+        "Inside.entry",
+        "Inside.exit",
+        "closed 7",  # back in Inside (no Entry), closed(d=len(trace)) runs there
+        "Inside.exit",
+        "closed 9",
+        "Inside.exit",
+        "closed 11",  # back in Plain
+    ]
+
+
+LIGHT_DEFAULT = """\
+%start Light::Red
+%map Light
+%%
+Red
+    Entry { log("Red.entry"); }
+    Exit { log("Red.exit"); }
+{
+    timer           Green   { log("Red.timer"); }
+}
+Green
+    Entry { log("Green.entry"); }
+    Exit { log("Green.exit"); }
+{
+    timer           Red     { log("Green.timer"); }
+}
+Default
+{
+    emergency(why)  push(Emergency::Flashing)   { log("Light.emergency " + why); }
+}
+%%
+%map Emergency
+%%
+Flashing
+    Entry { log("Flashing.entry"); }
+    Exit { log("Flashing.exit"); }
+{
+    abandon         pop     { log("Flashing.abandon"); }
+}
+%%
+"""
+
+
+def test_a_push_declared_on_the_default_state_returns_to_the_state_it_left(
+    make: MakeEngine,
+) -> None:
+    engine, model = traffic(make, LIGHT_DEFAULT)
+    engine.send("timer")
+    engine.send("emergency", why="fire")
+    assert (engine.current_state, engine.state_stack) == ("Flashing", ("Green",))
+    engine.send("abandon")
+    assert (engine.current_state, engine.state_stack) == ("Green", ())
+    assert model.trace == [
+        "Red.entry",
+        "Red.exit",
+        "Red.timer",
+        "Green.entry",
+        "Light.emergency fire",  # no Green.exit
+        "Flashing.entry",
+        "Flashing.exit",
+        "Flashing.abandon",  # no Green.entry
+    ]
