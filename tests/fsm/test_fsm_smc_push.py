@@ -354,6 +354,9 @@ def test_the_spec_marks_push_and_pop_and_diagrams_draw_them() -> None:
         "Red --> Flashing : emergency / log(#34;Red.emergency #34; + why)#59; push(Flashing)"
         in (mermaid)
     )
+    assert (
+        "Red --> Flashing : service / log(#34;Red.service#34;)#59; Green/push(Flashing)" in mermaid
+    )
     assert mermaid.count("Flashing --> pop : clear") == 1
     assert (
         "Flashing --> pop : clear [ctxt.allowed()] / log(#34;Flashing.clear#34;)#59; pop(resume, minutes * 60)"

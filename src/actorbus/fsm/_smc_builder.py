@@ -4,7 +4,10 @@ The third stage of :mod:`actorbus.fsm.smc`.  It checks names (start state, targe
 parameters, clashes), compiles each guard and each action list to a Python function
 *once* (from the AST, so tracebacks point at the ``.sm`` line), and generates a
 python-statemachine ``StateMachine`` subclass, returned in an :class:`SmMachine`.
-The compiled engine inlines the same code (see :mod:`actorbus.fsm._inline`).  It is
+The compiled engine inlines the same code (see :mod:`actorbus.fsm._inline`).  Push
+and pop transitions become ordinary transitions plus the state-stack callbacks of
+:mod:`actorbus.fsm._stack`, and a state name declared in several maps gets the id
+``Map::State``.  It is
 separate from the parser because it works on the finished tree only
 (:mod:`actorbus.fsm._smc_ast`), never on tokens.
 """

@@ -72,7 +72,9 @@ def transition_label(t: TransitionSpec) -> str:
         text += " [" + " and ".join(guards) + "]"
     actions = _labels(t.before) + _labels(t.on) + _labels(t.after)
     if t.push is not None:
-        actions.append(f"push({t.target})")
+        # Next/push(P) puts Next on the stack; a plain push, the source itself
+        end = f"{t.push}/" if t.push and t.push != t.source else ""
+        actions.append(f"{end}push({t.target})")
     if t.pop is not None:
         actions.append(t.pop)
     if actions:

@@ -134,7 +134,8 @@ class TransitionSpec:
         from_default: ``True`` if it was copied from the Default pseudo-state.
         push: for an SMC push transition (``.sm`` files only), the id of the state it
             puts on the state stack, which a pop returns to; :attr:`target` is the
-            pushed state.  ``None`` otherwise.
+            pushed state.  On a transition of the Default pseudo-state, ``""`` stands
+            for whatever state is current.  ``None`` otherwise.
         pop: for an SMC pop transition, its text (``"pop"``, ``"pop(ok, n)"``); it is
             written as one copy per state a pop may return to (:attr:`target`), each
             taken only when that state is on top of the stack, and a last loopback copy
