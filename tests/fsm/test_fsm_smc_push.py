@@ -185,6 +185,9 @@ def test_pop_from_an_empty_stack_raises_and_the_machine_stays(make: MakeEngine) 
     assert "'clear' in state 'Flashing' would pop(resume, minutes * 60)" in str(caught.value)
     assert (engine.current_state, engine.state_stack) == ("Flashing", ())
     assert model.trace == ["Flashing.entry"]  # neither Exit nor the actions ran
+    with pytest.raises(FsmError, match="'abandon' in state 'Flashing' would pop, but"):
+        engine.send("abandon")  # a pop of the Default state
+    assert model.trace == ["Flashing.entry"]
     model.allow = False  # a pop whose guard fails falls through as usual
     with pytest.raises(TransitionNotAllowed):
         engine.send("clear", minutes=1)

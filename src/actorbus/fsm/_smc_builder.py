@@ -704,9 +704,7 @@ class _Builder:
                         after=after,
                     )
                 )
-            fail = _stack.empty_error(
-                self._class_name(), sid, "*" if info["event"] == "*" else info["event"], info["pop"]
-            )
+            fail = _stack.empty_error(self._class_name(), sid, info["pop"])
             made.append(
                 _SmTransition(
                     source,

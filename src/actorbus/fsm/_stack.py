@@ -112,10 +112,11 @@ def stack_empty() -> Callable[..., Any]:
     return _helper(test, "stack_empty")
 
 
-def empty_error(machine_name: str, state_id: str, event: str, pop: str) -> Callable[..., Any]:
+def empty_error(machine_name: str, state_id: str, pop: str) -> Callable[..., Any]:
     """The last guard of a pop's last copy: the stack is empty and the pop would be taken."""
 
-    def fail() -> bool:
+    def fail(event: Any) -> bool:
+        event = str(getattr(event, "id", event))  # python-statemachine passes an Event
         raise FsmError(
             f"{machine_name}: {event!r} in state {state_id!r} would {pop}, but the state "
             f"stack is empty: no push transition led here, so there is no state to return "
