@@ -433,9 +433,8 @@ MALFORMED: list[tuple[str, str, int, int, str]] = [
         5,
         "expected (x)",
     ),
-    ("reserved parameter", BASE + "A { go(event: str) A {} }\n" + END, 4, 8, "'event'"),
+    ("reserved parameter", BASE + "A { go(ctxt: str) A {} }\n" + END, 4, 8, "'ctxt'"),
     ("duplicate parameter", BASE + "A { go(x: int, x: int) A {} }\n" + END, 4, 16, "twice"),
-    ("event named like a state", BASE + "A { A A {} }\n" + END, 4, 5, "also a state name"),
     ("unreachable guard", BASE + "A { go A {} go [x] A {} }\n" + END, 4, 13, "unguarded one last"),
     (
         "Default with Entry",

@@ -45,7 +45,7 @@ from typing import Any
 from statemachine.event import Event
 
 from actorbus.fsm._codegen import _Generator
-from actorbus.fsm._errors import EventArgumentError, TransitionNotAllowed
+from actorbus.fsm._errors import TransitionNotAllowed, missing_argument
 from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._resolve import _Resolver
 from actorbus.fsm.spec import INLINE_ATTR, MachineSpec
@@ -65,11 +65,7 @@ TARGET_ATTR = "_ab_target"
 
 
 def _ab_missing(engine: Any, event: str, name: str, label: str) -> None:
-    raise EventArgumentError(
-        f"{engine.spec.name}: event {event!r} in state {engine.current_state!r}: {label} needs "
-        f"the event argument {name!r}, which send() did not pass; call "
-        f"send({event!r}, {name}=...)"
-    )
+    raise missing_argument(engine.spec.name, event, engine.current_state, name, label)
 
 
 def _ab_reject(engine: Any, event: str, reason: str) -> None:

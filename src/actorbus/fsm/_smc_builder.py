@@ -28,13 +28,26 @@ from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
 from actorbus.fsm._smc_lexer import _Token
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
-from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, declared_spec
+from actorbus.fsm.spec import (
+    ARG_ALIASES_ATTR,
+    EVENT_IDS_ATTR,
+    INLINE_ATTR,
+    MachineSpec,
+    declared_spec,
+)
 
-#: Parameter names the engines inject; a transition parameter may not use them.
-_RESERVED_PARAMS = frozenset(
-    {"ctxt", "model", "machine", "event", "source", "target", "state", "transition", "event_data"}
+#: Names python-statemachine injects into callbacks by parameter name.  A ``.sm``
+#: transition parameter may use them (SMC allows any name): the generated function
+#: takes it as ``_ARG_ALIAS_PREFIX + name``, which the reference engine passes too.
+_INJECTED_BY_PSM = frozenset(
+    {"model", "machine", "event", "source", "target", "state", "transition", "event_data"}
 )
 _NAMES_OF_STATEMACHINE = frozenset(dir(StateMachine))
+#: python-statemachine keeps states, events and its own attributes in one class
+#: namespace; an SMC event whose name is taken there gets this prefix as its
+#: python-statemachine id (':' is in no Python name, so the id collides with nothing).
+_EVENT_ID_PREFIX = "sm:"
+_ARG_ALIAS_PREFIX = "_ab_p_"
 
 
 @dataclass(frozen=True)
@@ -123,12 +136,18 @@ def _fix_locations(module: ast.Module) -> None:
                 node.end_col_offset = getattr(child, "end_col_offset", 0)
 
 
+def _alias(param: str) -> str:
+    """The name a generated function takes ``param`` under (see ``_INJECTED_BY_PSM``)."""
+    return _ARG_ALIAS_PREFIX + param if param in _INJECTED_BY_PSM else param
+
+
 class _Builder:
     def __init__(self, parsed: _File, path: str) -> None:
         self.parsed = parsed
         self.path = path
         self.namespace: dict[str, Any] = {"__builtins__": builtins}
         self.functions = 0
+        self.event_ids: dict[str, str] = {}
 
     def error(self, token: _Token | _Code, message: str) -> SmSyntaxError:
         return SmSyntaxError(message, path=self.path, line=token.line, column=token.column)
@@ -213,23 +232,22 @@ class _Builder:
         """Compile one guard (an expression) or action list (statements) into a function."""
         self.functions += 1
         fname = f"{name}_{self.functions}"
-        prologue = ast.Assign(
-            [ast.Name("ctxt", ast.Store())],
-            ast.Name("model", ast.Load()),
-            lineno=line,
-            col_offset=0,
-        )
+        # ctxt first: a parameter may be called model, and takes that name next
+        prologue: list[ast.stmt] = [
+            ast.Assign([ast.Name(p, ast.Store())], ast.Name(arg, ast.Load()), lineno=line)
+            for p, arg in [("ctxt", "model"), *((p, _alias(p)) for p in params if _alias(p) != p)]
+        ]
         if isinstance(body, list):
             kind: Literal["expr", "stmts"] = "stmts"
-            statements: list[ast.stmt] = [prologue, *body]
+            statements: list[ast.stmt] = [*prologue, *body]
             code = tuple(ast.unparse(s) for s in body)
         else:
             kind = "expr"
-            statements = [prologue, ast.Return(body, lineno=line, col_offset=0)]
+            statements = [*prologue, ast.Return(body, lineno=line, col_offset=0)]
             code = (ast.unparse(body),)
         arguments = ast.arguments(
             posonlyargs=[],
-            args=[ast.arg("model"), *(ast.arg(p) for p in params)],
+            args=[ast.arg("model"), *(ast.arg(_alias(p)) for p in params)],
             kwonlyargs=[],
             kw_defaults=[],
             defaults=[],
@@ -277,18 +295,9 @@ class _Builder:
             for t in state.transitions:
                 event = t.name.text
                 if not t.wildcard:
-                    if "." in event or event.startswith("_") or event in _NAMES_OF_STATEMACHINE:
+                    if "." in event:
                         raise self.error(
-                            t.name,
-                            f"found the transition name {event!r}; expected a name without "
-                            f"'.' or a leading '_' that is not a StateMachine attribute",
-                        )
-                    if event in states:
-                        raise self.error(
-                            t.name,
-                            f"found the transition name {event!r}, also a state name; expected "
-                            f"distinct names (python-statemachine keeps states and events in "
-                            f"one namespace)",
+                            t.name, f"found the transition name {event!r}; expected a name without '.'"
                         )
                 elif t.params:
                     raise self.error(
@@ -303,11 +312,12 @@ class _Builder:
                         raise self.error(
                             p.name, f"found the parameter {pname!r}; expected a Python name"
                         )
-                    if pname in _RESERVED_PARAMS or pname.startswith("_ab_"):
+                    if pname == "ctxt" or pname.startswith("_ab_"):
                         raise self.error(
                             p.name,
                             f"found the parameter name {pname!r}, which guards and actions "
-                            f"already receive; expected another name",
+                            f"use for the context (ctxt) or actorbus uses ('_ab_' names); "
+                            f"expected another name",
                         )
                     if pname in names:
                         raise self.error(
@@ -405,6 +415,12 @@ class _Builder:
                 f"map {start_map.text!r}",
             )
         params_of = self._check_names(states)
+        self.event_ids = {
+            event: _EVENT_ID_PREFIX + event
+            for event in params_of
+            if event in states or event in _NAMES_OF_STATEMACHINE or event.startswith("_")
+        }
+        aliases = {p: _alias(p) for names in params_of.values() for p in names if _alias(p) != p}
         self._imports()
 
         objects: dict[str, State] = {}
@@ -483,6 +499,8 @@ class _Builder:
                 "__doc__": f"State machine generated from {self.path}.",
                 "_actorbus_source_path": self.path,
                 DEFAULT_TRANSITIONS_ATTR: tuple(declared_defaults),
+                EVENT_IDS_ATTR: self.event_ids,
+                ARG_ALIASES_ATTR: aliases,
                 "validate_disconnected_states": False,
                 "validate_final_reachability": False,
             }
@@ -552,7 +570,7 @@ class _Builder:
                 )
             ]
         return {
-            "event": "*" if t.wildcard else t.name.text,
+            "event": "*" if t.wildcard else self.event_ids.get(t.name.text, t.name.text),
             "target": target,
             "callbacks": callbacks,
         }

@@ -187,6 +187,10 @@ class CompiledMachine:
     def start(self, **kwargs: Any) -> None:
         """Enter the start state and run its entry actions (they see ``event='__initial__'``).
 
+        If they raise, or an event they sent fails, the exception propagates and the
+        machine is not started: :attr:`started` is ``False`` and ``start()`` may be
+        called again.
+
         Raises:
             FsmError: the machine was already started.
         """
@@ -199,6 +203,10 @@ class CompiledMachine:
                 self._drain()
         except BaseException:
             self._abort()
+            # the start step failed: there is no state to go back to, so the machine is
+            # not started (as under the reference engine); start() may be called again
+            self._state = None
+            self._table = {}
             raise
         finally:
             self._busy = False
