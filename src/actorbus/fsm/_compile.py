@@ -185,9 +185,13 @@ def _factory(spec: MachineSpec, source: str) -> Callable[..., Built]:
     filename = f"<actorbus.fsm {spec.name} #{next(_SEQUENCE)}>"
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict[str, Any] = {"__builtins__": builtins, **_namespace(spec), **_HELPERS}
-    exec(code, namespace)
-    factory = namespace["_ab_build"]
+    # A .sm machine's code runs in the file's own namespace, which its '%{ %}' blocks
+    # may change at run time (a helper's 'global'), as under the reference engine.
+    namespace = _namespace(spec) or {"__builtins__": builtins}
+    namespace.update(_HELPERS)
+    scope: dict[str, Any] = {}
+    exec(code, namespace, scope)
+    factory = scope["_ab_build"]
     with _LOCK:
         return sources.setdefault(source, factory)
 

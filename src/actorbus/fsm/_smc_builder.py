@@ -24,6 +24,7 @@ from statemachine.factory import StateMachineMetaclass
 from statemachine.transition import Transition
 
 from actorbus.errors import FsmError, SmSyntaxError
+from actorbus.fsm._errors import TransitionNotAllowed
 from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
 from actorbus.fsm._smc_lexer import _Token
@@ -65,7 +66,7 @@ class SmMachine:
         maps: the map names, in file order.
         class_name, fsm_class, fsm_file, package: the directives' values, or ``None``.
         imports, declares, access, headers, includes: the raw lines of those directives.
-        raw_source: the ``%{ ... %}`` blocks (kept, not executed).
+        raw_source: the text of the ``%{ ... %}`` blocks (run when the file was loaded).
     """
 
     path: str
@@ -145,9 +146,14 @@ class _Builder:
     def __init__(self, parsed: _File, path: str) -> None:
         self.parsed = parsed
         self.path = path
-        self.namespace: dict[str, Any] = {"__builtins__": builtins}
+        # the module namespace of guards, actions and %{ %} blocks
+        self.namespace: dict[str, Any] = {
+            "__builtins__": builtins,
+            "__name__": "actorbus.fsm.generated",
+        }
         self.functions = 0
         self.event_ids: dict[str, str] = {}
+        self.declared: list[str] = []
 
     def error(self, token: _Token | _Code, message: str) -> SmSyntaxError:
         return SmSyntaxError(message, path=self.path, line=token.line, column=token.column)
@@ -264,6 +270,35 @@ class _Builder:
             InlineCode(kind, code, tuple(params), label, f"{self.path}:{line}", self.namespace),
         )
         return func
+
+    def _run_raw_source(self) -> None:
+        """Run the ``%{ ... %}`` blocks, in file order, in the namespace guards and
+        actions run in, so the helpers they define are in scope there (SMC pastes the
+        blocks into the module it generates)."""
+        for block in self.parsed.raw_source:
+            try:
+                tree = ast.parse(block.text, self.path, "exec")
+            except SyntaxError as exc:
+                lineno = exc.lineno or 1
+                offset = exc.offset or 1
+                line = block.line + lineno - 1
+                column = block.column + offset - 1 if lineno == 1 else offset
+                raise SmSyntaxError(
+                    f"found invalid Python in a '%{{ ... %}}' block: {exc.msg}; expected "
+                    f"Python (the blocks of a .sm file run as Python when it is loaded)",
+                    path=self.path,
+                    line=line,
+                    column=column,
+                ) from None
+            _shift(tree, block.line)
+            try:
+                exec(compile(tree, self.path, "exec"), self.namespace)
+            except Exception as exc:
+                raise FsmError(
+                    f"{self.path}:{block.line}: the '%{{ ... %}}' block raised "
+                    f"{type(exc).__name__}: {exc}; fix the block (it runs when the file is "
+                    f"loaded, after the %import lines)"
+                ) from exc
 
     # -- checks
     def _imports(self) -> None:
@@ -420,8 +455,10 @@ class _Builder:
             for event in params_of
             if event in states or event in _NAMES_OF_STATEMACHINE or event.startswith("_")
         }
+        self.declared = [event for event in params_of if event != "Default"]
         aliases = {p: _alias(p) for names in params_of.values() for p in names if _alias(p) != p}
         self._imports()
+        self._run_raw_source()
 
         objects: dict[str, State] = {}
         for name, s in states.items():
@@ -527,7 +564,7 @@ class _Builder:
             access=tuple(parsed.lines.get("%access", [])),
             headers=tuple(parsed.lines.get("%header", [])),
             includes=tuple(parsed.lines.get("%include", [])),
-            raw_source=tuple(parsed.raw_source),
+            raw_source=tuple(block.text for block in parsed.raw_source),
         )
 
     def _class_name(self) -> str:
@@ -538,6 +575,26 @@ class _Builder:
             return directives["%class"].text.split(".")[-1] + "Context"
         stem = Path(self.path).stem if self.path != "<string>" else "Sm"
         return "".join(p.capitalize() for p in stem.replace("-", "_").split("_") if p) + "Context"
+
+    def _declared_only(self) -> Any:
+        """The validator of every ``Default`` transition: SMC generates one method per
+        event the file declares, so an event it never declares reaches no Default
+        transition there (the call fails); it is rejected here too."""
+        events = frozenset(self.declared) | frozenset(self.event_ids.values())
+        machine = self._class_name()
+
+        def declared(event: str, state: Any) -> None:
+            if event not in events:
+                raise TransitionNotAllowed(
+                    machine,
+                    str(getattr(state, "id", state)),
+                    str(event),
+                    "the .sm file declares no transition of that name, and a 'Default' "
+                    "transition answers only the events the file declares (SMC's rule: "
+                    f"'{event} nil {{}}' in the Default state declares it)",
+                )
+
+        return declared
 
     @staticmethod
     def _action_label(action: _Action) -> str:
@@ -552,6 +609,8 @@ class _Builder:
         where = f"{state.name.text}_{'Default' if t.wildcard else t.name.text}"
         target = self._resolve_target(t, state, maps)
         callbacks: dict[str, Any] = {}
+        if t.wildcard:
+            callbacks["validators"] = [self._declared_only()]
         if t.guard is not None:
             expr = self._parse_code(t.guard, "(", "the guard")
             label = " ".join(t.guard.text.split())
