@@ -4,6 +4,7 @@ the behaviours docs/fsm.md compares with SMC's (one test each, on both engines).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm import (
     EventArgumentError,
     TransitionNotAllowed,
+    load_sm,
     parse_sm,
     render,
 )
@@ -283,7 +285,8 @@ class Failing(Log):
 
 @pytest.mark.parametrize("failing", ["open", "enter"])
 def test_a_failing_transition_or_entry_action_rolls_back(make: MakeEngine, failing: str) -> None:
-    """SMC would be in Opening (its 'finally' sets the target); actorbus is in Shut."""
+    """SMC would be in Opening (its 'finally' sets the target); by default actorbus is
+    back in Shut."""
     model = Failing(failing)
     engine = make(parse_sm(FAILING_SM), model)
     engine.start()
@@ -292,6 +295,52 @@ def test_a_failing_transition_or_entry_action_rolls_back(make: MakeEngine, faili
     assert engine.current_state == "Shut"
     expected = ["exit Shut", "open"] + (["enter Opening"] if failing == "enter" else [])
     assert model.lines == expected
+
+
+@pytest.mark.parametrize("failing", [("open",), ("enter",), ("open", "enter"), ()])
+def test_commit_on_error_enters_the_target_as_smc_does(
+    make: MakeEngine, failing: tuple[str, ...]
+) -> None:
+    model = Failing(*failing)
+    engine = make(parse_sm(FAILING_SM, commit_on_error=True), model)
+    engine.start()
+    if failing:
+        with pytest.raises(RuntimeError) as caught:
+            engine.send("open")
+        assert str(caught.value) == failing[-1]  # the entry's, as from SMC's 'finally'
+        if len(failing) == 2:
+            assert str(caught.value.__context__) == "open"
+    else:
+        engine.send("open")
+    assert engine.current_state == "Opening"
+    assert model.lines == ["exit Shut", "open", "enter Opening"]  # entry runs after all
+    engine.send("done")  # the machine goes on from the target
+    assert engine.current_state == "Shut"
+
+
+def test_commit_on_error_keeps_loopbacks_and_the_start_as_they_are(make: MakeEngine) -> None:
+    text = START_SM.replace("Opened { close Closed {} }", "Opened { close nil { check(); } }")
+    model = Checked()
+    engine = make(parse_sm(text, commit_on_error=True), model)
+    with pytest.raises(RuntimeError, match="unplugged"):
+        engine.start()  # no state to commit to: not started, as without the option
+    assert not engine.started
+    model.fail = False
+    engine.start()
+    engine.send("open")
+    model.fail = True
+    with pytest.raises(RuntimeError, match="unplugged"):
+        engine.send("close")  # nil: the state does not change either way
+    assert engine.current_state == "Opened"
+
+
+def test_load_sm_caches_each_rule_apart(tmp_path: Path) -> None:
+    path = tmp_path / "valve.sm"
+    path.write_text(FAILING_SM, encoding="utf-8")
+    assert not load_sm(path).commit_on_error
+    committing = load_sm(path, commit_on_error=True)
+    assert committing.commit_on_error
+    assert load_sm(path, commit_on_error=True) is committing
 
 
 ENTRY_SEND_SM = """\

@@ -67,6 +67,8 @@ class SmMachine:
         class_name, fsm_class, fsm_file, package: the directives' values, or ``None``.
         imports, declares, access, headers, includes: the raw lines of those directives.
         raw_source: the text of the ``%{ ... %}`` blocks (run when the file was loaded).
+        commit_on_error: ``True`` if loaded with SMC's rule for exceptions of transition
+            and entry actions (see :func:`~actorbus.fsm.parse_sm`).
     """
 
     path: str
@@ -84,6 +86,7 @@ class SmMachine:
     headers: tuple[str, ...] = ()
     includes: tuple[str, ...] = ()
     raw_source: tuple[str, ...] = ()
+    commit_on_error: bool = False
 
 
 class _SmState(State):
@@ -137,15 +140,62 @@ def _fix_locations(module: ast.Module) -> None:
                 node.end_col_offset = getattr(child, "end_col_offset", 0)
 
 
+def _ctxt() -> ast.expr:
+    return ast.Name("ctxt", ast.Load())
+
+
+def _call(helper: str, line: int) -> ast.stmt:
+    """``helper(ctxt)``: a call of one of ``_commit_helpers()``."""
+    return ast.Expr(
+        ast.Call(ast.Name(helper, ast.Load()), [_ctxt()], []), lineno=line, col_offset=0
+    )
+
+
+def _commit_helpers() -> dict[str, Any]:
+    """What the code of a machine loaded with ``commit_on_error=True`` calls.
+
+    SMC's generated transition runs the actions in a ``try`` whose ``finally`` sets the
+    target state and runs its entry actions, so an exception of either leaves the
+    machine in the target.  Both engines run python-statemachine's order instead
+    (actions, state switch, entry actions, ``after``), where an exception before the
+    switch rolls back.  So an external transition of such a machine begins with
+    ``_ab_begin(ctxt)``, its actions and the entry actions of every state keep an
+    exception (``_ab_defer``) instead of raising it, and the transition's ``after``
+    callback, run once the target is entered, raises the last one kept, chained to the
+    earlier one (``_ab_end``).  Entry actions outside a transition (the start) raise at
+    once.  Keyed by the model, as one engine runs one model on one thread at a time.
+    """
+    pending: dict[int, list[BaseException]] = {}
+
+    def begin(ctxt: object) -> None:
+        pending[id(ctxt)] = []
+
+    def defer(ctxt: object, error: BaseException) -> None:
+        errors = pending.get(id(ctxt))
+        if errors is None:
+            raise error
+        errors.append(error)
+
+    def end(ctxt: object) -> None:
+        errors = pending.pop(id(ctxt), None)
+        if errors:
+            for earlier, later in zip(errors, errors[1:], strict=False):
+                later.__context__ = earlier
+            raise errors[-1]
+
+    return {"_ab_begin": begin, "_ab_defer": defer, "_ab_end": end}
+
+
 def _alias(param: str) -> str:
     """The name a generated function takes ``param`` under (see ``_INJECTED_BY_PSM``)."""
     return _ARG_ALIAS_PREFIX + param if param in _INJECTED_BY_PSM else param
 
 
 class _Builder:
-    def __init__(self, parsed: _File, path: str) -> None:
+    def __init__(self, parsed: _File, path: str, *, commit_on_error: bool = False) -> None:
         self.parsed = parsed
         self.path = path
+        self.commit_on_error = commit_on_error
         # the module namespace of guards, actions and %{ %} blocks
         self.namespace: dict[str, Any] = {
             "__builtins__": builtins,
@@ -459,17 +509,22 @@ class _Builder:
         aliases = {p: _alias(p) for names in params_of.values() for p in names if _alias(p) != p}
         self._imports()
         self._run_raw_source()
+        if self.commit_on_error:
+            self.namespace.update(_commit_helpers())
 
         objects: dict[str, State] = {}
         for name, s in states.items():
             hooks: dict[str, list[Any]] = {}
             for which, actions in (("enter", s.entry), ("exit", s.exit)):
                 if actions:
+                    statements = self._statements(actions)
+                    if which == "enter" and self.commit_on_error:
+                        statements = self._deferring(statements, actions[0].name.line)
                     hooks[which] = [
                         self._function(
                             f"{name}_{which}",
                             [],
-                            self._statements(actions),
+                            statements,
                             "; ".join(self._action_label(a) for a in actions),
                             actions[0].name.line,
                         )
@@ -565,6 +620,7 @@ class _Builder:
             headers=tuple(parsed.lines.get("%header", [])),
             includes=tuple(parsed.lines.get("%include", [])),
             raw_source=tuple(block.text for block in parsed.raw_source),
+            commit_on_error=self.commit_on_error,
         )
 
     def _class_name(self) -> str:
@@ -575,6 +631,21 @@ class _Builder:
             return directives["%class"].text.split(".")[-1] + "Context"
         stem = Path(self.path).stem if self.path != "<string>" else "Sm"
         return "".join(p.capitalize() for p in stem.replace("-", "_").split("_") if p) + "Context"
+
+    def _deferring(self, statements: list[ast.stmt], line: int) -> list[ast.stmt]:
+        """``statements`` under SMC's commit rule: an exception is kept until the
+        transition has entered its target (``_ab_end``), as SMC's ``finally`` does."""
+        if not statements:
+            return []
+        error = ast.Name("_ab_error", ast.Load())
+        handler = ast.ExceptHandler(
+            ast.Name("BaseException", ast.Load()),
+            "_ab_error",
+            [ast.Expr(ast.Call(ast.Name("_ab_defer", ast.Load()), [_ctxt(), error], []))],
+            lineno=line,
+            col_offset=0,
+        )
+        return [ast.Try(statements, [handler], [], [], lineno=line, col_offset=0)]
 
     def _declared_only(self) -> Any:
         """The validator of every ``Default`` transition: SMC generates one method per
@@ -617,16 +688,24 @@ class _Builder:
             callbacks["cond"] = [
                 self._function(f"{where}_guard", params, expr, label, t.guard.line)
             ]
-        if t.actions:
-            label = "; ".join(self._action_label(a) for a in t.actions)
+        commit = self.commit_on_error and target is not None
+        if t.actions or commit:
+            line = t.actions[0].name.line if t.actions else t.name.line
+            statements = self._statements(t.actions)
+            if commit:
+                statements = [_call("_ab_begin", line), *self._deferring(statements, line)]
             callbacks["on"] = [
                 self._function(
                     f"{where}_actions",
-                    params,
-                    self._statements(t.actions),
-                    label,
-                    t.actions[0].name.line,
+                    params if t.actions else [],
+                    statements,
+                    "; ".join(self._action_label(a) for a in t.actions),
+                    line,
                 )
+            ]
+        if commit:
+            callbacks["after"] = [
+                self._function(f"{where}_commit", [], [_call("_ab_end", t.name.line)], "", t.name.line)
             ]
         return {
             "event": "*" if t.wildcard else self.event_ids.get(t.name.text, t.name.text),

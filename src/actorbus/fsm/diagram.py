@@ -55,7 +55,7 @@ _SAFE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _labels(refs: tuple[CallbackRef, ...]) -> list[str]:
-    return [r.label for r in refs if not r.convention]
+    return [r.label for r in refs if not r.convention and r.label]
 
 
 def transition_label(t: TransitionSpec) -> str:

@@ -67,12 +67,17 @@ from actorbus.fsm._smc_parser import _Parser
 __all__ = ["SmMachine", "load_sm", "parse_sm"]
 
 
-def parse_sm(text: str, path: str = "<string>") -> SmMachine:
+def parse_sm(text: str, path: str = "<string>", *, commit_on_error: bool = False) -> SmMachine:
     """Parse ``.sm`` source text and build its machine.
 
     Args:
         text: the file's content.
         path: the name used in error messages and tracebacks.
+        commit_on_error: SMC's rule for exceptions: when a transition's actions or the
+            target's entry actions raise, the machine is in the target state anyway
+            (and the entry actions run even after the transition's actions raised),
+            then the exception propagates.  By default the machine rolls back to the
+            source state, as python-statemachine does (docs/fsm.md compares the two).
 
     Raises:
         SmSyntaxError: the text is malformed; ``str(err)`` is ``path:line:column: found
@@ -88,14 +93,16 @@ def parse_sm(text: str, path: str = "<string>") -> SmMachine:
         if unclosed is None:
             raise
         raise unclosed from None
-    return _Builder(parsed, path).build()
+    return _Builder(parsed, path, commit_on_error=commit_on_error).build()
 
 
-_LOADED: dict[str, tuple[tuple[int, int], SmMachine]] = {}
+_LOADED: dict[tuple[str, bool], tuple[tuple[int, int], SmMachine]] = {}
 
 
-def load_sm(path: str | os.PathLike[str]) -> SmMachine:
+def load_sm(path: str | os.PathLike[str], *, commit_on_error: bool = False) -> SmMachine:
     """Read and build a ``.sm`` file; cached until the file changes (mtime or size).
+
+    ``commit_on_error`` is :func:`parse_sm`'s.
 
     Raises:
         FsmError: the file cannot be read.
@@ -111,7 +118,7 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
             "relative path is relative to the working directory (give an absolute path, or "
             "name it in a properties file, whose directory relative paths follow)"
         ) from exc
-    key = os.path.realpath(name)
+    key = (os.path.realpath(name), commit_on_error)
     stamp = (stat.st_mtime_ns, stat.st_size)
     cached = _LOADED.get(key)
     if cached is not None and cached[0] == stamp:
@@ -120,6 +127,6 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
         text = Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise FsmError(f"cannot read the state machine file {name!r}: {exc}") from exc
-    machine = parse_sm(text, name)
+    machine = parse_sm(text, name, commit_on_error=commit_on_error)
     _LOADED[key] = (stamp, machine)
     return machine
