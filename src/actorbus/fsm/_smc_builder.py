@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import itertools
 import keyword
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def _commit_helpers() -> dict[str, Any]:
     def end(ctxt: object) -> None:
         errors = pending.pop(id(ctxt), None)
         if errors:
-            for earlier, later in zip(errors, errors[1:], strict=False):
+            for earlier, later in itertools.pairwise(errors):
                 later.__context__ = earlier
             raise errors[-1]
 
@@ -382,7 +383,8 @@ class _Builder:
                 if not t.wildcard:
                     if "." in event:
                         raise self.error(
-                            t.name, f"found the transition name {event!r}; expected a name without '.'"
+                            t.name,
+                            f"found the transition name {event!r}; expected a name without '.'",
                         )
                 elif t.params:
                     raise self.error(
@@ -705,7 +707,9 @@ class _Builder:
             ]
         if commit:
             callbacks["after"] = [
-                self._function(f"{where}_commit", [], [_call("_ab_end", t.name.line)], "", t.name.line)
+                self._function(
+                    f"{where}_commit", [], [_call("_ab_end", t.name.line)], "", t.name.line
+                )
             ]
         return {
             "event": "*" if t.wildcard else self.event_ids.get(t.name.text, t.name.text),
