@@ -51,8 +51,20 @@ Semantics of the Python flavour (documented in ``docs/fsm.md``):
 * ``push``/``pop`` transitions are rejected: they need a state stack that neither
   python-statemachine's ``StateMachine`` nor the flat engine has.  ``jump(Map::State)``
   is a plain transition into another map and is supported.
-* ``%{ ... %}``, ``%declare``, ``%access``, ``%header``, ``%include``, ``%package`` and
-  non-Python ``%import`` lines are kept on :class:`SmMachine` and otherwise ignored.
+* ``%{ ... %}`` blocks are Python: they run once, when the file is loaded, in the
+  namespace guards and actions run in (the builtins, the ``%import``ed modules), so
+  guards and action arguments can call the helpers they define.
+* Events may be named like a state or a python-statemachine attribute (``send``), and
+  parameters like the arguments python-statemachine injects (``state``, ``event``):
+  the builder gives python-statemachine other ids and argument names for them
+  (``EVENT_IDS_ATTR``, ``ARG_ALIASES_ATTR`` in :mod:`actorbus.fsm.spec`); only
+  ``ctxt`` and ``_ab_`` names are refused.
+* A ``Default`` transition answers only the events the file declares (SMC generates
+  one method per declared event); any other event is rejected.
+* ``commit_on_error=True`` applies SMC's rule to exceptions of a transition's actions
+  and the target's entry actions: the machine ends in the target state.
+* ``%declare``, ``%access``, ``%header``, ``%include``, ``%package`` and non-Python
+  ``%import`` lines are kept on :class:`SmMachine` and otherwise ignored.
 """
 
 from __future__ import annotations
