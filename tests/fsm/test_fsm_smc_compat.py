@@ -4,15 +4,18 @@ the behaviours docs/fsm.md compares with SMC's (one test each, on both engines).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from statemachine import State, StateMachine
 
+from actorbus import Bus, FeedState, Notification
 from actorbus.errors import FsmError, SmSyntaxError
 from actorbus.fsm import (
     EventArgumentError,
+    FsmActor,
     TransitionNotAllowed,
     load_sm,
     parse_sm,
@@ -382,3 +385,54 @@ def test_extra_event_arguments_are_ignored(make: MakeEngine) -> None:
     engine.send("On", brightness=80, feed=None)
     engine.send("Off", brightness=0)
     assert model.lines == ["On", "Off"]
+
+
+# ------------------------------------------------------------ on an actor
+
+WATCH_SM = """\
+%start Watch::Waiting
+%map Watch
+%%
+Waiting { feed_up(state)    Watching    { seen(state); } }
+Watching { feed_down(state) Waiting     { seen(state); } }
+%%
+"""
+
+
+class Tick(Notification, type_name="test.fsm_smc_compat.Tick"):
+    n: int
+
+
+class Watcher(FsmActor):
+    """Its machine's ``feed_up(state)`` gets the feed state the actor's callback passes."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__("watcher", machine=parse_sm(WATCH_SM), engine=engine)
+        self.states: list[FeedState] = []
+        self.changed = threading.Event()
+        self.ticks: Any = None
+
+    def startup(self) -> None:
+        super().startup()
+        self.ticks = self.subscribe(Tick, "/watch")  # no callable: feed_up / feed_down
+
+    def seen(self, state: FeedState) -> None:
+        self.states.append(state)
+        self.changed.set()
+
+    def shutdown(self) -> None:
+        self.ticks.close()
+        super().shutdown()
+
+
+@pytest.mark.parametrize("engine", ["compiled", "reference"])
+def test_a_parameter_named_state_gets_the_actors_argument(engine: str) -> None:
+    with Bus() as bus:
+        watcher = Watcher(engine)
+        bus.register(watcher)
+        bus.startup(watcher).wait(5)
+        publisher = bus.publisher(Tick, "/watch")
+        assert watcher.changed.wait(5)
+        publisher.close()
+        bus.shutdown(watcher).wait(5)
+    assert watcher.states[0] is FeedState.UP
