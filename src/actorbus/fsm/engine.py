@@ -16,6 +16,7 @@ Semantics are python-statemachine's ``StateMachine``, which every FSM test check
 running the same script on :func:`~actorbus.fsm.reference_machine`:
 
 * ``start()`` enters the start state: the state is set, then its entry actions run.
+  If they fail, the machine is not started (``start()`` may be called again).
 * The candidate transitions of the current state for the event are tried in order;
   the first whose validators pass and guards all hold is taken.  With a Default
   pseudo-state the state's own transitions come first, then Default's (SMC rule).

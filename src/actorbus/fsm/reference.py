@@ -19,6 +19,19 @@ Differences, all deliberate and documented in ``docs/fsm.md``:
   :class:`actorbus.fsm.TransitionNotAllowed`, and a definition error found at
   instantiation (``InvalidDefinition``) becomes :class:`actorbus.errors.FsmError`.
 
+Where python-statemachine differs from the compiled engine, this engine makes it agree:
+
+* the ``TypeError`` Python raises when python-statemachine calls a callback without a
+  required event argument becomes the compiled engine's
+  :class:`~actorbus.fsm.EventArgumentError` (a ``TypeError`` raised inside the callback
+  stays as it is);
+* a start whose entry actions fail leaves the engine not started, with no state left
+  on the model, so ``start()`` may be called again;
+* a ``.sm`` event whose name python-statemachine's class namespace holds already is
+  sent under its python-statemachine id, and an argument named like one
+  python-statemachine injects is passed under its alias (the class's
+  ``EVENT_IDS_ATTR`` and ``ARG_ALIASES_ATTR``, see :mod:`actorbus.fsm.spec`).
+
 A run-to-completion step holds at most :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS`
 events, as under the compiled engine.  python-statemachine queues an event sent from
 inside a callback and runs it in the loop of the ``send()`` that started the step,
