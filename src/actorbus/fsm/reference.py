@@ -82,7 +82,7 @@ _PUT = "_put_nonblocking"
 _PSM_DIR = os.path.dirname(os.path.abspath(statemachine.__file__))
 #: What Python says when python-statemachine calls a callback without an argument it
 #: requires: the callback's name, then the first missing parameter.
-_MISSING = re.compile(r"^(?:.*\.)?(\w+)\(\) missing \d+ required \w+(?:-\w+)? arguments?: '(\w+)'")
+_MISSING = re.compile(r"^(\S+)\(\) missing \d+ required [\w-]+ arguments?: '(\w+)'")
 
 
 class ReferenceMachine:
