@@ -80,5 +80,5 @@ class _File:
     start: tuple[_Token, _Token] | None = None
     directives: dict[str, _Token] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
-    raw_source: list[str] = field(default_factory=list)
+    raw_source: list[_Code] = field(default_factory=list)
     maps: list[_MapDecl] = field(default_factory=list)

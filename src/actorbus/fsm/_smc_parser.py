@@ -138,7 +138,8 @@ class _Parser:
             if token.kind == "eof":
                 break
             if token.kind == "raw_source":
-                result.raw_source.append(lexer.next().text)
+                block = lexer.next()
+                result.raw_source.append(_Code(block.text, block.line, block.column + 2))
             elif token.kind == "directive":
                 self._directive(result)
             else:

@@ -59,8 +59,13 @@ _SAFE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _labels(refs: tuple[CallbackRef, ...]) -> list[str]:
-    """The callbacks the declaration names: no conventions, no push/pop machinery."""
-    return [r.label for r in refs if not r.convention and not getattr(r.target, HELPER_ATTR, False)]
+    """The callbacks the declaration names: no conventions, no push/pop machinery, no
+    unnamed checks (a .sm Default transition's declared-events validator)."""
+    return [
+        r.label
+        for r in refs
+        if not r.convention and r.label and not getattr(r.target, HELPER_ATTR, False)
+    ]
 
 
 def transition_label(t: TransitionSpec) -> str:

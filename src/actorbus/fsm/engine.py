@@ -16,6 +16,7 @@ Semantics are python-statemachine's ``StateMachine``, which every FSM test check
 running the same script on :func:`~actorbus.fsm.reference_machine`:
 
 * ``start()`` enters the start state: the state is set, then its entry actions run.
+  If they fail, the machine is not started (``start()`` may be called again).
 * The candidate transitions of the current state for the event are tried in order;
   the first whose validators pass and guards all hold is taken.  With a Default
   pseudo-state the state's own transitions come first, then Default's (SMC rule).
@@ -201,6 +202,10 @@ class CompiledMachine:
     def start(self, **kwargs: Any) -> None:
         """Enter the start state and run its entry actions (they see ``event='__initial__'``).
 
+        If they raise, or an event they sent fails, the exception propagates and the
+        machine is not started: :attr:`started` is ``False`` and ``start()`` may be
+        called again.
+
         Raises:
             FsmError: the machine was already started.
         """
@@ -213,6 +218,10 @@ class CompiledMachine:
                 self._drain()
         except BaseException:
             self._abort()
+            # the start step failed: there is no state to go back to, so the machine is
+            # not started (as under the reference engine); start() may be called again
+            self._state = None
+            self._table = {}
             raise
         finally:
             self._busy = False

@@ -66,6 +66,18 @@ CallbackKind = Literal["name", "expr", "callable", "property"]
 #: action code, so the compiled engine can inline that code instead of calling it.
 INLINE_ATTR = "_actorbus_inline"
 
+#: Attribute of a class generated from a ``.sm`` file: ``{event: python-statemachine
+#: id}`` for the SMC events whose names python-statemachine's class namespace holds
+#: already (a state, ``send``, ``name`` ...).  The spec and the engines use the SMC
+#: names; only python-statemachine sees the ids.
+EVENT_IDS_ATTR = "_actorbus_event_ids"
+
+#: Attribute of a class generated from a ``.sm`` file: ``{parameter: alias}`` for the
+#: transition parameters named like an argument python-statemachine injects
+#: (``state``, ``event`` ...).  Its functions take the alias; the reference engine
+#: passes each such event argument under its alias as well.
+ARG_ALIASES_ATTR = "_actorbus_arg_aliases"
+
 
 @dataclass(frozen=True)
 class CallbackRef:
@@ -383,6 +395,7 @@ def _refs(cls: Any, specs: Any, group: CallbackGroup) -> tuple[CallbackRef, ...]
 
 
 def _transition(cls: Any, transition: Any, source: str | None) -> TransitionSpec:
+    names = {psm_id: event for event, psm_id in getattr(cls, EVENT_IDS_ATTR, {}).items()}
     if transition.is_eventless:
         raise _unsupported(cls, f"the eventless transition from {source!r}")
     if len(transition.targets) > 1:
@@ -398,7 +411,7 @@ def _transition(cls: Any, transition: Any, source: str | None) -> TransitionSpec
         source=source,
         target=target,
         internal=bool(transition.internal),
-        events=tuple(dict.fromkeys(str(e) for e in transition.events)),
+        events=tuple(dict.fromkeys(names.get(str(e), str(e)) for e in transition.events)),
         from_default=hasattr(transition, FROM_DEFAULT_ATTR),
         push=text if op == "push" else None,
         pop=text if op == "pop" else None,
