@@ -274,6 +274,7 @@ class _Builder:
         self.code.run_raw_source(self.parsed.raw_source)
         if self.commit_on_error:
             self.code.namespace.update(_commit_helpers())
+        self.code.namespace[_stack.SEND_HELPER] = _stack.sender(self.event_ids, aliases)
 
         compiled: dict[int, dict[str, Any]] = {}
         for s in self._all_states():
@@ -475,7 +476,9 @@ class _Builder:
             callbacks["cond"] = [
                 self.code.function(f"{where}_guard", params, expr, label, t.guard.line)
             ]
-        commit = self.commit_on_error and target is not None
+        # SMC's commit rule applies to every transition that changes state: a push enters
+        # the pushed state, a pop returns to the state on top of the stack
+        commit = self.commit_on_error and (target is not None or t.kind in ("push", "pop"))
         if t.actions or commit:
             line = t.actions[0].name.line if t.actions else t.name.line
             statements = self.code.statements(t.actions)
@@ -545,8 +548,8 @@ class _Builder:
         label = f"pop({event.text}{text})"
         send = ast.Expr(
             ast.Call(
-                ast.Attribute(ast.Name("machine", ast.Load()), "send", ast.Load()),
-                [ast.Constant(event.text)],
+                ast.Name(_stack.SEND_HELPER, ast.Load()),
+                [ast.Name("machine", ast.Load()), ast.Constant(event.text)],
                 [ast.keyword(name, value) for name, value in zip(expected, values, strict=True)],
             ),
             lineno=event.line,
@@ -573,25 +576,33 @@ class _Builder:
             # one copy per state the stack may return to, then the empty-stack copy
             guards = callbacks.get("cond", [])
             actions = callbacks.get("on", [])
-            after = [info["sender"]] if info["sender"] is not None else []
+            validators = callbacks.get("validators", [])
+            # commit_on_error: '_ab_end' raises what the actions kept before the pop's
+            # transition is sent (SMC issues it after its 'finally', so not if they raised)
+            after = [*callbacks.get("after", [])]
+            if info["sender"] is not None:
+                after.append(info["sender"])
             for back in self.returns:
                 made.append(
                     _SmTransition(
                         source,
                         objects[back],
                         event=info["event"],
+                        validators=validators,
                         cond=[_stack.top_is(back), *guards],
                         on=[*actions, _stack.pop_state()],
                         after=after,
                     )
                 )
-            fail = _stack.empty_error(self._class_name(), sid, info["pop"])
+            names = {psm_id: event for event, psm_id in self.event_ids.items()}
+            fail = _stack.empty_error(self._class_name(), sid, info["pop"], names)
             made.append(
                 _SmTransition(
                     source,
                     source,
                     event=info["event"],
                     internal=True,
+                    validators=validators,
                     cond=[_stack.stack_empty(), *guards, fail],
                     on=actions,  # never run (fail raises first); drawn in diagrams
                 )

@@ -22,7 +22,10 @@ empty stack, under :data:`STACK_ATTR`, before the start state is entered.
   by the user's guard (evaluated once, whichever R is on top).  P's Exit actions and
   the transition's actions run; the last ``on`` callback (:func:`pop_state`) pops R
   and arms the flag R's entry gate consumes: R's Entry actions do not run.  The
-  ``after`` callback then sends ``t`` with its arguments, queued in the running step.
+  ``after`` callback then sends ``t`` with its arguments, queued in the running step,
+  through :func:`sender`: under the reference engine under the python-statemachine
+  id and argument names the builder gave ``t`` (an event named like a state is
+  ``sm:`` + its name there).
   A last copy, guarded by :func:`stack_empty` and the user's guard, raises
   :class:`~actorbus.errors.FsmError`: a pop with nothing to return to.
 
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from statemachine import StateMachine
 
 from actorbus.errors import FsmError
 
@@ -47,6 +52,11 @@ HELPER_ATTR = "_actorbus_stack_helper"
 STACK_OP_ATTR = "_actorbus_stack_op"
 
 
+#: The name, in a ``.sm`` file's namespace, of the function a pop's ``after``
+#: callback sends its transition with (see :func:`sender`).
+SEND_HELPER = "_ab_send"
+
+
 class StateStack:
     """The pushed states of one running machine, bottom first, and the skip flags."""
 
@@ -56,6 +66,11 @@ class StateStack:
         self.ids: list[str] = []
         self.skip_exit = False
         self.skip_entry = False
+
+    def clear(self) -> None:
+        """Empty the stack and drop the flags: a start that failed leaves nothing."""
+        self.ids.clear()
+        self.skip_exit = self.skip_entry = False
 
 
 def stack_of(machine: Any) -> StateStack:
@@ -112,11 +127,15 @@ def stack_empty() -> Callable[..., Any]:
     return _helper(test, "stack_empty")
 
 
-def empty_error(machine_name: str, state_id: str, pop: str) -> Callable[..., Any]:
-    """The last guard of a pop's last copy: the stack is empty and the pop would be taken."""
+def empty_error(
+    machine_name: str, state_id: str, pop: str, names: dict[str, str]
+) -> Callable[..., Any]:
+    """The last guard of a pop's last copy: the stack is empty and the pop would be taken.
+    ``names`` maps python-statemachine event ids back to the file's event names."""
 
     def fail(event: Any) -> bool:
         event = str(getattr(event, "id", event))  # python-statemachine passes an Event
+        event = names.get(event, event)
         raise FsmError(
             f"{machine_name}: {event!r} in state {state_id!r} would {pop}, but the state "
             f"stack is empty: no push transition led here, so there is no state to return "
@@ -156,3 +175,22 @@ def gated(which: str, action: Callable[..., Any] | None, label: str) -> Callable
     if action is None:
         setattr(gate, HELPER_ATTR, True)
     return gate
+
+
+def sender(event_ids: dict[str, str], aliases: dict[str, str]) -> Callable[..., None]:
+    """The function a pop sends its transition with: ``send(machine, event, **kwargs)``.
+
+    The compiled engine takes the file's event and parameter names.  A
+    python-statemachine instance (the reference engine) takes the ids and argument
+    names the builder gave it: ``event_ids`` (``{event: id}``) and ``aliases``
+    (``{parameter: alias}``), as :class:`~actorbus.fsm.ReferenceMachine` translates
+    the events sent to it.
+    """
+
+    def send(machine: Any, event: str, /, **kwargs: Any) -> None:
+        if isinstance(machine, StateMachine):
+            event = event_ids.get(event, event)
+            kwargs = {aliases.get(name, name): value for name, value in kwargs.items()}
+        machine.send(event, **kwargs)
+
+    return _helper(send, "send_popped")

@@ -222,6 +222,7 @@ class CompiledMachine:
             # not started (as under the reference engine); start() may be called again
             self._state = None
             self._table = {}
+            self._actorbus_stack.clear()
             raise
         finally:
             self._busy = False

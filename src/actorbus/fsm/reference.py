@@ -239,6 +239,7 @@ class ReferenceMachine:
                         delattr(self.model, STATE_FIELD)
                 else:
                     setattr(self.model, STATE_FIELD, before)
+                self._stack.clear()  # nor what its entry actions' events pushed
                 raise
             self._sm = sm
         except InvalidDefinition as exc:

@@ -66,7 +66,9 @@ Semantics of the Python flavour (documented in ``docs/fsm.md``):
 * A ``Default`` transition answers only the events the file declares (SMC generates
   one method per declared event); any other event is rejected.
 * ``commit_on_error=True`` applies SMC's rule to exceptions of a transition's actions
-  and the target's entry actions: the machine ends in the target state.
+  and the target's entry actions: the machine ends in the target state (a push in the
+  pushed state, with the stack pushed; a pop in the state popped, without issuing its
+  transition).
 * ``%declare``, ``%access``, ``%header``, ``%include``, ``%package`` and non-Python
   ``%import`` lines are kept on :class:`SmMachine` and otherwise ignored.
 """
