@@ -162,8 +162,11 @@ class _Emitter:
     def action(self, item: _Item, ctx: _Ctx, indent: int, fetched: set[str]) -> None:
         """Emit ``item`` as statements."""
         if isinstance(item, _Inline) and item.code.kind == "stmts":
-            for line in self._inline_code(item, indent, fetched):
-                self.put(indent, f"{line}  # {item.code.where}")
+            for statement in self._inline_code(item, indent, fetched):
+                first, *rest = statement.split("\n")  # a 'try' (commit_on_error) spans lines
+                self.put(indent, f"{first}  # {item.code.where}")
+                for line in rest:
+                    self.put(indent, line)
             return
         self.put(indent, self.expr(item, ctx, indent, fetched))
 

@@ -46,7 +46,7 @@ from typing import Any
 from statemachine.event import Event
 
 from actorbus.fsm._codegen import _Generator
-from actorbus.fsm._errors import EventArgumentError, TransitionNotAllowed
+from actorbus.fsm._errors import TransitionNotAllowed, missing_argument
 from actorbus.fsm._inline import InlineCode
 from actorbus.fsm._resolve import _Resolver
 from actorbus.fsm.spec import INLINE_ATTR, MachineSpec
@@ -66,11 +66,7 @@ TARGET_ATTR = "_ab_target"
 
 
 def _ab_missing(engine: Any, event: str, name: str, label: str) -> None:
-    raise EventArgumentError(
-        f"{engine.spec.name}: event {event!r} in state {engine.current_state!r}: {label} needs "
-        f"the event argument {name!r}, which send() did not pass; call "
-        f"send({event!r}, {name}=...)"
-    )
+    raise missing_argument(engine.spec.name, event, engine.current_state, name, label)
 
 
 def _ab_reject(engine: Any, event: str, reason: str) -> None:
@@ -191,9 +187,13 @@ def _factory(spec: MachineSpec, source: str) -> Callable[..., Built]:
     filename = f"<actorbus.fsm {spec.name} #{next(_SEQUENCE)}>"
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict[str, Any] = {"__builtins__": builtins, **_namespace(spec), **_HELPERS}
-    exec(code, namespace)
-    factory = namespace["_ab_build"]
+    # A .sm machine's code runs in the file's own namespace, which its '%{ %}' blocks
+    # may change at run time (a helper's 'global'), as under the reference engine.
+    namespace = _namespace(spec) or {"__builtins__": builtins}
+    namespace.update(_HELPERS)
+    scope: dict[str, Any] = {}
+    exec(code, namespace, scope)
+    factory = scope["_ab_build"]
     with _LOCK:
         return sources.setdefault(source, factory)
 

@@ -56,6 +56,17 @@ class EventArgumentError(FsmError, TypeError):
     """
 
 
+def missing_argument(
+    machine: str, event: str, state: str | None, name: str, label: str
+) -> EventArgumentError:
+    """The error of both engines when ``label`` (a guard or action) needs the event
+    argument ``name`` and ``send(event)`` did not pass it."""
+    return EventArgumentError(
+        f"{machine}: event {event!r} in state {state!r}: {label} needs the event argument "
+        f"{name!r}, which send() did not pass; call send({event!r}, {name}=...)"
+    )
+
+
 class UnsupportedMachineError(FsmError):
     """The declaration uses a python-statemachine feature the compiled engine does not
     reproduce (compound or parallel states, history, eventless or delayed transitions,

@@ -44,7 +44,15 @@ class _TransitionDecl:
     target: _Token | None  # None for nil
     target_map: _Token | None
     actions: list[_Action]
-    kind: Literal["set", "jump"] = "set"
+    kind: Literal["set", "jump", "push", "pop"] = "set"
+    # push: the pushed state (target/target_map stay the end state, None for the current)
+    push_target: _Token | None = None
+    push_map: _Token | None = None
+    # pop: the transition it issues (None for a bare pop) and that transition's arguments
+    pop_event: _Token | None = None
+    pop_args: _Code | None = None
+    # the 'push' or 'pop' keyword, for errors
+    keyword: _Token | None = None
 
     @property
     def wildcard(self) -> bool:
@@ -72,5 +80,5 @@ class _File:
     start: tuple[_Token, _Token] | None = None
     directives: dict[str, _Token] = field(default_factory=dict)
     lines: dict[str, list[str]] = field(default_factory=dict)
-    raw_source: list[str] = field(default_factory=list)
+    raw_source: list[_Code] = field(default_factory=list)
     maps: list[_MapDecl] = field(default_factory=list)

@@ -1,40 +1,43 @@
 """The builder of ``.sm`` machines: a syntax tree to a python-statemachine class.
 
 The third stage of :mod:`actorbus.fsm.smc`.  It checks names (start state, targets,
-parameters, clashes), compiles each guard and each action list to a Python function
-*once* (from the AST, so tracebacks point at the ``.sm`` line), and generates a
-python-statemachine ``StateMachine`` subclass, returned in an :class:`SmMachine`.
-The compiled engine inlines the same code (see :mod:`actorbus.fsm._inline`).  It is
-separate from the parser because it works on the finished tree only
-(:mod:`actorbus.fsm._smc_ast`), never on tokens.
+parameters, clashes), has each guard and each action list compiled to a Python
+function *once*, in the file's namespace (:mod:`actorbus.fsm._smc_code`), and
+generates a python-statemachine ``StateMachine`` subclass, returned in an
+:class:`SmMachine`.  The compiled engine inlines the same code (see
+:mod:`actorbus.fsm._inline`).  Push and pop transitions become ordinary transitions
+plus the state-stack callbacks of :mod:`actorbus.fsm._stack`, and a state name
+declared in several maps gets the id ``Map::State``.  It is separate from the parser
+because it works on the finished tree only (:mod:`actorbus.fsm._smc_ast`), never on
+tokens.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
-import importlib
 import keyword
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from statemachine import State, StateMachine
 from statemachine.factory import StateMachineMetaclass
 from statemachine.transition import Transition
 
 from actorbus.errors import FsmError, SmSyntaxError
-from actorbus.fsm._inline import InlineCode
+from actorbus.fsm import _stack
+from actorbus.fsm._errors import TransitionNotAllowed
 from actorbus.fsm._smc_ast import _Action, _Code, _File, _MapDecl, _StateDecl, _TransitionDecl
+from actorbus.fsm._smc_code import _alias, _call, _commit_helpers, _SmCode
 from actorbus.fsm._smc_lexer import _Token
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR, DefaultState
-from actorbus.fsm.spec import INLINE_ATTR, MachineSpec, declared_spec
+from actorbus.fsm.spec import ARG_ALIASES_ATTR, EVENT_IDS_ATTR, MachineSpec, declared_spec
 
-#: Parameter names the engines inject; a transition parameter may not use them.
-_RESERVED_PARAMS = frozenset(
-    {"ctxt", "model", "machine", "event", "source", "target", "state", "transition", "event_data"}
-)
 _NAMES_OF_STATEMACHINE = frozenset(dir(StateMachine))
+#: python-statemachine keeps states, events and its own attributes in one class
+#: namespace; an SMC event whose name is taken there gets this prefix as its
+#: python-statemachine id (':' is in no Python name, so the id collides with nothing).
+_EVENT_ID_PREFIX = "sm:"
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,9 @@ class SmMachine:
         maps: the map names, in file order.
         class_name, fsm_class, fsm_file, package: the directives' values, or ``None``.
         imports, declares, access, headers, includes: the raw lines of those directives.
-        raw_source: the ``%{ ... %}`` blocks (kept, not executed).
+        raw_source: the text of the ``%{ ... %}`` blocks (run when the file was loaded).
+        commit_on_error: ``True`` if loaded with SMC's rule for exceptions of transition
+            and entry actions (see :func:`~actorbus.fsm.parse_sm`).
     """
 
     path: str
@@ -70,6 +75,7 @@ class SmMachine:
     headers: tuple[str, ...] = ()
     includes: tuple[str, ...] = ()
     raw_source: tuple[str, ...] = ()
+    commit_on_error: bool = False
 
 
 class _SmState(State):
@@ -90,178 +96,24 @@ class _SmTransition(Transition):
         return None
 
 
-def _shift(tree: ast.AST, line: int) -> None:
-    """Move ``tree``, parsed from a snippet, to where the snippet starts in the file."""
-    node: Any
-    for node in ast.walk(tree):
-        if hasattr(node, "lineno"):
-            node.lineno += line - 1
-            end = getattr(node, "end_lineno", None)
-            if end is not None:
-                node.end_lineno = end + line - 1
-
-
-def _fix_locations(module: ast.Module) -> None:
-    """Give built nodes valid positions: ends never before starts (tracebacks use lines)."""
-    ast.fix_missing_locations(module)
-    nodes: list[Any] = [n for n in ast.walk(module) if hasattr(n, "lineno")]
-    for node in nodes:
-        end = getattr(node, "end_lineno", None)
-        if end is None or end < node.lineno:
-            node.end_lineno = node.lineno
-        if (
-            node.end_lineno == node.lineno
-            and (getattr(node, "end_col_offset", None) or 0) < node.col_offset
-        ):
-            node.end_col_offset = node.col_offset
-    for node in nodes:
-        child: Any
-        for child in ast.walk(node):
-            child_end = getattr(child, "end_lineno", None)
-            if child_end is not None and child_end > (node.end_lineno or 0):
-                node.end_lineno = child_end
-                node.end_col_offset = getattr(child, "end_col_offset", 0)
-
-
 class _Builder:
-    def __init__(self, parsed: _File, path: str) -> None:
+    def __init__(self, parsed: _File, path: str, *, commit_on_error: bool = False) -> None:
         self.parsed = parsed
         self.path = path
-        self.namespace: dict[str, Any] = {"__builtins__": builtins}
-        self.functions = 0
+        self.commit_on_error = commit_on_error
+        # the namespace of guards, actions and %{ %} blocks, and their compiler
+        self.code = _SmCode(path)
+        # (map, state name) -> state id
+        self.ids: dict[tuple[str, str], str] = {}
+        # the states push transitions put on the stack, in file order
+        self.returns: tuple[str, ...] = ()
+        self.event_ids: dict[str, str] = {}
+        self.declared: list[str] = []
 
     def error(self, token: _Token | _Code, message: str) -> SmSyntaxError:
         return SmSyntaxError(message, path=self.path, line=token.line, column=token.column)
 
-    # -- Python code
-    def _parse_code(self, code: _Code, prefix: str, what: str) -> ast.expr:
-        """Parse ``prefix + code.text + ')'`` as an expression, mapping errors to the file."""
-        source = f"{prefix}{code.text}\n)"
-        try:
-            tree = ast.parse(source, mode="eval")
-        except SyntaxError as exc:
-            lineno = exc.lineno or 1
-            offset = exc.offset or 1
-            lines = code.text.split("\n")
-            if lineno > len(lines):
-                line = code.line + len(lines) - 1
-                column = (code.column if len(lines) == 1 else 1) + len(lines[-1])
-            elif lineno == 1:
-                line, column = code.line, code.column + max(offset - 1 - len(prefix), 0)
-            else:
-                line, column = code.line + lineno - 1, offset
-            raise SmSyntaxError(
-                f"found invalid Python in {what}: {exc.msg}; expected {what} to be valid Python",
-                path=self.path,
-                line=line,
-                column=column,
-            ) from None
-        _shift(tree, code.line)
-        return tree.body
-
-    def _target_of(self, name: _Token) -> ast.expr:
-        parts = name.text.split(".")
-        if parts[0] == "ctxt":
-            parts = parts[1:]
-        for part in parts:
-            if not part.isidentifier() or keyword.iskeyword(part):
-                raise self.error(
-                    name, f"found the action name {name.text!r}; expected a Python name"
-                )
-        where = {
-            "lineno": name.line,
-            "end_lineno": name.line,
-            "col_offset": name.column - 1,
-            "end_col_offset": name.column - 1 + len(name.text),
-        }
-        node: ast.expr = ast.Name("ctxt", ast.Load(), **where)
-        for part in parts:
-            node = ast.Attribute(node, part, ast.Load(), **where)
-        return node
-
-    def _statements(self, actions: list[_Action]) -> list[ast.stmt]:
-        statements: list[ast.stmt] = []
-        for action in actions:
-            target = self._target_of(action.name)
-            if action.args is not None:
-                call = self._parse_code(
-                    action.args, "_(", f"the arguments of {action.name.text}(...)"
-                )
-                assert isinstance(call, ast.Call)
-                call.func = target
-                statements.append(ast.Expr(call, lineno=action.name.line, col_offset=0))
-            else:
-                assert action.value is not None
-                value = self._parse_code(
-                    action.value, "(", f"the value assigned to {action.name.text}"
-                )
-                assert isinstance(target, ast.Attribute)
-                target.ctx = ast.Store()
-                statements.append(
-                    ast.Assign([target], value, lineno=action.name.line, col_offset=0)
-                )
-        return statements
-
-    def _function(
-        self,
-        name: str,
-        params: list[str],
-        body: ast.expr | list[ast.stmt],
-        label: str,
-        line: int,
-    ) -> Any:
-        """Compile one guard (an expression) or action list (statements) into a function."""
-        self.functions += 1
-        fname = f"{name}_{self.functions}"
-        prologue = ast.Assign(
-            [ast.Name("ctxt", ast.Store())],
-            ast.Name("model", ast.Load()),
-            lineno=line,
-            col_offset=0,
-        )
-        if isinstance(body, list):
-            kind: Literal["expr", "stmts"] = "stmts"
-            statements: list[ast.stmt] = [prologue, *body]
-            code = tuple(ast.unparse(s) for s in body)
-        else:
-            kind = "expr"
-            statements = [prologue, ast.Return(body, lineno=line, col_offset=0)]
-            code = (ast.unparse(body),)
-        arguments = ast.arguments(
-            posonlyargs=[],
-            args=[ast.arg("model"), *(ast.arg(p) for p in params)],
-            kwonlyargs=[],
-            kw_defaults=[],
-            defaults=[],
-        )
-        function = ast.FunctionDef(fname, arguments, statements, [], lineno=line, col_offset=0)
-        module = ast.Module([function], [])
-        _fix_locations(module)
-        scope: dict[str, Any] = {}
-        exec(compile(module, self.path, "exec"), self.namespace, scope)
-        func = scope[fname]
-        setattr(
-            func,
-            INLINE_ATTR,
-            InlineCode(kind, code, tuple(params), label, f"{self.path}:{line}", self.namespace),
-        )
-        return func
-
     # -- checks
-    def _imports(self) -> None:
-        for line in self.parsed.lines.get("%import", []):
-            module = line.rstrip(";").strip()
-            if module.startswith("import "):
-                module = module[len("import ") :].strip()
-            if not all(p.isidentifier() for p in module.split(".")):
-                continue  # not a Python module path: kept as metadata only
-            try:
-                importlib.import_module(module)
-            except ImportError:
-                continue  # e.g. a Java import in a file shared with SMC's Java target
-            top = module.split(".")[0]
-            self.namespace[top] = importlib.import_module(top)
-
     def _check_names(self, states: dict[str, _StateDecl]) -> dict[str, list[str]]:
         params_of: dict[str, tuple[list[str], _Token]] = {}
         for state in states.values():
@@ -277,18 +129,10 @@ class _Builder:
             for t in state.transitions:
                 event = t.name.text
                 if not t.wildcard:
-                    if "." in event or event.startswith("_") or event in _NAMES_OF_STATEMACHINE:
+                    if "." in event:
                         raise self.error(
                             t.name,
-                            f"found the transition name {event!r}; expected a name without "
-                            f"'.' or a leading '_' that is not a StateMachine attribute",
-                        )
-                    if event in states:
-                        raise self.error(
-                            t.name,
-                            f"found the transition name {event!r}, also a state name; expected "
-                            f"distinct names (python-statemachine keeps states and events in "
-                            f"one namespace)",
+                            f"found the transition name {event!r}; expected a name without '.'",
                         )
                 elif t.params:
                     raise self.error(
@@ -303,11 +147,12 @@ class _Builder:
                         raise self.error(
                             p.name, f"found the parameter {pname!r}; expected a Python name"
                         )
-                    if pname in _RESERVED_PARAMS or pname.startswith("_ab_"):
+                    if pname == "ctxt" or pname.startswith("_ab_"):
                         raise self.error(
                             p.name,
                             f"found the parameter name {pname!r}, which guards and actions "
-                            f"already receive; expected another name",
+                            f"use for the context (ctxt) or actorbus uses ('_ab_' names); "
+                            f"expected another name",
                         )
                     if pname in names:
                         raise self.error(
@@ -344,52 +189,59 @@ class _Builder:
                 out.append(m.default)
         return out
 
-    def _resolve_target(
-        self, t: _TransitionDecl, state: _StateDecl, maps: dict[str, _MapDecl]
+    def _state_id(
+        self,
+        name: _Token | None,
+        map_token: _Token | None,
+        state: _StateDecl,
+        maps: dict[str, _MapDecl],
     ) -> str | None:
-        if t.target is None:
+        """The id of the state ``[map_token::]name`` seen from ``state`` (``None`` for nil)."""
+        if name is None:
             return None
-        map_name = t.target_map.text if t.target_map is not None else state.map
+        map_name = map_token.text if map_token is not None else state.map
         decl = maps.get(map_name)
         if decl is None:
             raise self.error(
-                t.target_map or t.target,
+                map_token or name,
                 f"found the unknown map {map_name!r}; expected one of: {', '.join(maps)}",
             )
-        if t.target.text == "Default":
+        if name.text == "Default":
             raise self.error(
-                t.target, "found 'Default' as a next state; expected a real state (or nil)"
+                name, "found 'Default' as a next state; expected a real state (or nil)"
             )
-        if t.target.text not in {s.name.text for s in decl.states}:
+        state_id = self.ids.get((map_name, name.text))
+        if state_id is None:
             known = ", ".join(s.name.text for s in decl.states)
             raise self.error(
-                t.target,
-                f"found the unknown state {t.target.text!r} in map {map_name!r}; expected one "
+                name,
+                f"found the unknown state {name.text!r} in map {map_name!r}; expected one "
                 f"of: {known} (or nil)",
             )
-        return t.target.text
+        return state_id
 
     # -- build
     def build(self) -> SmMachine:
         parsed = self.parsed
         maps: dict[str, _MapDecl] = {}
-        states: dict[str, _StateDecl] = {}
         for m in parsed.maps:
             if m.name.text in maps:
                 raise self.error(
                     m.name, f"found a second map {m.name.text!r}; expected distinct map names"
                 )
             maps[m.name.text] = m
+        # A state's id is its name, or 'Map::Name' when several maps declare that name.
+        maps_of: dict[str, int] = {}
+        for m in parsed.maps:
             for s in m.states:
-                other = states.get(s.name.text)
-                if other is not None:
-                    raise self.error(
-                        s.name,
-                        f"found state {s.name.text!r} in map {m.name.text!r}, already defined "
-                        f"in map {other.map!r} at line {other.name.line}; expected state names "
-                        f"unique across maps",
-                    )
-                states[s.name.text] = s
+                maps_of[s.name.text] = maps_of.get(s.name.text, 0) + 1
+        states: dict[str, _StateDecl] = {}
+        for m in parsed.maps:
+            for s in m.states:
+                name = s.name.text
+                state_id = name if maps_of[name] == 1 else f"{m.name.text}::{name}"
+                self.ids[(m.name.text, name)] = state_id
+                states[state_id] = s
         assert parsed.start is not None
         start_map, start_state = parsed.start
         decl = maps.get(start_map.text)
@@ -404,35 +256,76 @@ class _Builder:
                 f"found the unknown state {start_state.text!r} in %start; expected a state of "
                 f"map {start_map.text!r}",
             )
+        start_id = self.ids[(start_map.text, start_state.text)]
         params_of = self._check_names(states)
-        self._imports()
-
-        objects: dict[str, State] = {}
-        for name, s in states.items():
-            hooks: dict[str, list[Any]] = {}
-            for which, actions in (("enter", s.entry), ("exit", s.exit)):
-                if actions:
-                    hooks[which] = [
-                        self._function(
-                            f"{name}_{which}",
-                            [],
-                            self._statements(actions),
-                            "; ".join(self._action_label(a) for a in actions),
-                            actions[0].name.line,
-                        )
-                    ]
-            objects[name] = _SmState(
-                name=name,
-                initial=name == start_state.text,
-                final=not s.transitions,
-                enter=hooks.get("enter"),
-                exit=hooks.get("exit"),
-            )
+        # an event named like a state: like its id, or like its name ('Busy' for 'M::Busy')
+        state_names = {s.name.text for s in states.values()}
+        self.event_ids = {
+            event: _EVENT_ID_PREFIX + event
+            for event in params_of
+            if event in states
+            or event in state_names
+            or event in _NAMES_OF_STATEMACHINE
+            or event.startswith("_")
+        }
+        self.declared = [event for event in params_of if event != "Default"]
+        aliases = {p: _alias(p) for names in params_of.values() for p in names if _alias(p) != p}
+        self.code.imports(self.parsed.lines.get("%import", []))
+        self.code.run_raw_source(self.parsed.raw_source)
+        if self.commit_on_error:
+            self.code.namespace.update(_commit_helpers())
+        self.code.namespace[_stack.SEND_HELPER] = _stack.sender(self.event_ids, aliases)
 
         compiled: dict[int, dict[str, Any]] = {}
         for s in self._all_states():
             for t in s.transitions:
-                compiled[id(t)] = self._compile(t, s, params_of.get(t.name.text, []), maps)
+                compiled[id(t)] = self._compile(t, s, params_of, maps)
+        applies = {sid: self._applying(s, maps, compiled) for sid, s in states.items()}
+        # Push transitions: the states they put on the stack (where pops return to), and
+        # the states whose Exit a push skips.
+        returns: dict[str, None] = {}
+        kept: set[str] = set()
+        for sid, items in applies.items():
+            for info, _t in items:
+                if info["push"] is not None:
+                    back = info["target"] or sid
+                    returns[back] = None
+                    if back == sid:
+                        kept.add(sid)
+        self.returns = tuple(returns)
+
+        objects: dict[str, State] = {}
+        for sid, s in states.items():
+            hooks: dict[str, list[Any]] = {}
+            for which, actions in (("enter", s.entry), ("exit", s.exit)):
+                action = None
+                label = ""
+                if actions:
+                    label = "; ".join(self._action_label(a) for a in actions)
+                    statements = self.code.statements(actions)
+                    if which == "enter" and self.commit_on_error:
+                        statements = self.code.deferring(statements, actions[0].name.line)
+                    action = self.code.function(
+                        f"{s.name.text}_{which}",
+                        [],
+                        statements,
+                        label,
+                        actions[0].name.line,
+                    )
+                gate = sid in returns if which == "enter" else sid in kept
+                if gate:
+                    hooks[which] = [
+                        _stack.gated("entry" if which == "enter" else "exit", action, label)
+                    ]
+                elif action is not None:
+                    hooks[which] = [action]
+            objects[sid] = _SmState(
+                name=sid,
+                initial=sid == start_id,
+                final=not s.transitions,
+                enter=hooks.get("enter"),
+                exit=hooks.get("exit"),
+            )
 
         default_objects: dict[str, DefaultState] = {}
         declared_defaults: list[Any] = []
@@ -445,34 +338,28 @@ class _Builder:
             default_objects[m.name.text] = pseudo
             for t in m.default.transitions:
                 info = compiled[id(t)]
-                target = objects[info["target"]] if info["target"] is not None else pseudo
+                shown = info["push"] if info["push"] is not None else info["target"]
+                target = objects[shown] if shown is not None and info["pop"] is None else pseudo
                 declared = _SmTransition(
                     pseudo,
                     target,
                     event=info["event"],
-                    internal=info["target"] is None,
+                    internal=target is pseudo,
                     **info["callbacks"],
                 )
+                if info["push"] is not None:
+                    setattr(declared, _stack.STACK_OP_ATTR, ("push", info["target"] or ""))
+                if info["pop"] is not None:
+                    setattr(declared, _stack.STACK_OP_ATTR, ("pop", info["pop"]))
                 originals[id(t)] = declared
                 declared_defaults.append(declared)
 
-        for name, s in states.items():
-            source = objects[name]
-            if source.final:
-                continue
-            default = maps[s.map].default
-            default_list = default.transitions if default is not None else []
-            groups: list[list[Any]] = [[], [], [], []]
-            for t in s.transitions:
-                groups[2 if t.wildcard else 0].append(
-                    self._make(source, compiled[id(t)], objects, None)
-                )
-            for t in default_list:
-                groups[3 if t.wildcard else 1].append(
-                    self._make(source, compiled[id(t)], objects, originals[id(t)])
-                )
-            for group in groups:
-                for transition in group:
+        for sid, items in applies.items():
+            source = objects[sid]
+            for info, original in items:
+                for transition in self._make(
+                    sid, source, info, objects, original and originals[id(original)]
+                ):
                     source.transitions.add_transitions(transition)
 
         class_name = self._class_name()
@@ -483,6 +370,8 @@ class _Builder:
                 "__doc__": f"State machine generated from {self.path}.",
                 "_actorbus_source_path": self.path,
                 DEFAULT_TRANSITIONS_ATTR: tuple(declared_defaults),
+                EVENT_IDS_ATTR: self.event_ids,
+                ARG_ALIASES_ATTR: aliases,
                 "validate_disconnected_states": False,
                 "validate_final_reachability": False,
             }
@@ -509,7 +398,8 @@ class _Builder:
             access=tuple(parsed.lines.get("%access", [])),
             headers=tuple(parsed.lines.get("%header", [])),
             includes=tuple(parsed.lines.get("%include", [])),
-            raw_source=tuple(parsed.raw_source),
+            raw_source=tuple(block.text for block in parsed.raw_source),
+            commit_on_error=self.commit_on_error,
         )
 
     def _class_name(self) -> str:
@@ -521,6 +411,26 @@ class _Builder:
         stem = Path(self.path).stem if self.path != "<string>" else "Sm"
         return "".join(p.capitalize() for p in stem.replace("-", "_").split("_") if p) + "Context"
 
+    def _declared_only(self) -> Any:
+        """The validator of every ``Default`` transition: SMC generates one method per
+        event the file declares, so an event it never declares reaches no Default
+        transition there (the call fails); it is rejected here too."""
+        events = frozenset(self.declared) | frozenset(self.event_ids.values())
+        machine = self._class_name()
+
+        def declared(event: str, state: Any) -> None:
+            if event not in events:
+                raise TransitionNotAllowed(
+                    machine,
+                    str(getattr(state, "id", state)),
+                    str(event),
+                    "the .sm file declares no transition of that name, and a 'Default' "
+                    "transition answers only the events the file declares (SMC's rule: "
+                    f"'{event} nil {{}}' in the Default state declares it)",
+                )
+
+        return declared
+
     @staticmethod
     def _action_label(action: _Action) -> str:
         if action.args is not None:
@@ -528,42 +438,199 @@ class _Builder:
         assert action.value is not None
         return f"{action.name.text} = {' '.join(action.value.text.split())}"
 
+    def _applying(
+        self, state: _StateDecl, maps: dict[str, _MapDecl], compiled: dict[int, dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], _TransitionDecl | None]]:
+        """The transitions of ``state`` in the order they are tried, each with the Default
+        state's transition it copies (``None`` for the state's own); none if it is final."""
+        if not state.transitions:
+            return []
+        default = maps[state.map].default
+        default_list = default.transitions if default is not None else []
+        groups: list[list[tuple[dict[str, Any], _TransitionDecl | None]]] = [[], [], [], []]
+        for t in state.transitions:
+            groups[2 if t.wildcard else 0].append((compiled[id(t)], None))
+        for t in default_list:
+            groups[3 if t.wildcard else 1].append((compiled[id(t)], t))
+        return [item for group in groups for item in group]
+
     def _compile(
-        self, t: _TransitionDecl, state: _StateDecl, params: list[str], maps: dict[str, _MapDecl]
+        self,
+        t: _TransitionDecl,
+        state: _StateDecl,
+        params_of: dict[str, list[str]],
+        maps: dict[str, _MapDecl],
     ) -> dict[str, Any]:
+        params = params_of.get(t.name.text, [])
         where = f"{state.name.text}_{'Default' if t.wildcard else t.name.text}"
-        target = self._resolve_target(t, state, maps)
+        target = self._state_id(t.target, t.target_map, state, maps)
+        pushed = (
+            self._state_id(t.push_target, t.push_map, state, maps) if t.kind == "push" else None
+        )
         callbacks: dict[str, Any] = {}
+        if t.wildcard:
+            callbacks["validators"] = [self._declared_only()]
         if t.guard is not None:
-            expr = self._parse_code(t.guard, "(", "the guard")
+            expr = self.code.parse(t.guard, "(", "the guard")
             label = " ".join(t.guard.text.split())
             callbacks["cond"] = [
-                self._function(f"{where}_guard", params, expr, label, t.guard.line)
+                self.code.function(f"{where}_guard", params, expr, label, t.guard.line)
             ]
-        if t.actions:
-            label = "; ".join(self._action_label(a) for a in t.actions)
+        # SMC's commit rule applies to every transition that changes state: a push enters
+        # the pushed state, a pop returns to the state on top of the stack
+        commit = self.commit_on_error and (target is not None or t.kind in ("push", "pop"))
+        if t.actions or commit:
+            line = t.actions[0].name.line if t.actions else t.name.line
+            statements = self.code.statements(t.actions)
+            if commit:
+                statements = [_call("_ab_begin", line), *self.code.deferring(statements, line)]
             callbacks["on"] = [
-                self._function(
+                self.code.function(
                     f"{where}_actions",
-                    params,
-                    self._statements(t.actions),
-                    label,
-                    t.actions[0].name.line,
+                    params if t.actions else [],
+                    statements,
+                    "; ".join(self._action_label(a) for a in t.actions),
+                    line,
                 )
             ]
+        if commit:
+            callbacks["after"] = [
+                self.code.function(
+                    f"{where}_commit", [], [_call("_ab_end", t.name.line)], "", t.name.line
+                )
+            ]
+        pop: str | None = None
+        sender = None
+        if t.kind == "pop":
+            pop, sender = self._pop(t, where, params, params_of)
         return {
-            "event": "*" if t.wildcard else t.name.text,
+            "event": "*" if t.wildcard else self.event_ids.get(t.name.text, t.name.text),
             "target": target,
+            "push": pushed,
+            "pop": pop,
+            "sender": sender,
             "callbacks": callbacks,
         }
 
-    @staticmethod
-    def _make(source: State, info: dict[str, Any], objects: dict[str, State], original: Any) -> Any:
-        loop = info["target"] is None
-        target = source if loop else objects[info["target"]]
-        transition = _SmTransition(
-            source, target, event=info["event"], internal=loop, **info["callbacks"]
+    def _pop(
+        self, t: _TransitionDecl, where: str, params: list[str], params_of: dict[str, list[str]]
+    ) -> tuple[str, Any]:
+        """The text of ``pop(...)`` and the function sending its transition (or ``None``)."""
+        event = t.pop_event
+        if event is None:
+            return "pop", None
+        expected = params_of.get(event.text)
+        if expected is None or event.text == "Default":
+            raise self.error(
+                event,
+                f"found pop({event.text}), but no state declares a transition {event.text!r}; "
+                f"expected the name of a transition this machine declares",
+            )
+        values: list[ast.expr] = []
+        text = ""
+        if t.pop_args is not None:
+            call = self.code.parse(t.pop_args, "_(", "the arguments of pop(...)")
+            assert isinstance(call, ast.Call)
+            if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+                raise self.error(
+                    t.pop_args,
+                    "found keyword or starred arguments in pop(...); expected plain values",
+                )
+            values = list(call.args)
+            text = ", " + " ".join(t.pop_args.text.split())
+        if len(values) != len(expected):
+            raise self.error(
+                t.pop_args or event,
+                f"found pop({event.text}) with {len(values)} argument(s); expected "
+                f"{len(expected)}, for the parameters ({', '.join(expected)}) of transition "
+                f"{event.text!r}",
+            )
+        label = f"pop({event.text}{text})"
+        send = ast.Expr(
+            ast.Call(
+                ast.Name(_stack.SEND_HELPER, ast.Load()),
+                [ast.Name("machine", ast.Load()), ast.Constant(event.text)],
+                [ast.keyword(name, value) for name, value in zip(expected, values, strict=True)],
+            ),
+            lineno=event.line,
+            col_offset=0,
         )
+        sender = self.code.function(
+            f"{where}_pop", params, [send], label, event.line, leading=("machine", "model")
+        )
+        setattr(sender, _stack.HELPER_ATTR, True)
+        return label, sender
+
+    def _make(
+        self,
+        sid: str,
+        source: State,
+        info: dict[str, Any],
+        objects: dict[str, State],
+        original: Any,
+    ) -> list[Any]:
+        """The python-statemachine transitions of one ``.sm`` transition of state ``sid``."""
+        callbacks = info["callbacks"]
+        made: list[Any] = []
+        if info["pop"] is not None:
+            # one copy per state the stack may return to, then the empty-stack copy
+            guards = callbacks.get("cond", [])
+            actions = callbacks.get("on", [])
+            validators = callbacks.get("validators", [])
+            # commit_on_error: '_ab_end' raises what the actions kept before the pop's
+            # transition is sent (SMC issues it after its 'finally', so not if they raised)
+            after = [*callbacks.get("after", [])]
+            if info["sender"] is not None:
+                after.append(info["sender"])
+            for back in self.returns:
+                made.append(
+                    _SmTransition(
+                        source,
+                        objects[back],
+                        event=info["event"],
+                        validators=validators,
+                        cond=[_stack.top_is(back), *guards],
+                        on=[*actions, _stack.pop_state()],
+                        after=after,
+                    )
+                )
+            names = {psm_id: event for event, psm_id in self.event_ids.items()}
+            fail = _stack.empty_error(self._class_name(), sid, info["pop"], names)
+            made.append(
+                _SmTransition(
+                    source,
+                    source,
+                    event=info["event"],
+                    internal=True,
+                    validators=validators,
+                    cond=[_stack.stack_empty(), *guards, fail],
+                    on=actions,  # never run (fail raises first); drawn in diagrams
+                )
+            )
+            op: tuple[str, str] = ("pop", info["pop"])
+        elif info["push"] is not None:
+            back = info["target"] or sid
+            # the push first: under commit_on_error, '_ab_end' then raises what the
+            # actions or the pushed state's Entry kept, with the push done (SMC's 'finally')
+            extra = {**callbacks, "after": [_stack.push_state(back), *callbacks.get("after", [])]}
+            if back == sid:
+                extra["before"] = [_stack.skip_exit()]
+            made.append(_SmTransition(source, objects[info["push"]], event=info["event"], **extra))
+            op = ("push", back)
+        else:
+            loop = info["target"] is None
+            target = source if loop else objects[info["target"]]
+            made.append(
+                _SmTransition(source, target, event=info["event"], internal=loop, **callbacks)
+            )
+            return self._mark(made, original)
+        for transition in made:
+            setattr(transition, _stack.STACK_OP_ATTR, op)
+        return self._mark(made, original)
+
+    @staticmethod
+    def _mark(made: list[Any], original: Any) -> list[Any]:
         if original is not None:
-            setattr(transition, FROM_DEFAULT_ATTR, original)
-        return transition
+            for transition in made:
+                setattr(transition, FROM_DEFAULT_ATTR, original)
+        return made

@@ -12,8 +12,6 @@ is located by a second pass over the tokens, with the same raw-code skipping.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from actorbus.errors import SmSyntaxError
 from actorbus.fsm._smc_ast import (
     _Action,
@@ -140,7 +138,8 @@ class _Parser:
             if token.kind == "eof":
                 break
             if token.kind == "raw_source":
-                result.raw_source.append(lexer.next().text)
+                block = lexer.next()
+                result.raw_source.append(_Code(block.text, block.line, block.column + 2))
             elif token.kind == "directive":
                 self._directive(result)
             else:
@@ -266,9 +265,12 @@ class _Parser:
                 )
             guard = _Code(text, line, column)
             lexer.next()
-        target, target_map, kind = self._next_state(name)
+        decl = self._next_state(name)
         self.open_brace(f"the actions of transition {name.text!r}")
-        return _TransitionDecl(name, params, guard, target, target_map, self._actions(), kind)
+        decl.params = params
+        decl.guard = guard
+        decl.actions = self._actions()
+        return decl
 
     def _params(self) -> list[_Param]:
         lexer = self.lexer
@@ -300,37 +302,78 @@ class _Parser:
             if separator.kind != ",":
                 raise self.error(separator, "',' or ')' after a parameter")
 
-    def _next_state(
-        self, name: _Token
-    ) -> tuple[_Token | None, _Token | None, Literal["set", "jump"]]:
+    def _next_state(self, name: _Token) -> _TransitionDecl:
+        """The next state of transition ``name``: a state, nil, jump, push or pop.
+
+        The returned record has no guard, parameters or actions yet.
+        """
         lexer = self.lexer
         token = self.expect(
             "word", f"the next state of transition {name.text!r} (a state name or nil)"
         )
-        if token.text in ("push", "pop") or lexer.peek().kind == "/":
-            kind = "pop" if token.text == "pop" else "push"
-            found = token.text if token.text in ("push", "pop") else f"{token.text}/push"
-            raise lexer.error(
-                f"found the {kind} transition {found!r} in transition {name.text!r}; push/pop "
-                f"transitions are not supported: they need a state stack that "
-                f"python-statemachine's StateMachine and the compiled engine do not have; "
-                f"expected a plain next state, nil or jump(Map::State) (move the pushed map's "
-                f"states into this machine)",
-                token.line,
-                token.column,
-            )
+        decl = _TransitionDecl(name, [], None, None, None, [])
+        if token.text == "pop":
+            decl.kind = "pop"
+            decl.keyword = token
+            if lexer.peek().kind == "(":
+                self._pop_arguments(decl)
+            return decl
+        if token.text == "push" and lexer.peek().kind == "(":
+            decl.kind = "push"
+            decl.keyword = token
+            self._push_target(decl)
+            return decl
         if token.text == "jump" and lexer.peek().kind == "(":
             lexer.next()
-            target, target_map = self._state_ref("a state as 'Map::State' in jump(...)")
+            decl.target, decl.target_map = self._state_ref("a state as 'Map::State' in jump(...)")
             self.expect(")", "')' to close jump(...)")
-            return target, target_map, "jump"
-        if token.text == "nil":
-            return None, None, "set"
-        if lexer.peek().kind == "::":
+            decl.kind = "jump"
+            return decl
+        if token.text != "nil":
+            decl.target = token
+            if lexer.peek().kind == "::":
+                lexer.next()
+                decl.target_map = token
+                decl.target = self.expect("word", "a state name after '::'")
+        if lexer.peek().kind == "/":
             lexer.next()
-            state = self.expect("word", "a state name after '::'")
-            return state, token, "set"
-        return token, None, "set"
+            keyword = self.expect("word", "'push(Map::State)' after '/'")
+            if keyword.text != "push":
+                raise self.error(keyword, "'push(Map::State)' after '/'")
+            decl.kind = "push"
+            decl.keyword = keyword
+            self._push_target(decl)
+        return decl
+
+    def _push_target(self, decl: _TransitionDecl) -> None:
+        self.expect("(", "'(' after push, as in push(Map::State)")
+        decl.push_target, decl.push_map = self._state_ref("the pushed state as 'Map::State'")
+        self.expect(")", "')' to close push(...)")
+
+    def _pop_arguments(self, decl: _TransitionDecl) -> None:
+        """``(``, optionally a transition name and its arguments, ``)``."""
+        lexer = self.lexer
+        opened = lexer.next()
+        if lexer.peek().kind == ")":
+            lexer.next()
+            return
+        decl.pop_event = self.expect("word", "the transition pop(...) issues, or ')'")
+        separator = lexer.peek()
+        if separator.kind == ")":
+            lexer.next()
+            return
+        if separator.kind != ",":
+            raise self.error(separator, "',' or ')' after the transition name in pop(...)")
+        lexer.next()
+        text, line, column = lexer.raw(")", "the arguments of pop(...)", opened)
+        lexer.next()
+        if not text.strip():
+            raise lexer.error(
+                "found no arguments after ',' in pop(...); expected Python expressions",
+                line,
+                column,
+            )
+        decl.pop_args = _Code(text, line, column)
 
     def _state_ref(self, expected: str) -> tuple[_Token, _Token | None]:
         first = self.expect("word", expected)

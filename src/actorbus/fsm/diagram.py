@@ -19,6 +19,9 @@ Conventions, identical in both text formats:
 * transitions of the Default pseudo-state are drawn once, from a dashed ``Default``
   node ("any state"), not once per state; a loopback there means "stay in whatever
   state is current";
+* an SMC push edge goes to the pushed state, its label ending ``push(State)``; every
+  pop edge goes to one ``pop`` node (where it returns depends on the state stack at
+  run time), its label ending ``pop(transition, args)``;
 * the current state, when given, is filled amber with a thick border.
 """
 
@@ -34,6 +37,7 @@ from typing import Any, Literal
 from actorbus.errors import FsmError
 from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import GraphvizNotFoundError
+from actorbus.fsm._stack import HELPER_ATTR
 from actorbus.fsm.spec import CallbackRef, MachineSpec, TransitionSpec
 
 __all__ = ["DiagramFormat", "render", "render_dot", "write_diagram"]
@@ -55,7 +59,13 @@ _SAFE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _labels(refs: tuple[CallbackRef, ...]) -> list[str]:
-    return [r.label for r in refs if not r.convention]
+    """The callbacks the declaration names: no conventions, no push/pop machinery, no
+    unnamed checks (a .sm Default transition's declared-events validator)."""
+    return [
+        r.label
+        for r in refs
+        if not r.convention and r.label and not getattr(r.target, HELPER_ATTR, False)
+    ]
 
 
 def transition_label(t: TransitionSpec) -> str:
@@ -66,9 +76,15 @@ def transition_label(t: TransitionSpec) -> str:
     if guards:
         text += " [" + " and ".join(guards) + "]"
     actions = _labels(t.before) + _labels(t.on) + _labels(t.after)
+    if t.push is not None:
+        # Next/push(P) puts Next on the stack; a plain push, the source itself
+        end = f"{t.push}/" if t.push and t.push != t.source else ""
+        actions.append(f"{end}push({t.target})")
+    if t.pop is not None:
+        actions.append(t.pop)
     if actions:
         text += " / " + "; ".join(actions)
-    if t.loopback:
+    if t.loopback and t.pop is None:
         text += " " + _INTERNAL
     return text
 
@@ -93,18 +109,41 @@ def _default_id(spec: MachineSpec) -> str:
     return name
 
 
+def _pop_id(spec: MachineSpec) -> str | None:
+    """The id of the node pop edges go to; ``None`` if the machine has no pop."""
+    if not any(t.pop is not None for t in (*spec.transitions(), *spec.default_transitions)):
+        return None
+    name = "pop"
+    ids = {s.id for s in spec.states} | {_default_id(spec)}
+    while name in ids:
+        name += "_"
+    return name
+
+
 def _edges(spec: MachineSpec) -> list[tuple[str, str, TransitionSpec, bool]]:
     """(source, target, transition, from_default_node) for every edge to draw."""
     edges: list[tuple[str, str, TransitionSpec, bool]] = []
+    pop = _pop_id(spec)
+    drawn: set[tuple[str, str]] = set()
     for state in spec.states:
         for t in state.transitions:
             if t.from_default:
+                continue
+            if t.pop is not None and pop is not None:
+                # one edge for the copies a pop is run as (one per state it may return to)
+                key = (state.id, transition_label(t))
+                if key not in drawn:
+                    drawn.add(key)
+                    edges.append((state.id, pop, t, False))
                 continue
             target = state.id if t.loopback or t.target is None else t.target
             edges.append((state.id, target, t, False))
     default = _default_id(spec)
     state_ids = {s.id for s in spec.states}
     for t in spec.default_transitions:
+        if t.pop is not None and pop is not None:
+            edges.append((default, pop, t, True))
+            continue
         target = t.target if t.target in state_ids and not t.loopback else default
         edges.append((default, str(target), t, True))
     return edges
@@ -132,6 +171,10 @@ def to_mermaid(spec: MachineSpec, current: str | None = None) -> str:
     if spec.default_transitions:
         ids[default] = default
         lines.append(f'    state "Default (any state)" as {default}')
+    pop = _pop_id(spec)
+    if pop is not None:
+        ids[pop] = pop
+        lines.append(f'    state "pop (back to the pushing state)" as {pop}')
     lines.append(f"    [*] --> {ids[spec.start]}")
     for state in spec.states:
         for line in _entry_exit(spec, state.id):
@@ -141,9 +184,10 @@ def to_mermaid(spec: MachineSpec, current: str | None = None) -> str:
     for state in spec.states:
         if state.final:
             lines.append(f"    {ids[state.id]} --> [*]")
-    if spec.default_transitions:
+    pseudo = [n for n in (default if spec.default_transitions else None, pop) if n is not None]
+    if pseudo:
         lines.append("    classDef pseudo stroke-dasharray: 5 5")
-        lines.append(f"    class {default} pseudo")
+        lines.append(f"    class {','.join(pseudo)} pseudo")
     if current is not None:
         lines.append(
             f"    classDef current fill:{_CURRENT_FILL},stroke:{_CURRENT_STROKE},stroke-width:3px"
@@ -183,6 +227,9 @@ def to_dot(spec: MachineSpec, current: str | None = None) -> str:
         out.append(
             f'    {_dot_text(default)} [shape=note, style=dashed, label="Default\\n(any state)"];'
         )
+    pop = _pop_id(spec)
+    if pop is not None:
+        out.append(f'    {_dot_text(pop)} [shape=circle, style=dashed, label="pop"];')
     out.append(f'    "__start__" -> {_dot_text(spec.start)};')
     for source, target, t, from_default in _edges(spec):
         attributes = [f"label={_dot_text(transition_label(t))}"]

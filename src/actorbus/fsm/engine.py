@@ -16,6 +16,7 @@ Semantics are python-statemachine's ``StateMachine``, which every FSM test check
 running the same script on :func:`~actorbus.fsm.reference_machine`:
 
 * ``start()`` enters the start state: the state is set, then its entry actions run.
+  If they fail, the machine is not started (``start()`` may be called again).
 * The candidate transitions of the current state for the event are tried in order;
   the first whose validators pass and guards all hold is taken.  With a Default
   pseudo-state the state's own transitions come first, then Default's (SMC rule).
@@ -51,6 +52,7 @@ from actorbus.errors import FsmError
 from actorbus.fsm._compile import build
 from actorbus.fsm._declaration import machine_spec
 from actorbus.fsm._errors import TransitionNotAllowed
+from actorbus.fsm._stack import StateStack
 from actorbus.fsm.spec import Declaration, MachineSpec, StateSpec
 
 __all__ = ["MAX_STEP_EVENTS", "CompiledMachine", "FsmEngine", "compile_machine", "runaway_step"]
@@ -108,7 +110,11 @@ class FsmEngine(Protocol):
 
     @property
     def current_state(self) -> str:
-        """The id of the current state."""
+        """The id of the current state (the pushed one, while a push is in effect)."""
+
+    @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first."""
 
     @property
     def started(self) -> bool:
@@ -133,6 +139,7 @@ class CompiledMachine:
 
     __slots__ = (
         "__weakref__",
+        "_actorbus_stack",
         "_busy",
         "_queue",
         "_queued",
@@ -161,6 +168,8 @@ class CompiledMachine:
         # step's own event is not counted), and the bound's error once raised
         self._queued = 0
         self._runaway: FsmError | None = None
+        # SMC's state stack (push/pop transitions of .sm machines; see _stack.py)
+        self._actorbus_stack = StateStack()
         start, tables, wild = build(spec, model, self)
         self._start: Callable[[dict[str, Any]], None] = start
         self._tables: dict[str, dict[str, _Handler]] = {
@@ -183,6 +192,12 @@ class CompiledMachine:
         return state.id
 
     @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first; a pop
+        returns to the last.  Empty for machines without push transitions."""
+        return tuple(self._actorbus_stack.ids)
+
+    @property
     def started(self) -> bool:
         """``True`` once :meth:`start` ran."""
         return self._state is not None
@@ -194,6 +209,10 @@ class CompiledMachine:
 
     def start(self, **kwargs: Any) -> None:
         """Enter the start state and run its entry actions (they see ``event='__initial__'``).
+
+        If they raise, or an event they sent fails, the exception propagates and the
+        machine is not started: :attr:`started` is ``False`` and ``start()`` may be
+        called again.
 
         Raises:
             FsmError: the machine was already started.
@@ -207,6 +226,11 @@ class CompiledMachine:
                 self._drain()
         except BaseException:
             self._abort()
+            # the start step failed: there is no state to go back to, so the machine is
+            # not started (as under the reference engine); start() may be called again
+            self._state = None
+            self._table = {}
+            self._actorbus_stack.clear()
             raise
         finally:
             self._busy = False

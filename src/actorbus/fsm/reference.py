@@ -19,6 +19,19 @@ Differences, all deliberate and documented in ``docs/fsm.md``:
   :class:`actorbus.fsm.TransitionNotAllowed`, and a definition error found at
   instantiation (``InvalidDefinition``) becomes :class:`actorbus.errors.FsmError`.
 
+Where python-statemachine differs from the compiled engine, this engine makes it agree:
+
+* the ``TypeError`` Python raises when python-statemachine calls a callback without a
+  required event argument becomes the compiled engine's
+  :class:`~actorbus.fsm.EventArgumentError` (a ``TypeError`` raised inside the callback
+  stays as it is);
+* a start whose entry actions fail leaves the engine not started, with no state left
+  on the model, so ``start()`` may be called again;
+* a ``.sm`` event whose name python-statemachine's class namespace holds already is
+  sent under its python-statemachine id, and an argument named like one
+  python-statemachine injects is passed under its alias (the class's
+  ``EVENT_IDS_ATTR`` and ``ARG_ALIASES_ATTR``, see :mod:`actorbus.fsm.spec`).
+
 A run-to-completion step holds at most :data:`~actorbus.fsm.engine.MAX_STEP_EVENTS`
 events, as under the compiled engine.  python-statemachine queues an event sent from
 inside a callback and runs it in the loop of the ``send()`` that started the step,
@@ -37,11 +50,15 @@ exception of a callback does.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import statemachine
 from statemachine import StateChart, StateMachine
 from statemachine.exceptions import InvalidDefinition
 from statemachine.exceptions import TransitionNotAllowed as PsmTransitionNotAllowed
@@ -49,15 +66,26 @@ from statemachine.exceptions import TransitionNotAllowed as PsmTransitionNotAllo
 from actorbus.errors import FsmError
 from actorbus.fsm._compile import STATE_FIELD
 from actorbus.fsm._declaration import machine_spec
-from actorbus.fsm._errors import TransitionNotAllowed, UnsupportedMachineError
+from actorbus.fsm._errors import (
+    EventArgumentError,
+    TransitionNotAllowed,
+    UnsupportedMachineError,
+    missing_argument,
+)
+from actorbus.fsm._stack import STACK_ATTR, StateStack
 from actorbus.fsm.engine import MAX_STEP_EVENTS, _default_model, runaway_step
-from actorbus.fsm.spec import Declaration, MachineSpec
+from actorbus.fsm.spec import ARG_ALIASES_ATTR, EVENT_IDS_ATTR, Declaration, MachineSpec
 
 __all__ = ["ReferenceMachine", "reference_machine"]
 
 
 #: The python-statemachine method every queued event passes through (see module doc).
 _PUT = "_put_nonblocking"
+
+_PSM_DIR = os.path.dirname(os.path.abspath(statemachine.__file__))
+#: What Python says when python-statemachine calls a callback without an argument it
+#: requires: the callback's name, then the first missing parameter.
+_MISSING = re.compile(r"^(\S+)\(\) missing \d+ required [\w-]+ arguments?: '(\w+)'")
 
 
 class ReferenceMachine:
@@ -75,6 +103,10 @@ class ReferenceMachine:
         self.model = model
         self._spec = spec
         self._unsupported = unsupported
+        # a .sm machine's events and parameters under python-statemachine (spec.py)
+        self._event_ids: dict[str, str] = getattr(declaration, EVENT_IDS_ATTR, {})
+        self._event_names = {psm_id: event for event, psm_id in self._event_ids.items()}
+        self._aliases: dict[str, str] = getattr(declaration, ARG_ALIASES_ATTR, {})
         self._sm: Any = None
         self._starting = False
         # the instance whose constructor start() is running (None otherwise)
@@ -89,6 +121,8 @@ class ReferenceMachine:
         #: machine appends ``(time.time(), event, from, to)`` when its step changed the
         #: state (the events its actions queued are part of that step here)
         self.history: deque[tuple[float, str, str, str]] | None = None
+        # SMC's state stack, attached to the python-statemachine instance (see _stack.py)
+        self._stack = StateStack()
 
     def __repr__(self) -> str:
         state = self.current_state if self._sm is not None else None
@@ -127,6 +161,12 @@ class ReferenceMachine:
         raise FsmError(f"{self.name} is not started; call start() first")
 
     @property
+    def state_stack(self) -> tuple[str, ...]:
+        """The states SMC push transitions put on the stack, bottom first; a pop
+        returns to the last.  Empty for machines without push transitions."""
+        return tuple(self._stack.ids)
+
+    @property
     def started(self) -> bool:
         """``True`` once :meth:`start` ran."""
         return self._sm is not None
@@ -144,6 +184,7 @@ class ReferenceMachine:
             if self._stepping:  # not when the instance is used directly, outside a step
                 if self._step_events >= MAX_STEP_EVENTS:
                     event = str(getattr(trigger_data, "event", None))
+                    event = self._event_names.get(event, event)
                     error = runaway_step(self.name, self._state_on_model(), event)
                     self._runaway = error
                     raise error
@@ -187,14 +228,33 @@ class ReferenceMachine:
             )
         sm = cls.__new__(cls)
         setattr(sm, _PUT, self._bounded_put(sm))
+        setattr(sm, STACK_ATTR, self._stack)
+        no_state = object()
+        before = getattr(self.model, STATE_FIELD, no_state)
         self._starting = True
         self._constructing = sm
         self._begin_step(1)  # the start counts as the step's first event
         try:
-            sm.__init__(self.model, state_field=STATE_FIELD, ctxt=self.model, **kwargs)
+            try:
+                sm.__init__(self.model, state_field=STATE_FIELD, ctxt=self.model, **kwargs)
+            except BaseException:
+                # not started, as under the compiled engine: forget the state
+                # python-statemachine wrote, or a later start() would resume it
+                if before is no_state:
+                    with contextlib.suppress(AttributeError):
+                        delattr(self.model, STATE_FIELD)
+                else:
+                    setattr(self.model, STATE_FIELD, before)
+                self._stack.clear()  # nor what its entry actions' events pushed
+                raise
             self._sm = sm
         except InvalidDefinition as exc:
             raise FsmError(f"{self.name}: {exc}") from exc
+        except TypeError as exc:
+            error = self._missing(exc, "__initial__")
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             self._starting = False
             self._constructing = None
@@ -232,13 +292,18 @@ class ReferenceMachine:
         self._end_step()
 
     def _send(self, sm: Any, event: str, kwargs: dict[str, Any]) -> None:
+        if self._aliases:
+            # python-statemachine would pass its own value under these names
+            aliases = self._aliases
+            kwargs = {aliases.get(name, name): value for name, value in kwargs.items()}
         try:
-            sm.send(event, ctxt=self.model, **kwargs)
+            sm.send(self._event_ids.get(event, event), ctxt=self.model, **kwargs)
         except PsmTransitionNotAllowed as exc:
             if getattr(exc.event, "_sm", sm) is not sm:
                 raise
             state = next(iter(sm.configuration)).id if sm.configuration else None
             name = str(exc.event.id) if exc.event is not None else event
+            name = self._event_names.get(name, name)
             final = bool(sm.is_terminated)
             reason = (
                 "it is a final state"
@@ -246,6 +311,28 @@ class ReferenceMachine:
                 else "python-statemachine found no enabled transition"
             )
             raise TransitionNotAllowed(self.name, state, name, reason, final=final) from exc
+        except TypeError as exc:
+            error = self._missing(exc, event)
+            if error is exc:
+                raise
+            raise error from exc
+
+    def _missing(self, exc: TypeError, event: str) -> TypeError:
+        """``exc`` as the compiled engine's :class:`EventArgumentError`, if it is
+        python-statemachine calling a callback without an event argument it requires
+        (Python raised it at the call, in python-statemachine's frame); else ``exc``."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        match = _MISSING.match(str(exc))
+        if tb is None or match is None or isinstance(exc, EventArgumentError):
+            return exc
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PSM_DIR + os.sep):
+            return exc  # raised inside the callback: the callback's own TypeError
+        callback, name = match.groups()
+        name = next((n for n, alias in self._aliases.items() if alias == name), name)
+        state = self._state_on_model()
+        return missing_argument(self.name, event, state, name, f"{callback}()")
 
 
 def reference_machine(declaration: Declaration, model: Any = None) -> ReferenceMachine:

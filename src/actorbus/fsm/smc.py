@@ -23,7 +23,9 @@ Three stages, each reporting errors as :class:`~actorbus.errors.SmSyntaxError` w
        state      := W (Entry {action*})? (Exit {action*})? { transition* }
        transition := W ( '(' param (, param)* ')' )? ( '[' guard ']' )? next { action* }
        param      := W (':' type)?          types are read and ignored
-       next       := nil | W | Map::State | jump(Map::State)      push/pop: rejected
+       next       := nil | W | Map::State | jump(Map::State)
+                   | push(Map::State) | (W | Map::State)/push(Map::State)
+                   | pop | pop '(' (W (, args)?)? ')'
        action     := W '(' args ')' ';' | W '=' value ';'
 
 3. **Builder** (:mod:`._smc_builder`): checks names (start state, targets, parameters,
@@ -48,11 +50,27 @@ Semantics of the Python flavour (documented in ``docs/fsm.md``):
 * A state whose body declares no transitions is *final* (as SMC's "OK {}" examples):
   Default transitions do not apply to it and every event there is rejected.  Give it a
   transition (a ``nil`` loopback will do) to keep it reacting.
-* ``push``/``pop`` transitions are rejected: they need a state stack that neither
-  python-statemachine's ``StateMachine`` nor the flat engine has.  ``jump(Map::State)``
-  is a plain transition into another map and is supported.
-* ``%{ ... %}``, ``%declare``, ``%access``, ``%header``, ``%include``, ``%package`` and
-  non-Python ``%import`` lines are kept on :class:`SmMachine` and otherwise ignored.
+* ``push``/``pop`` transitions run on a state stack both engines keep
+  (:mod:`actorbus.fsm._stack`), with SMC's rules: a push skips the Exit actions of the
+  state it leaves, a pop the Entry actions of the state it returns to, then issues its
+  transition.  ``jump(Map::State)`` is a plain transition into another map.  A state
+  name declared in several maps has the id ``Map::State``.
+* ``%{ ... %}`` blocks are Python: they run once, when the file is loaded, in the
+  namespace guards and actions run in (the builtins, the ``%import``ed modules), so
+  guards and action arguments can call the helpers they define.
+* Events may be named like a state or a python-statemachine attribute (``send``), and
+  parameters like the arguments python-statemachine injects (``state``, ``event``):
+  the builder gives python-statemachine other ids and argument names for them
+  (``EVENT_IDS_ATTR``, ``ARG_ALIASES_ATTR`` in :mod:`actorbus.fsm.spec`); only
+  ``ctxt`` and ``_ab_`` names are refused.
+* A ``Default`` transition answers only the events the file declares (SMC generates
+  one method per declared event); any other event is rejected.
+* ``commit_on_error=True`` applies SMC's rule to exceptions of a transition's actions
+  and the target's entry actions: the machine ends in the target state (a push in the
+  pushed state, with the stack pushed; a pop in the state popped, without issuing its
+  transition).
+* ``%declare``, ``%access``, ``%header``, ``%include``, ``%package`` and non-Python
+  ``%import`` lines are kept on :class:`SmMachine` and otherwise ignored.
 """
 
 from __future__ import annotations
@@ -67,12 +85,17 @@ from actorbus.fsm._smc_parser import _Parser
 __all__ = ["SmMachine", "load_sm", "parse_sm"]
 
 
-def parse_sm(text: str, path: str = "<string>") -> SmMachine:
+def parse_sm(text: str, path: str = "<string>", *, commit_on_error: bool = False) -> SmMachine:
     """Parse ``.sm`` source text and build its machine.
 
     Args:
         text: the file's content.
         path: the name used in error messages and tracebacks.
+        commit_on_error: SMC's rule for exceptions: when a transition's actions or the
+            target's entry actions raise, the machine is in the target state anyway
+            (and the entry actions run even after the transition's actions raised),
+            then the exception propagates.  By default the machine rolls back to the
+            source state, as python-statemachine does (docs/fsm.md compares the two).
 
     Raises:
         SmSyntaxError: the text is malformed; ``str(err)`` is ``path:line:column: found
@@ -88,14 +111,16 @@ def parse_sm(text: str, path: str = "<string>") -> SmMachine:
         if unclosed is None:
             raise
         raise unclosed from None
-    return _Builder(parsed, path).build()
+    return _Builder(parsed, path, commit_on_error=commit_on_error).build()
 
 
-_LOADED: dict[str, tuple[tuple[int, int], SmMachine]] = {}
+_LOADED: dict[tuple[str, bool], tuple[tuple[int, int], SmMachine]] = {}
 
 
-def load_sm(path: str | os.PathLike[str]) -> SmMachine:
+def load_sm(path: str | os.PathLike[str], *, commit_on_error: bool = False) -> SmMachine:
     """Read and build a ``.sm`` file; cached until the file changes (mtime or size).
+
+    ``commit_on_error`` is :func:`parse_sm`'s.
 
     Raises:
         FsmError: the file cannot be read.
@@ -111,7 +136,7 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
             "relative path is relative to the working directory (give an absolute path, or "
             "name it in a properties file, whose directory relative paths follow)"
         ) from exc
-    key = os.path.realpath(name)
+    key = (os.path.realpath(name), commit_on_error)
     stamp = (stat.st_mtime_ns, stat.st_size)
     cached = _LOADED.get(key)
     if cached is not None and cached[0] == stamp:
@@ -120,6 +145,6 @@ def load_sm(path: str | os.PathLike[str]) -> SmMachine:
         text = Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise FsmError(f"cannot read the state machine file {name!r}: {exc}") from exc
-    machine = parse_sm(text, name)
+    machine = parse_sm(text, name, commit_on_error=commit_on_error)
     _LOADED[key] = (stamp, machine)
     return machine

@@ -45,6 +45,7 @@ from statemachine.callbacks import CallbackGroup, SpecReference
 
 from actorbus.errors import FsmError
 from actorbus.fsm._errors import UnsupportedMachineError
+from actorbus.fsm._stack import STACK_OP_ATTR
 from actorbus.fsm.declare import DEFAULT_TRANSITIONS_ATTR, FROM_DEFAULT_ATTR
 
 if TYPE_CHECKING:
@@ -64,6 +65,18 @@ CallbackKind = Literal["name", "expr", "callable", "property"]
 #: Attribute set by the SMC loader on the Python functions it compiles from guard and
 #: action code, so the compiled engine can inline that code instead of calling it.
 INLINE_ATTR = "_actorbus_inline"
+
+#: Attribute of a class generated from a ``.sm`` file: ``{event: python-statemachine
+#: id}`` for the SMC events whose names python-statemachine's class namespace holds
+#: already (a state, ``send``, ``name`` ...).  The spec and the engines use the SMC
+#: names; only python-statemachine sees the ids.
+EVENT_IDS_ATTR = "_actorbus_event_ids"
+
+#: Attribute of a class generated from a ``.sm`` file: ``{parameter: alias}`` for the
+#: transition parameters named like an argument python-statemachine injects
+#: (``state``, ``event`` ...).  Its functions take the alias; the reference engine
+#: passes each such event argument under its alias as well.
+ARG_ALIASES_ATTR = "_actorbus_arg_aliases"
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,15 @@ class TransitionSpec:
         events: the event ids it answers; ``"*"`` answers any event.
         validators, guards, before, on, after: callbacks, in execution order.
         from_default: ``True`` if it was copied from the Default pseudo-state.
+        push: for an SMC push transition (``.sm`` files only), the id of the state it
+            puts on the state stack, which a pop returns to; :attr:`target` is the
+            pushed state.  On a transition of the Default pseudo-state, ``""`` stands
+            for whatever state is current.  ``None`` otherwise.
+        pop: for an SMC pop transition, its text (``"pop"``, ``"pop(ok, n)"``); it is
+            written as one copy per state a pop may return to (:attr:`target`), each
+            taken only when that state is on top of the stack, and a last loopback copy
+            that raises :class:`~actorbus.errors.FsmError` when the stack is empty.
+            ``None`` otherwise.
     """
 
     source: str | None
@@ -143,6 +165,8 @@ class TransitionSpec:
     on: tuple[CallbackRef, ...] = ()
     after: tuple[CallbackRef, ...] = ()
     from_default: bool = False
+    push: str | None = None
+    pop: str | None = None
 
     @property
     def wildcard(self) -> bool:
@@ -371,6 +395,7 @@ def _refs(cls: Any, specs: Any, group: CallbackGroup) -> tuple[CallbackRef, ...]
 
 
 def _transition(cls: Any, transition: Any, source: str | None) -> TransitionSpec:
+    names = {psm_id: event for event, psm_id in getattr(cls, EVENT_IDS_ATTR, {}).items()}
     if transition.is_eventless:
         raise _unsupported(cls, f"the eventless transition from {source!r}")
     if len(transition.targets) > 1:
@@ -381,12 +406,15 @@ def _transition(cls: Any, transition: Any, source: str | None) -> TransitionSpec
     for spec in transition._specs:
         if spec.group not in _GROUPS:
             raise _unsupported(cls, f"the {spec.group.name} callback {spec.attr_name!r}")
+    op, text = getattr(transition, STACK_OP_ATTR, (None, None))
     return TransitionSpec(
         source=source,
         target=target,
         internal=bool(transition.internal),
-        events=tuple(dict.fromkeys(str(e) for e in transition.events)),
+        events=tuple(dict.fromkeys(names.get(str(e), str(e)) for e in transition.events)),
         from_default=hasattr(transition, FROM_DEFAULT_ATTR),
+        push=text if op == "push" else None,
+        pop=text if op == "pop" else None,
         **groups,
     )
 
