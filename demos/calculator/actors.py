@@ -111,6 +111,8 @@ class Calculator(FsmActor):
         self.average_subject = average_subject
         self.window: deque[int] = deque(maxlen=self.window_size)
         self.total = 0
+        #: the timestamp of the last point added (the averages carry it)
+        self.as_of: int | None = None
         self.data_feed: SubscribeFeed[DataPoint] | None = None
         self.average_feed: PublishFeed[MovingAverage] | None = None
         self.published = 0
@@ -143,6 +145,7 @@ class Calculator(FsmActor):
         self.total = 0
 
     def add(self, msg: DataPoint) -> None:
+        self.as_of = msg.timestamp
         window = self.window
         if len(window) == self.window_size:
             self.total -= window[0]
@@ -156,8 +159,15 @@ class Calculator(FsmActor):
         feed = self.average_feed
         if feed is not None and self.window:
             count = len(self.window)
+            # stamped with the last point's time, not the clock's: the average
+            # is a function of the points alone, so a replay reproduces it
             feed.publish(
-                MovingAverage(self.average_subject, average=self.total / count, count=count)
+                MovingAverage(
+                    self.average_subject,
+                    self.as_of,
+                    average=self.total / count,
+                    count=count,
+                )
             )
             self.published += 1
 

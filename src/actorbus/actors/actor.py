@@ -22,7 +22,7 @@ import itertools
 import threading
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from actorbus.actors._context import bus_runtimes
 from actorbus.actors.errors import NotRegisteredError
@@ -280,6 +280,13 @@ class Actor(FeedOwner):
                 f"actor with a Bus (bus.register(actor)) to open feeds"
             )
         return router, mailbox.post_one
+
+    def _ab_output_watch(self) -> Callable[[PublishFeed[Any], Notification], None] | None:
+        """(FeedOwner's interface) The recorder's ``published`` while this
+        actor's mailbox is watched (:meth:`ActorRuntime.watch`), else None."""
+        mailbox = self._ab_mailbox
+        watcher = mailbox.watcher if mailbox is not None else None
+        return watcher.published if watcher is not None else None
 
     def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
         """(FeedOwner's interface) (name, kind, awaits callbacks) of the actor's

@@ -64,6 +64,7 @@ __all__ = [
     "RequestHandle",
     "Stamped",
     "SubscribeFeed",
+    "WatchedPublishFeed",
 ]
 
 
@@ -294,6 +295,27 @@ class PublishFeed(Feed, Generic[N]):
 def _resolve_ready(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
+
+
+class WatchedPublishFeed(PublishFeed[N]):
+    """A publish feed that shows each message it publishes to ``watch(feed,
+    message)`` first, on the publishing thread: the feeds of a recorded actor
+    (``FeedOwner._ab_output_watch``).  Every other feed is a plain
+    :class:`PublishFeed`, whose publish loop stays as it is."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(
+        self, *args: Any, watch: Callable[[PublishFeed[N], N], None], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._watch = watch
+
+    def publish(self, message: N) -> int:
+        """Show ``message`` to the watch, then :meth:`PublishFeed.publish` it."""
+        if self.declared and type(message) is self._mcls and message.subject == self._subject:
+            self._watch(self, message)
+        return super().publish(message)
 
 
 # ================================================================== subscribe feed

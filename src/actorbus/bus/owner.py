@@ -59,6 +59,7 @@ from .feeds import (
     RequestFeed,
     RequestHandle,
     SubscribeFeed,
+    WatchedPublishFeed,
     _direct,
     _refuse_async,
 )
@@ -164,6 +165,13 @@ class FeedOwner:
         Feeds use it to refuse ``async def`` callbacks nothing awaits."""
         return None
 
+    def _ab_output_watch(self) -> Callable[[PublishFeed[Any], Notification], None] | None:
+        """What to call with each message this owner publishes, when its outputs
+        are watched (the actor is recorded): its publish feeds are then opened
+        as :class:`~actorbus.bus.feeds.WatchedPublishFeed`.  None (the default):
+        nothing watches, and the feeds are plain ones."""
+        return None
+
     def _ab_blocking_deadlock(self) -> str | None:
         """The name of the dispatcher this owner's callbacks run on when a blocking
         wait on the calling thread would keep them from ever running (the caller
@@ -185,6 +193,11 @@ class FeedOwner:
         (``discoverable=False``: discovery never lists it)."""
         key = checked_key(message_class, subject, Notification)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
+        if watch is not None:
+            return WatchedPublishFeed(
+                router, self, key, scope, post=post, discoverable=discoverable, watch=watch
+            )
         return PublishFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def _open_subscribe_feed(
