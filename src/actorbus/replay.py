@@ -32,21 +32,21 @@ but not reproduced: a replay reaching one stops there and says so.
 from __future__ import annotations
 
 import importlib
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .actors.actor import Actor
 from .actors.recording import Recorder, RecordingError, RecordingHeader, read_recording
-from .bus.inbox import Inbox
-from .bus.message import Notification, lookup_type
 from .bus.codec import decode
 from .bus.feeds import PublishFeed
+from .bus.inbox import Inbox
+from .bus.message import Notification, lookup_type
 from .bus.scope import FeedState, Scope
-from .errors import UsageError
+from .errors import CodecError, UsageError
 from .node import Bus
 
 __all__ = ["FakeClock", "ReplayResult", "ReplayStep", "replay"]
@@ -139,10 +139,10 @@ def _jsonable(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _input_text(r: Mapping[str, Any]) -> str:
-    kind = r["kind"]
+    kind = str(r["kind"])
     if kind in ("startup", "shutdown"):
         return kind
-    if kind == "timer" or kind == "task":
+    if kind in {"timer", "task"}:
         return f"{kind} {r.get('timer')}"
     text = f"{kind} {r.get('role')} {r.get('type')}:{r.get('subject')!r}"
     if "state" in r:
@@ -158,8 +158,8 @@ def _shown(type_name: Any, body: bytes) -> str:
     if cls is None:
         return f"<{len(body)} bytes>"
     try:
-        return repr(decode(cls, body))  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001  (only for display: a body that does not decode shows as bytes)
+        return repr(decode(cls, body))
+    except CodecError:  # for display only: a body that does not decode shows as bytes
         return f"<{len(body)} bytes>"
 
 
@@ -203,8 +203,7 @@ def _difference(index: int, recorded: Mapping[str, Any], replayed: Mapping[str, 
                 f"recorded, {len(got or [])} replayed"
             )
         return (
-            f"input #{index} ({_input_text(recorded)}): {key} recorded {want!r}, "
-            f"replayed {got!r}"
+            f"input #{index} ({_input_text(recorded)}): {key} recorded {want!r}, replayed {got!r}"
         )
     return None
 
@@ -286,7 +285,7 @@ def replay(
     cls = _load_class(header.actor)
     given = dict(kwargs if kwargs is not None else header.kwargs or {})
     try:
-        actor = cls(name=header.name, **given)  # type: ignore[call-arg]
+        actor = cls(name=header.name, **given)
     except TypeError as exc:
         raise UsageError(
             f"cannot make {header.actor}(name={header.name!r}, **{given!r}): {exc}; give "
@@ -319,7 +318,7 @@ def replay(
             wall[0] = recorded["wall"]
             injector.give(recorded)
             with arrived:
-                arrived.wait_for(lambda n=index: len(got) > n, timeout)
+                arrived.wait_for(partial(_longer, got, index), timeout)
                 replayed = got[index] if len(got) > index else None
             result.steps.append(ReplayStep(index, recorded, replayed))
             if replayed is None:
@@ -341,6 +340,10 @@ def replay(
                 f"{len(records)}, the first: {_input_text(extra[0])}"
             )
     return result
+
+
+def _longer(records: list[dict[str, Any]], n: int) -> bool:
+    return len(records) > n
 
 
 def _ignore(record: dict[str, Any]) -> None:

@@ -269,7 +269,11 @@ class Mailbox:
         holding the old one would bypass the watcher.  Raises UsageError
         otherwise, or when the mailbox is watched already."""
         if self.watcher is not None or self._queue or self._parts is not None:
-            state = "watched already" if self.watcher is not None else "in use (tasks queued or feeds placed)"
+            state = (
+                "watched already"
+                if self.watcher is not None
+                else "in use (tasks queued or feeds placed)"
+            )
             raise UsageError(
                 f"cannot watch the mailbox of {self.name!r}: it is {state}; start watching "
                 f"(recording) an actor once, after registering it and before its startup"

@@ -48,6 +48,7 @@ by offset; a recording is one file of mixed records, read once from the start.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import zlib
@@ -165,9 +166,9 @@ def describe(fn: Callable[[Any], object], arg: Any) -> dict[str, Any]:
             record["state"] = arg[2]
         return record
     if isinstance(arg, tuple) and arg:
-        kind = _LIFECYCLE_TASKS.get(getattr(arg[0], "__name__", ""))
-        if kind is not None:
-            return {"kind": kind}
+        lifecycle = _LIFECYCLE_TASKS.get(getattr(arg[0], "__name__", ""))
+        if lifecycle is not None:
+            return {"kind": lifecycle}
         return {"kind": "task", "timer": _label(arg[0])}
     return {"kind": "task", "timer": _label(fn)}
 
@@ -235,7 +236,9 @@ class RecordingFile:
     """The sink that writes a recording file (see the module notes): ``write``
     from the actor's thread, ``close`` once (flushes; later records are dropped)."""
 
-    def __init__(self, path: str | Path, actor: Actor, kwargs: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], actor: Actor, kwargs: Mapping[str, Any] | None
+    ) -> None:
         self.path = Path(path)
         header = {
             "version": FORMAT_VERSION,
