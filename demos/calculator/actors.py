@@ -33,7 +33,8 @@ AVERAGE_SUBJECT = "/demo/average"
 
 
 class Source(Actor):
-    """Publishes DataPoint(value) on a timer while the feed has subscribers."""
+    """Publishes DataPoint(value) on a timer while the feed has subscribers
+    (``count`` of them at most, when given)."""
 
     def __init__(
         self,
@@ -44,9 +45,12 @@ class Source(Actor):
         minimum: int | str = 0,
         maximum: int | str = 100,
         seed: int | str | None = None,
+        count: int | str | None = None,
     ) -> None:
         super().__init__(name=name)
         self.subject = subject
+        #: publish at most this many points (None: no limit)
+        self.count = None if count is None else int(count)
         self.period = float(period_ms) / 1000.0
         self.minimum, self.maximum = int(minimum), int(maximum)
         if self.maximum <= self.minimum:
@@ -70,10 +74,12 @@ class Source(Actor):
 
     def tick(self) -> None:
         feed = self.feed
+        if self.count is not None and self.sent >= self.count:
+            self.stop_timer()
+            return
         if feed is not None and feed.is_feed_up():
-            feed.publish(
-                DataPoint(self.subject, value=self.random.randrange(self.minimum, self.maximum))
-            )
+            value = self.random.randrange(self.minimum, self.maximum)
+            feed.publish(DataPoint(self.subject, self.now_ms(), value=value))
             self.sent += 1
 
     def stop_timer(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
@@ -227,6 +228,18 @@ class Actor(FeedOwner):
         if mailbox is None:
             mailbox = self._mailbox_or_raise("post tasks to it")
         mailbox.post(fn, *args)
+
+    def now_ms(self) -> int:
+        """The wall-clock time in epoch milliseconds, for a message's timestamp.
+
+        While the actor is recorded (or replayed) it is the time stamped on the
+        task being run, the same for the whole task, so a replay reproduces
+        it; read the time this way, not with ``time.time()``, in an actor you
+        mean to replay (docs/replay.md)."""
+        mailbox = self._ab_mailbox
+        watcher = mailbox.watcher if mailbox is not None else None
+        wall = watcher.wall_ns if watcher is not None else None
+        return (wall if wall is not None else time.time_ns()) // 1_000_000
 
     def schedule(self, delay_s: float, fn: Callable[[*Ts], object], /, *args: *Ts) -> TimerHandle:
         """Run ``fn(*args)`` as a task of this actor once, ``delay_s`` seconds from now.

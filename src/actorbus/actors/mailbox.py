@@ -98,11 +98,14 @@ if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.dispatcher import Dispatcher
 
-__all__ = ["Mailbox", "MailboxState", "TaskWatcher"]
+__all__ = ["Mailbox", "MailboxState", "TaskWatcher", "unpack_task"]
 
 
 class TaskWatcher(Protocol):
     """What :meth:`Mailbox.watch` is given (the recorder of an actor)."""
+
+    #: the wall time (ns) stamped on the task being run, None between tasks
+    wall_ns: int | None
 
     def run(self, fn: Callable[[Any], object], arg: Any) -> object:
         """Run the task ``fn(arg)`` (and look at it); return what it returned."""
@@ -135,6 +138,16 @@ class _WatchedTasks(deque[Any]):
 def _apply(task: tuple[Any, ...]) -> object:
     """Run a task that does not have exactly one argument (stored packed)."""
     return task[0](*task[1:])
+
+
+def unpack_task(
+    fn: Callable[[Any], object], arg: Any
+) -> tuple[Callable[..., object], tuple[Any, ...]]:
+    """The function and the arguments of a task as the deque holds it
+    (``fn, arg`` flat, or ``_apply, (fn, *args)``)."""
+    if fn is _apply:
+        return arg[0], tuple(arg[1:])
+    return fn, (arg,)
 
 
 Ts = TypeVarTuple("Ts")

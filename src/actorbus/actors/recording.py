@@ -60,6 +60,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from actorbus.actors.actor import Actor
+from actorbus.actors.mailbox import unpack_task
 from actorbus.actors.timers import TimerHandle
 from actorbus.bus import codec
 from actorbus.bus.feeds import (
@@ -106,6 +107,8 @@ _FEED_TASKS: Mapping[str, str] = {
     "_deliver_cancel": "cancel",
     "_deliver_reply": "reply",
 }
+#: the deliveries that run nothing once their feed is retracted or closed
+_PLACED_ONLY = frozenset(("message", "status"))
 #: the runtime's lifecycle tasks -> their kind
 _LIFECYCLE_TASKS: Mapping[str, str] = {"_startup_task": "startup", "_shutdown_task": "shutdown"}
 _ROLES: tuple[tuple[type[Feed], str], ...] = (
@@ -134,43 +137,50 @@ def _encoded(message: object) -> bytes | None:
     return codec.encode(message) if isinstance(message, Message) else None
 
 
-def describe(fn: Callable[[Any], object], arg: Any) -> dict[str, Any]:
-    """The record of the task ``fn(arg)`` as the mailbox holds it (no clocks, no outputs)."""
+def describe(fn: Callable[[Any], object], arg: Any) -> dict[str, Any] | None:
+    """The record of the task ``fn(arg)`` as the mailbox holds it (no clocks, no
+    outputs); None for a message or status delivered after its feed was
+    retracted or closed, which runs no callback (it is no input of the actor's)."""
+    fn, args = unpack_task(fn, arg)
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__name__", "")
     if isinstance(owner, Stamped):  # a delivery stamped with its publisher's Sender
         owner, name = owner.target_feed, f"_{name}"
     if isinstance(owner, TimerHandle):
         return {"kind": "timer", "timer": owner.label}
-    if isinstance(owner, Feed) and name in _FEED_TASKS:
+    if isinstance(owner, Feed) and name in _FEED_TASKS and len(args) == 1:
         kind = _FEED_TASKS[name]
-        key = owner.key
-        record: dict[str, Any] = {
-            "kind": kind,
-            "role": next(role for cls, role in _ROLES if isinstance(owner, cls)),
-            "type": key.type_name,
-            "subject": key.subject,
-            "scope": owner.scope.name,
-        }
-        if kind == "message":
-            record["subject"] = arg.subject
-            record["body"] = _encoded(arg)
-        elif kind == "status":
-            record["state"] = "UP" if arg else "DOWN"
-        elif kind == "congestion":
-            record["state"] = bool(arg)
-        elif kind in ("request", "cancel"):
-            record["body"] = _encoded(arg.request)
-        else:  # reply: (handle, reply, remaining, sender)
-            record["body"] = _encoded(arg[1])
-            record["state"] = arg[2]
-        return record
-    if isinstance(arg, tuple) and arg:
-        lifecycle = _LIFECYCLE_TASKS.get(getattr(arg[0], "__name__", ""))
-        if lifecycle is not None:
-            return {"kind": lifecycle}
-        return {"kind": "task", "timer": _label(arg[0])}
+        if kind in _PLACED_ONLY and not owner.is_placed:
+            return None
+        return _feed_record(owner, kind, args[0])
+    lifecycle = _LIFECYCLE_TASKS.get(name)
+    if lifecycle is not None:
+        return {"kind": lifecycle}
     return {"kind": "task", "timer": _label(fn)}
+
+
+def _feed_record(feed: Feed, kind: str, arg: Any) -> dict[str, Any]:
+    key = feed.key
+    record: dict[str, Any] = {
+        "kind": kind,
+        "role": next(role for cls, role in _ROLES if isinstance(feed, cls)),
+        "type": key.type_name,
+        "subject": key.subject,
+        "scope": feed.scope.name,
+    }
+    if kind == "message":
+        record["subject"] = arg.subject
+        record["body"] = _encoded(arg)
+    elif kind == "status":
+        record["state"] = "UP" if arg else "DOWN"
+    elif kind == "congestion":
+        record["state"] = bool(arg)
+    elif kind in ("request", "cancel"):
+        record["body"] = _encoded(arg.request)
+    else:  # reply: (handle, reply, remaining, sender)
+        record["body"] = _encoded(arg[1])
+        record["state"] = arg[2]
+    return record
 
 
 class Recorder:
@@ -194,6 +204,8 @@ class Recorder:
         self.wall = wall
         #: records handed to the sink
         self.count = 0
+        #: the wall time stamped on the task being run (``Actor.now_ms`` reads it)
+        self.wall_ns: int | None = None
         self._outputs: list[list[Any]] | None = None
         if getattr(actor, "fsm_trace", False) is None:
             actor.fsm_trace = []  # type: ignore[attr-defined]  # an FsmActor: trace its steps
@@ -201,14 +213,17 @@ class Recorder:
     def run(self, fn: Callable[[Any], object], arg: Any) -> object:
         """Record the task ``fn(arg)``, run it, hand the record to the sink."""
         record = describe(fn, arg)
+        if record is None:
+            return fn(arg)
         record["mono"] = self.clock()
-        record["wall"] = self.wall()
+        record["wall"] = self.wall_ns = self.wall()
         outputs: list[list[Any]] = []
         self._outputs = outputs
         try:
             return fn(arg)
         finally:
             self._outputs = None
+            self.wall_ns = None
             record["out"] = outputs
             trace = getattr(self.actor, "fsm_trace", None)
             if trace:
