@@ -135,7 +135,18 @@ PINNED: dict[str, list[str]] = {
         "UnknownDispatcherError",
     ],
     "actorbus.actors.failure": ["FailedTask", "callback_label", "describe_task", "report_failure"],
-    "actorbus.actors.mailbox": ["Mailbox", "MailboxState"],
+    "actorbus.actors.mailbox": ["Mailbox", "MailboxState", "TaskWatcher", "unpack_task"],
+    "actorbus.actors.recording": [
+        "ActorRecorder",
+        "FORMAT_VERSION",
+        "MAGIC",
+        "RecordingError",
+        "RecordingFile",
+        "RecordingHeader",
+        "class_path",
+        "describe",
+        "read_recording",
+    ],
     "actorbus.actors.runtime": ["ActorRuntime", "Completion"],
     "actorbus.actors.timers": ["TimerHandle", "TimerQueue", "TimerService"],
     "actorbus.bus": [
@@ -210,6 +221,7 @@ PINNED: dict[str, list[str]] = {
         "RequestHandle",
         "Stamped",
         "SubscribeFeed",
+        "WatchedPublishFeed",
     ],
     "actorbus.bus.inbox": ["Inbox"],
     "actorbus.bus.message": [
@@ -340,6 +352,7 @@ PINNED: dict[str, list[str]] = {
         "NotRegisteredError",
         "PeerError",
         "ProtocolError",
+        "RecordingError",
         "RegistrationError",
         "RequestError",
         "RequestTimeoutError",
@@ -481,6 +494,7 @@ PINNED: dict[str, list[str]] = {
     ],
     "actorbus.net.service": ["AUTH_MODES", "Service", "ServiceStats"],
     "actorbus.node": ["Bus"],
+    "actorbus.replay": ["FakeClock", "ReplayResult", "ReplayStep", "replay"],
     "actorbus.spark": [
         "ActorbusDataSource",
         "BATCH_ID_FIELD",

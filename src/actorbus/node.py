@@ -41,7 +41,7 @@ from . import _gc
 from .actors import ActorRuntime
 from .actors._context import bus_runtimes
 from .actors.dispatcher import hold_wakes, release_wakes
-from .actors.recording import Recorder, RecordingFile
+from .actors.recording import ActorRecorder, RecordingFile
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
@@ -236,7 +236,7 @@ class Bus:
         self.runtime.ensure_registered(actor)
         recording = RecordingFile(path, actor, kwargs)
         try:
-            self.runtime.watch(actor, Recorder(actor, recording.write))
+            self.runtime.watch(actor, ActorRecorder(actor, recording.write))
         except BaseException:
             recording.close()
             raise

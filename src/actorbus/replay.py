@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .actors.actor import Actor
-from .actors.recording import Recorder, RecordingError, RecordingHeader, read_recording
+from .actors.recording import ActorRecorder, RecordingError, RecordingHeader, read_recording
 from .bus.codec import decode
 from .bus.feeds import PublishFeed
 from .bus.inbox import Inbox
@@ -304,7 +304,7 @@ def replay(
 
     with Bus(timer_clock=clock.now, gc_threshold=None) as bus:
         bus.register(actor)
-        recorder = Recorder(actor, sink, clock=clock.now, wall=lambda: wall[0])
+        recorder = ActorRecorder(actor, sink, clock=clock.now, wall=lambda: wall[0])
         bus.runtime.watch(actor, recorder)
         injector = _Injector(bus, actor)
         for index, recorded in enumerate(records):

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Every call into an actor is a task in its mailbox.  To record an actor, its
 mailbox is *watched* (:meth:`ActorRuntime.watch`, :meth:`Mailbox.watch`): the
-worker runs each task through :meth:`Recorder.run`, on the actor's thread, in
+worker runs each task through :meth:`ActorRecorder.run`, on the actor's thread, in
 mailbox order, at the moment it is delivered.  The recorder names the task —
 startup, shutdown, a message, a feed status, a request, a reply, a cancel, a
 timer firing, the feed's key and role, the message encoded with the codec, the
@@ -72,12 +72,12 @@ from actorbus.bus.feeds import (
     SubscribeFeed,
 )
 from actorbus.bus.message import Message
-from actorbus.errors import Error
+from actorbus.errors import RecordingError
 
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
-    "Recorder",
+    "ActorRecorder",
     "RecordingError",
     "RecordingFile",
     "RecordingHeader",
@@ -117,10 +117,6 @@ _ROLES: tuple[tuple[type[Feed], str], ...] = (
     (RequestFeed, "request"),
     (ReplyFeed, "reply"),
 )
-
-
-class RecordingError(Error):
-    """A recording file is damaged, truncated, of another version, or not one."""
 
 
 def class_path(cls: type) -> str:
@@ -183,7 +179,7 @@ def _feed_record(feed: Feed, kind: str, arg: Any) -> dict[str, Any]:
     return record
 
 
-class Recorder:
+class ActorRecorder:
     """Watches one actor's mailbox (a :class:`~actorbus.actors.mailbox.TaskWatcher`):
     each delivered task becomes one record handed to ``sink``, with what it published.
 
