@@ -1,0 +1,217 @@
+"""Recording an actor: the watched mailbox, what each task becomes, the timer
+service on a handed-in clock, the rules of Bus.record."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actorbus import Actor, Bus, FeedState, Notification, Reply, Request
+from actorbus.actors.recording import _FEED_TASKS, ActorRecorder, read_recording
+from actorbus.actors.timers import TimerService
+from actorbus.bus import codec
+from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
+from actorbus.errors import RecordingError, UsageError
+from actorbus.replay import replay
+
+WAIT = 10.0
+
+
+class Tick(Notification, type_name="test.recording.Tick"):
+    n: int
+
+
+class Echoed(Notification, type_name="test.recording.Echoed"):
+    n: int
+
+
+class Ask(Request, type_name="test.recording.Ask", replies=()):
+    n: int
+
+
+class Echo(Actor):
+    """Republishes every Tick as Echoed n*2, stamped with now_ms()."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.stamps: list[int] = []
+
+    def startup(self) -> None:
+        self.out = self.publisher(Echoed, "/rec/out", on_status=self.out_status, up=True)
+        self.subscribe(Tick, "/rec/in", on_message=self.echo)
+
+    def out_status(self, state: FeedState, feed: Any) -> None:
+        self.out_state = state
+
+    def echo(self, msg: Tick, feed: Any) -> None:
+        now = self.now_ms()
+        self.stamps.append(now)
+        if self.out.is_feed_up():
+            self.out.publish(Echoed("/rec/out", now, n=msg.n * 2))
+
+
+def test_every_delivery_task_of_every_feed_class_has_a_kind() -> None:
+    for cls in (PublishFeed, SubscribeFeed, RequestFeed, ReplyFeed):
+        for task in cls._task_callbacks:
+            assert task in _FEED_TASKS, f"{cls.__name__}.{task} is not recorded by its kind"
+    assert _FEED_TASKS["_deliver"] == _FEED_TASKS["_deliver_if"] == "message"
+
+
+def test_a_recorded_actor_gives_one_record_per_task_with_its_outputs(tmp_path: Path) -> None:
+    path = tmp_path / "echo.rec"
+    with Bus() as bus:
+        echo = Echo("echo")
+        bus.register(echo)
+        recording = bus.record(echo, path)
+        outs = bus.inbox(Echoed, "/rec/out")
+        bus.startup(echo).wait(WAIT)
+        pub = bus.publisher(Tick, "/rec/in")
+        for n in range(3):
+            pub.publish(Tick("/rec/in", n=n))
+        got = [outs.receive(WAIT) for _ in range(3)]
+        bus.shutdown(echo).wait(WAIT)
+        recording.close()
+        assert recording.records == len(read_recording(path)[1])
+
+    header, records = read_recording(path)
+    assert header.actor == f"{__name__}:Echo" and header.name == "echo" and header.kwargs is None
+    kinds = [(r["kind"], r.get("role")) for r in records]
+    assert kinds[0] == ("startup", None)
+    assert ("status", "publish") in kinds and ("status", "subscribe") in kinds
+    messages = [r for r in records if r["kind"] == "message"]
+    assert [codec.decode(Tick, r["body"]).n for r in messages] == [0, 1, 2]
+    # each message's output is what the inbox got, byte for byte, stamped with the record's time
+    assert [r["out"] for r in messages] == [
+        [[Echoed.__type_name__, "/rec/out", codec.encode(m)]] for m in got if m is not None
+    ]
+    assert echo.stamps == [r["wall"] // 1_000_000 for r in messages]
+    assert kinds[-1] == ("shutdown", None)
+
+
+def test_the_echo_replays_with_the_recorded_time(tmp_path: Path) -> None:
+    path = tmp_path / "echo.rec"
+    with Bus() as bus:
+        echo = Echo("echo")
+        bus.register(echo)
+        bus.record(echo, path)
+        outs = bus.inbox(Echoed, "/rec/out")
+        bus.startup(echo).wait(WAIT)
+        pub = bus.publisher(Tick, "/rec/in")
+        for n in range(5):
+            pub.publish(Tick("/rec/in", n=n))
+        for _ in range(5):
+            outs.receive(WAIT)
+        bus.shutdown(echo).wait(WAIT)
+
+    result = replay(path)
+
+    assert result.matched, result.difference
+    assert sum(len(s.recorded["out"]) for s in result.steps) == 5
+
+
+class Answerer(Actor):
+    def startup(self) -> None:
+        self.serve(Ask, "/rec/ask", self.answer)
+
+    def answer(self, request: Ask) -> Reply:
+        return Reply(request.subject)
+
+
+def test_a_replay_stops_at_a_request_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "answer.rec"
+    with Bus() as bus:
+        actor = Answerer("answerer")
+        bus.register(actor)
+        bus.record(actor, path)
+        bus.startup(actor).wait(WAIT)
+        assert len(bus.request_all(Ask("/rec/ask", n=1), timeout=WAIT)) == 1
+        bus.shutdown(actor).wait(WAIT)
+    records = read_recording(path)[1]
+    request = next(r for r in records if r["kind"] == "request")
+    assert codec.decode(Ask, request["body"]).n == 1 and request["role"] == "reply"
+
+    result = replay(path)
+
+    assert not result.matched
+    assert result.difference is not None
+    assert "replaying a request is not supported yet; the replay stops here" in result.difference
+
+
+def test_a_class_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
+    class Local(Actor):
+        pass
+
+    path = tmp_path / "local.rec"
+    with Bus() as bus:
+        actor = Local("local")
+        bus.register(actor)
+        bus.record(actor, path)
+        bus.startup(actor).wait(WAIT)
+    with pytest.raises(RecordingError, match=r"actor class '.*Local' cannot be imported"):
+        replay(path)
+
+
+def test_recording_a_started_actor_is_refused() -> None:
+    with Bus() as bus:
+        echo = Echo("late")
+        bus.register(echo)
+        bus.startup(echo).wait(WAIT)
+        with pytest.raises(UsageError, match="'late' is started; a recording must begin before"):
+            bus.runtime.watch(echo, ActorRecorder(echo, lambda record: None))
+
+
+def test_a_mailbox_is_watched_once() -> None:
+    with Bus() as bus:
+        echo = Echo("twice")
+        bus.register(echo)
+        bus.runtime.watch(echo, ActorRecorder(echo, lambda record: None))
+        with pytest.raises(UsageError, match="it is watched already"):
+            bus.runtime.watch(echo, ActorRecorder(echo, lambda record: None))
+
+
+def test_constructor_keywords_that_msgpack_cannot_hold_are_refused(tmp_path: Path) -> None:
+    with Bus() as bus:
+        echo = Echo("odd")
+        bus.register(echo)
+        with pytest.raises(RecordingError, match="kwargs=.*strings, numbers, booleans or None"):
+            bus.record(echo, tmp_path / "odd.rec", kwargs={"when": object()})
+
+
+def test_a_timer_service_on_a_given_clock_fires_only_when_told() -> None:
+    now = [1_000]
+    fired = threading.Event()
+    with Bus(timer_clock=lambda: now[0]) as bus:
+        timers = bus.runtime.timers
+        assert timers.manual
+
+        class Sleeper(Actor):
+            def startup(self) -> None:
+                self.schedule(0.5, fired.set)
+
+        sleeper = Sleeper("sleeper")
+        bus.startup(sleeper).wait(WAIT)
+        assert timers.fire_due() == 0
+        now[0] += 499_999_999
+        assert timers.fire_due() == 0
+        now[0] += 1
+        assert timers.fire_due() == 1
+        assert fired.wait(WAIT)
+
+
+def test_fire_due_on_a_threaded_timer_service_is_refused() -> None:
+    service = TimerService()
+    with pytest.raises(UsageError, match="only a service made with a clock"):
+        service.fire_due()
+    service.stop()
+
+
+def test_now_ms_outside_a_recording_is_the_wall_clock() -> None:
+    with Bus() as bus:
+        echo = Echo("clock")
+        bus.register(echo)
+        before = time.time_ns() // 1_000_000
+        assert before <= echo.now_ms() <= time.time_ns() // 1_000_000
