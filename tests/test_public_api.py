@@ -135,7 +135,13 @@ PINNED: dict[str, list[str]] = {
         "UnknownDispatcherError",
     ],
     "actorbus.actors.failure": ["FailedTask", "callback_label", "describe_task", "report_failure"],
-    "actorbus.actors.mailbox": ["Mailbox", "MailboxState", "TaskWatcher", "unpack_task"],
+    "actorbus.actors.mailbox": [
+        "Mailbox",
+        "MailboxState",
+        "TaskWatcher",
+        "WatchedTask",
+        "unpack_task",
+    ],
     "actorbus.actors.recording": [
         "ActorRecorder",
         "FORMAT_VERSION",

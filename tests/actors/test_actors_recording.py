@@ -17,6 +17,7 @@ from actorbus.bus import codec
 from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
 from actorbus.errors import RecordingError, UsageError
 from actorbus.replay import replay
+from actorbus.testing import capture_logs, wait_until
 
 WAIT = 10.0
 
@@ -153,6 +154,32 @@ def test_a_class_that_cannot_be_imported_is_named(tmp_path: Path) -> None:
         bus.startup(actor).wait(WAIT)
     with pytest.raises(RecordingError, match=r"actor class '.*Local' cannot be imported"):
         replay(path)
+
+
+class Fragile(Actor):
+    def startup(self) -> None:
+        self.subscribe(Tick, "/rec/fragile", on_message=self.check)
+
+    def check(self, msg: Tick, feed: Any) -> None:
+        raise ValueError(f"{msg.n} is not allowed")
+
+
+def test_a_recorded_actors_failure_names_its_callback_and_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "fragile.rec"
+    with capture_logs() as logs, Bus() as bus:
+        fragile = Fragile("fragile")
+        bus.register(fragile)
+        recording = bus.record(fragile, path)
+        bus.startup(fragile).wait(WAIT)
+        bus.publisher(Tick, "/rec/fragile").publish(Tick("/rec/fragile", n=3))
+        wait_until(lambda: recording.records >= 3, WAIT)
+        wait_until(lambda: any("Fragile.check" in r["message"] for r in logs), WAIT)
+    text = next(r["message"] for r in logs if "Fragile.check" in r["message"])
+    assert (
+        'on feed test.recording.Tick:"/rec/fragile"' in text
+        and "ValueError: 3 is not allowed" in text
+    )
+    assert [r["kind"] for r in read_recording(path)[1]][:3] == ["startup", "status", "message"]
 
 
 def test_recording_a_started_actor_is_refused() -> None:

@@ -89,7 +89,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVarTuple
 
 from actorbus.errors import UsageError
@@ -98,7 +97,7 @@ if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.dispatcher import Dispatcher
 
-__all__ = ["Mailbox", "MailboxState", "TaskWatcher", "unpack_task"]
+__all__ = ["Mailbox", "MailboxState", "TaskWatcher", "WatchedTask", "unpack_task"]
 
 
 class TaskWatcher(Protocol):
@@ -114,12 +113,27 @@ class TaskWatcher(Protocol):
         """The actor published ``message`` on ``feed`` (an output)."""
 
 
+class WatchedTask:
+    """A task's function as a watched mailbox hands it to its worker: called
+    with the task's argument, it runs ``watcher.run(fn, arg)``.  ``fn`` is the
+    task's own function (failure reports name its callback)."""
+
+    __slots__ = ("fn", "watcher")
+
+    def __init__(self, watcher: TaskWatcher, fn: Callable[[Any], object]) -> None:
+        self.watcher = watcher
+        self.fn = fn
+
+    def __call__(self, arg: Any) -> object:
+        return self.watcher.run(self.fn, arg)
+
+
 class _WatchedTasks(deque[Any]):
-    """A task deque whose every task's function comes out wrapped in the watcher.
+    """A task deque whose every task's function comes out as a :class:`WatchedTask`.
 
     Tasks are stored ``fn, arg``: the worker pops the function, then the
-    argument; every other pop (the function's) returns ``watcher.run`` bound
-    to it, which the worker then calls with the argument."""
+    argument; every other pop (the function's) returns it wrapped, and the
+    worker then calls that with the argument."""
 
     def __init__(self, watcher: TaskWatcher) -> None:
         super().__init__()
@@ -130,7 +144,7 @@ class _WatchedTasks(deque[Any]):
         item = super().popleft()
         if self.fn_next:
             self.fn_next = False
-            return partial(self.watcher.run, item)
+            return WatchedTask(self.watcher, item)
         self.fn_next = True
         return item
 
