@@ -115,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run only these actors (repeatable; default all three)",
     )
     calc.add_argument("--seed", type=int, default=None, help="random seed of the source")
+    calc.add_argument("--count", type=int, default=None, help="the source sends at most N points")
+    calc.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="record the calculator to this file (replay it with: actorbus replay FILE)",
+    )
     calc.add_argument(
         "--diagram",
         type=Path,
@@ -229,6 +236,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise _Fail(f"--period {args.period}: expected milliseconds > 0")
     if args.maximum <= args.minimum:
         raise _Fail(f"--max {args.maximum} must be greater than --min {args.minimum}")
+    if args.count is not None and args.count < 0:
+        raise _Fail(f"--count {args.count}: expected an integer >= 0")
     summary = run(
         config=args.config,
         duration=args.duration,
@@ -241,7 +250,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         engine=args.engine,
         roles=tuple(args.role) if args.role else ROLES,
         seed=args.seed,
+        count=args.count,
         diagram=args.diagram,
+        record_to=args.record,
     )
     print(
         f"done: {summary['sent']} points sent, {summary['published']} averages published, "
