@@ -144,6 +144,9 @@ def test_a_truncated_recording_is_refused_naming_the_byte(
 
     with pytest.raises(RecordingError, match=r"cut\.rec: truncated or damaged at byte \d+"):
         replay(cut)
+    refused = _cli("replay", str(cut), cwd=ROOT)
+    assert refused.returncode == 2
+    assert "cut.rec: truncated or damaged at byte" in refused.stderr
 
 
 def test_a_tampered_recording_is_refused_naming_the_byte(

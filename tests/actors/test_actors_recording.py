@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actorbus import Actor, Bus, FeedState, Notification, Reply, Request
-from actorbus.actors.recording import _FEED_TASKS, ActorRecorder, read_recording
+from actorbus.actors.recording import _FEED_TASKS, MAGIC, ActorRecorder, read_recording
 from actorbus.actors.timers import TimerService
 from actorbus.bus import codec
 from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
@@ -242,3 +246,29 @@ def test_now_ms_outside_a_recording_is_the_wall_clock() -> None:
         bus.register(echo)
         before = time.time_ns() // 1_000_000
         assert before <= echo.now_ms() <= time.time_ns() // 1_000_000
+
+
+def _framed(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + zlib.crc32(body).to_bytes(4, "big") + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.binary(max_size=64),
+    bodies=st.lists(st.binary(max_size=32), max_size=4),
+    header=st.booleans(),
+)
+def test_any_bytes_read_as_a_recording_or_as_a_recording_error(
+    tmp_path_factory: pytest.TempPathFactory, raw: bytes, bodies: list[bytes], header: bool
+) -> None:
+    head = msgpack.packb({"version": 1, "actor": "m:C", "name": "n", "kwargs": None})
+    data = MAGIC + (_framed(head) if header else b"") + b"".join(map(_framed, bodies)) + raw
+    path = tmp_path_factory.mktemp("fuzz") / "any.rec"
+    path.write_bytes(data)
+    try:
+        found, records = read_recording(path)
+    except RecordingError as exc:
+        assert str(exc).startswith(str(path))  # every refusal names the file
+    else:
+        assert header and found.version == 1
+        assert all(isinstance(r, dict) for r in records)
