@@ -15,11 +15,13 @@ the actor's own feeds and callbacks do the work, as live:
   UP/DOWN; a message: that publisher publishes the recorded message;
 * a publisher's status UP/DOWN: a private subscriber (an inbox) on the key
   subscribes / closes;
-* a timer firing: the fake clock moves to the recorded time and the timers
-  due then fire (``timers.fire_due()``).
+* a timer firing: the actor's armed timer that runs the recorded callback and
+  is due first expires (``timers.expire_next(label)``), whatever its deadline:
+  the timer thread's lateness, which decided live when it fired and which
+  periods it skipped, is in the recording's order of inputs, not in the clock.
 
 Before each input the fake clock is set to the input's recorded monotonic
-time, so the timers the actor arms expire where they did.  The replay waits
+time, so the actor's timers are armed, and its code reads the time, as live.  The replay waits
 (with a timeout) for the actor to have taken the input, then compares the
 replayed record with the recorded one: the input, what it published (encoded,
 byte for byte) and the machine's steps.  The first difference ends the replay
@@ -237,7 +239,9 @@ class _Injector:
             )
         return scope
 
-    def give(self, r: Mapping[str, Any]) -> None:
+    def give(self, r: Mapping[str, Any]) -> str | None:
+        """Reproduce the input ``r``; a difference when the actor cannot take it
+        (it has no feed on the key: its behaviour changed)."""
         kind = r["kind"]
         key = (str(r.get("type")), str(r.get("subject")))
         if kind == "startup":
@@ -245,7 +249,9 @@ class _Injector:
         elif kind == "shutdown":
             self.bus.shutdown(self.actor)
         elif kind == "timer":
-            self.bus.runtime.timers.fire_due()
+            label = str(r.get("timer"))
+            if self.bus.runtime.timers.expire_next(label) is None:
+                return f"the actor has no timer armed that runs {label}"
         elif kind == "status" and r.get("role") == "subscribe":
             feed = self.publishers.get(key)
             if feed is None:
@@ -253,6 +259,8 @@ class _Injector:
                     self._class(r), key[1], scope=self._scope(r), up=False
                 )
             feed.update_feed_state(FeedState[str(r["state"])])
+            if r["state"] == "UP" and not feed.is_feed_up():
+                return f"the actor has no subscriber on {key[0]}:{key[1]!r}"
         elif kind == "status" and r.get("role") == "publish":
             if r["state"] == "UP":
                 self.inboxes[key] = self.bus.inbox(self._class(r), key[1], scope=self._scope(r))
@@ -263,13 +271,11 @@ class _Injector:
         elif kind == "message":
             feed = self.publishers.get(key)
             if feed is None or not feed.is_feed_up():
-                raise RecordingError(
-                    f"the recording delivers a message on {key[0]}:{key[1]!r} before the "
-                    f"feed's status UP; the recording is incomplete"
-                )
+                return f"the actor has no subscriber on {key[0]}:{key[1]!r}"
             feed.publish(decode(self._class(r), r["body"]))
         else:
             raise RecordingError(f"a {_input_text(r)} cannot be replayed yet")
+        return None
 
 
 def replay(
@@ -316,7 +322,10 @@ def replay(
                 break
             clock.set(recorded["mono"])
             wall[0] = recorded["wall"]
-            injector.give(recorded)
+            refused = injector.give(recorded)
+            if refused is not None:
+                result.difference = f"input #{index} ({_input_text(recorded)}): {refused}"
+                break
             with arrived:
                 arrived.wait_for(partial(_longer, got, index), timeout)
                 replayed = got[index] if len(got) > index else None

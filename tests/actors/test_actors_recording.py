@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from actorbus import Actor, Bus, FeedState, Notification, Reply, Request
 from actorbus.actors.recording import _FEED_TASKS, MAGIC, ActorRecorder, read_recording
-from actorbus.actors.timers import TimerService
+from actorbus.actors.timers import TimerQueue, TimerService
 from actorbus.bus import codec
 from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
 from actorbus.errors import RecordingError, UsageError
@@ -41,13 +41,14 @@ class Ask(Request, type_name="test.recording.Ask", replies=()):
 class Echo(Actor):
     """Republishes every Tick as Echoed n*2, stamped with now_ms()."""
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, *, inbound: str = "/rec/in") -> None:
         super().__init__(name=name)
+        self.inbound = inbound
         self.stamps: list[int] = []
 
     def startup(self) -> None:
         self.out = self.publisher(Echoed, "/rec/out", on_status=self.out_status, up=True)
-        self.subscribe(Tick, "/rec/in", on_message=self.echo)
+        self.subscribe(Tick, self.inbound, on_message=self.echo)
 
     def out_status(self, state: FeedState, feed: Any) -> None:
         self.out_state = state
@@ -116,6 +117,13 @@ def test_the_echo_replays_with_the_recorded_time(tmp_path: Path) -> None:
 
     assert result.matched, result.difference
     assert sum(len(s.recorded["out"]) for s in result.steps) == 5
+
+    moved = replay(path, kwargs={"inbound": "/rec/elsewhere"}, timeout=WAIT)
+    assert moved.difference is not None
+    assert moved.difference.endswith(
+        "(status subscribe test.recording.Tick:'/rec/in' UP): the actor has no subscriber "
+        "on test.recording.Tick:'/rec/in'"
+    )
 
 
 class Answerer(Actor):
@@ -272,3 +280,44 @@ def test_any_bytes_read_as_a_recording_or_as_a_recording_error(
     else:
         assert header and found.version == 1
         assert all(isinstance(r, dict) for r in records)
+
+
+def test_expire_takes_one_timer_now_and_rearms_a_repeating_one_a_period_on() -> None:
+    q: TimerQueue[str] = TimerQueue()
+    once = q.add("once", 500)
+    every = q.add("every", 100, 10)
+    assert q.expire(once) == "once" and once not in q
+    assert q.expire(once) is None
+    assert q.expire(every) == "every"
+    assert q.deadline(every) == 110  # one period after its deadline, whatever the time
+    assert q.pop_due(109) == []
+    assert q.pop_due(110) == ["every"]
+    assert q.deadline(every) == 120
+
+
+def test_expire_next_fires_the_timer_that_runs_the_callback_whatever_its_deadline() -> None:
+    fired: list[str] = []
+    done = threading.Event()
+    with Bus(timer_clock=lambda: 0) as bus:
+
+        class Two(Actor):
+            def startup(self) -> None:
+                self.schedule(5.0, self.late)
+                self.schedule_every(1.0, self.often)
+
+            def late(self) -> None:
+                fired.append("late")
+                done.set()
+
+            def often(self) -> None:
+                fired.append("often")
+
+        two = Two("two")
+        bus.startup(two).wait(WAIT)
+        timers = bus.runtime.timers
+        assert timers.expire_next("nothing.here") is None
+        late = timers.expire_next(Two.late.__qualname__)
+        assert late is not None and late.label == Two.late.__qualname__
+        assert done.wait(WAIT)
+        assert fired == ["late"]  # the clock never moved
+        assert timers.fire_due() == 0

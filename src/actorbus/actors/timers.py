@@ -132,6 +132,25 @@ class TimerQueue(Generic[T]):
                 del entries[entry.id]
         return due
 
+    def expire(self, timer_id: int) -> T | None:
+        """Expire one armed timer now, whatever its deadline (a replay's timer
+        firing): a one-shot is done, a repeating one is re-armed one period
+        after its deadline, nothing skipped.  Its item, or None if not armed."""
+        entry = self._entries.pop(timer_id, None)
+        if entry is None:
+            return None
+        self._dead += 1  # its heap slot: an entry no longer in the index
+        if entry.period:
+            again = _Entry(entry.id, entry.item, entry.deadline + entry.period, entry.period)
+            again.missed = entry.missed
+            self._entries[entry.id] = again
+            heapq.heappush(self._heap, (again.deadline, next(self._seq), again))
+        return entry.item
+
+    def armed(self) -> list[tuple[int, int, T]]:
+        """``(deadline, timer id, item)`` of every armed timer, earliest first."""
+        return sorted((e.deadline, e.id, e.item) for e in self._entries.values())
+
     def next_deadline(self) -> int | None:
         """The earliest armed deadline, or ``None`` when nothing is armed."""
         heap = self._heap
@@ -317,7 +336,7 @@ class TimerService:
 
     Given a ``clock`` (monotonic nanoseconds, e.g. a replay's fake clock), the
     service starts no thread: deadlines are read on that clock, and timers
-    expire only when :meth:`fire_due` is called.
+    expire only when :meth:`fire_due` or :meth:`expire_next` is called.
     """
 
     def __init__(
@@ -378,16 +397,36 @@ class TimerService:
         """(a service given a clock) Expire every timer due at the clock's time now:
         each expiry is posted into its actor's mailbox, as the thread would.
         Returns how many expired."""
-        if not self.manual:
-            raise UsageError(
-                "fire_due() on a timer service with its own thread; only a service made "
-                "with a clock (TimerService(clock=...)) fires its timers on call"
-            )
+        self._require_manual("fire_due()")
         with self._lock:
             due = self._queue.pop_due(self._clock())
         for handle in due:
             handle._expire()
         return len(due)
+
+    def expire_next(self, label: str) -> TimerHandle | None:
+        """(a service given a clock) Expire the armed timer that runs ``label``
+        (:attr:`TimerHandle.label`) and is due first, whatever its deadline: its
+        expiry is posted into its actor's mailbox.  A replay fires a recorded
+        timer firing this way.  Returns its handle, or None when no armed timer
+        runs ``label``."""
+        self._require_manual("expire_next()")
+        with self._lock:
+            for _, timer_id, handle in self._queue.armed():
+                if handle.label == label:
+                    self._queue.expire(timer_id)
+                    break
+            else:
+                return None
+        handle._expire()
+        return handle
+
+    def _require_manual(self, what: str) -> None:
+        if not self.manual:
+            raise UsageError(
+                f"{what} on a timer service with its own thread; only a service made "
+                f"with a clock (TimerService(clock=...)) fires its timers on call"
+            )
 
     def owns_current_thread(self) -> bool:
         """True when called on the timer thread."""
