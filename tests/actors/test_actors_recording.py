@@ -276,10 +276,13 @@ def test_any_bytes_read_as_a_recording_or_as_a_recording_error(
     try:
         found, records = read_recording(path)
     except RecordingError as exc:
-        assert str(exc).startswith(str(path))  # every refusal names the file
+        refusal: RecordingError | None = exc
     else:
+        refusal = None
         assert header and found.version == 1
         assert all(isinstance(r, dict) for r in records)
+    if refusal is not None:
+        assert str(refusal).startswith(str(path))  # every refusal names the file
 
 
 def test_expire_takes_one_timer_now_and_rearms_a_repeating_one_a_period_on() -> None:
