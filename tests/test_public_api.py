@@ -221,6 +221,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.feeds": [
         "Feed",
         "IncomingRequest",
+        "OutputWatch",
         "PublishFeed",
         "ReplyFeed",
         "RequestFeed",
@@ -228,6 +229,7 @@ PINNED: dict[str, list[str]] = {
         "Stamped",
         "SubscribeFeed",
         "WatchedPublishFeed",
+        "WatchedRequestFeed",
     ],
     "actorbus.bus.inbox": ["Inbox"],
     "actorbus.bus.message": [
@@ -246,7 +248,13 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.party": ["PartyTransport", "PatternWatch", "RemoteParty", "Role"],
     "actorbus.bus.permissions": ["Action", "PeerPermissions", "Permissions", "Rule"],
     "actorbus.bus.queues": ["BALANCES", "QueueGroup", "QueueTotals"],
-    "actorbus.bus.requests": ["IncomingRequest", "ReplyFeed", "RequestFeed", "RequestHandle"],
+    "actorbus.bus.requests": [
+        "IncomingRequest",
+        "ReplyFeed",
+        "RequestFeed",
+        "RequestHandle",
+        "WatchedRequestFeed",
+    ],
     "actorbus.bus.router": ["PartyTransport", "RemoteParty", "Role", "Router"],
     "actorbus.bus.scope": ["CAT_REMOTE", "FeedState", "MATCH", "Scope"],
     "actorbus.bus.sender": ["Sender"],

@@ -1,5 +1,6 @@
 """Recording an actor and replaying it: the calculator demo byte for byte, a
-timer-driven actor under the fake clock, a changed actor, damaged files, the CLI."""
+timer-driven actor under the fake clock, a changed actor, damaged files, the CLI;
+a replier and a requestor with their requests, replies and cancels."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import subprocess
 import sys
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
@@ -17,8 +20,10 @@ from demos.calculator.actors import Source
 from demos.calculator.messages import DataPoint, MovingAverage
 from demos.calculator.run import run
 
+from actorbus import Actor, Notification, Reply, ReplyStatus, Request
 from actorbus.actors.recording import MAGIC, RecordingError, read_recording
 from actorbus.bus import codec
+from actorbus.bus.feeds import IncomingRequest, RequestHandle
 from actorbus.node import Bus
 from actorbus.replay import replay
 from actorbus.testing import wait_until
@@ -172,7 +177,8 @@ def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    here = str(Path(__file__).parent)  # this module's actors
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), here])}
     return subprocess.run(
         [sys.executable, "-m", "actorbus", *args],
         cwd=cwd,
@@ -239,3 +245,262 @@ def test_actorbus_replay_exits_1_with_the_first_difference(tmp_path: Path) -> No
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stdout.splitlines()[-1]
     assert last.startswith("DIFFERENT: input #") and "0 publishes recorded, 1 replayed" in last
+
+
+# ------------------------------------------------------------ requests and replies
+
+
+class Squared(Reply, type_name="test.replay.Squared"):
+    value: int
+
+
+class Square(Request, type_name="test.replay.Square", replies=(Squared,)):
+    n: int
+
+
+class Counted(Reply, type_name="test.replay.Counted"):
+    i: int
+
+
+class Count(Request, type_name="test.replay.Count", replies=(Counted,)):
+    n: int
+
+
+class Go(Notification, type_name="test.replay.Go"):
+    op: str
+    n: int
+    timeout_ms: int = 0
+
+
+class Got(Notification, type_name="test.replay.Got"):
+    status: int
+    remaining: int
+    value: int
+
+
+class Cancelled(Notification, type_name="test.replay.Cancelled"):
+    n: int
+
+
+def _ignore(state: object, feed: object) -> None:
+    pass
+
+
+class Squarer(Actor):
+    """A replier: squares at once (plus ``offset``); holds a negative n, with a
+    continuing reply now and the final one in the next request's task; counts
+    with a streaming ``serve()`` generator; publishes each cancel it is told."""
+
+    def __init__(self, name: str | None = None, *, offset: int = 0) -> None:
+        super().__init__(name=name)
+        self.offset = offset
+        self.held: list[IncomingRequest[Square]] = []
+
+    def startup(self) -> None:
+        self.cancels = self.publisher(Cancelled, "/rp/cancelled", on_status=_ignore, up=True)
+        self.replier(Square, "/rp/square", on_request=self.square, on_cancel=self.cancelled)
+        self.serve(Count, "/rp/count", self.count)
+
+    def square(self, incoming: IncomingRequest[Square]) -> None:
+        n, subject = incoming.request.n, incoming.request.subject
+        if n < 0:
+            self.held.append(incoming)
+            incoming.reply(
+                Squared(subject, self.now_ms(), status=ReplyStatus.OK_CONTINUING, value=0)
+            )
+            return
+        incoming.reply(Squared(subject, self.now_ms(), value=n * n + self.offset))
+        for held in self.held:  # answered in a later task than their request's
+            held.reply(Squared(subject, self.now_ms(), value=n))
+        self.held.clear()
+
+    def cancelled(self, incoming: IncomingRequest[Square]) -> None:
+        if incoming in self.held:
+            self.held.remove(incoming)
+        self.cancels.publish(Cancelled("/rp/cancelled", self.now_ms(), n=incoming.request.n))
+
+    def count(self, request: Count) -> Iterator[Counted]:
+        for i in range(request.n):
+            yield Counted(request.subject, self.now_ms(), status=ReplyStatus.OK_CONTINUING, i=i)
+        return Counted(request.subject, self.now_ms(), i=request.n)  # type: ignore[return-value]
+
+
+class Asker(Actor):
+    """A requestor told what to ask by Go messages; publishes each reply it gets."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.handles: list[RequestHandle[Any]] = []
+
+    def startup(self) -> None:
+        self.got = self.publisher(Got, "/rp/got", on_status=_ignore, up=True)
+        self.squares = self.requestor(Square, "/rp/square", on_reply=self.reply)
+        self.counts = self.requestor(Count, "/rp/count", on_reply=self.reply)
+        self.subscribe(Go, "/rp/go", on_message=self.go)
+
+    def go(self, msg: Go, feed: Any) -> None:
+        timeout = msg.timeout_ms / 1000 if msg.timeout_ms else None
+        if msg.op == "square":
+            self.handles.append(
+                self.squares.request(Square("/rp/square", self.now_ms(), n=msg.n), timeout=timeout)
+            )
+        elif msg.op == "count":
+            self.handles.append(self.counts.request(Count("/rp/count", self.now_ms(), n=msg.n)))
+        else:
+            self.handles[msg.n].cancel()
+
+    def reply(self, remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
+        value = getattr(reply, "value", getattr(reply, "i", -1))
+        self.got.publish(
+            Got(
+                "/rp/got", self.now_ms(), status=int(reply.status), remaining=remaining, value=value
+            )
+        )
+
+
+#: what the Asker is told, and how many Got messages it publishes for it
+GOES = [
+    (Go("/rp/go", 1, op="square", n=3), 1),  # #0: 9
+    (Go("/rp/go", 2, op="square", n=-1), 1),  # #1: 0 continuing, held
+    (Go("/rp/go", 3, op="count", n=3), 4),  # 0, 1, 2 continuing, 3 final
+    (Go("/rp/go", 4, op="square", n=4), 2),  # #2: 16, and #1's final 4
+    (Go("/rp/go", 5, op="square", n=-2), 1),  # #3: 0 continuing, held
+    (Go("/rp/go", 6, op="cancel", n=4), 0),  # the Asker cancels #3: the Squarer publishes Cancelled
+    (Go("/rp/go", 7, op="square", n=-5, timeout_ms=300), 2),  # #4: 0 continuing, then timed out
+]
+GOT = sum(count for _, count in GOES)
+
+
+def record_requests(tmp: Path, *, offset: int = 0) -> tuple[Path, Path, list[Got]]:
+    """The Squarer and the Asker on one bus, each recorded to its own file."""
+    squarer_path, asker_path = tmp / "squarer.rec", tmp / "asker.rec"
+    with Bus() as bus:
+        squarer, asker = Squarer("squarer", offset=offset), Asker("asker")
+        bus.register(squarer)
+        bus.register(asker)
+        bus.record(squarer, squarer_path, kwargs={"offset": offset})
+        bus.record(asker, asker_path)
+        cancels = bus.inbox(Cancelled, "/rp/cancelled")
+        got = bus.inbox(Got, "/rp/got")
+        bus.startup(squarer).wait(10)
+        bus.startup(asker).wait(10)
+        go = bus.publisher(Go, "/rp/go")
+        assert go.wait_ready(10)
+        received: list[Got | None] = []
+        for msg, count in GOES:  # each in turn: the Squarer took the request before its cancel
+            go.publish(msg)
+            received += [got.receive(10) for _ in range(count)]
+            if msg.op == "cancel":
+                assert cancels.receive(10) is not None  # the cancel reached the Squarer
+        assert cancels.receive(10) is not None  # the timed-out request's cancel
+        bus.shutdown(asker).wait(10)
+        bus.shutdown(squarer).wait(10)
+    return squarer_path, asker_path, [m for m in received if m is not None]
+
+
+@pytest.fixture(scope="module")
+def request_recordings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Got]]:
+    return record_requests(tmp_path_factory.mktemp("requests"))
+
+
+def test_a_replier_is_recorded_with_its_replies_tied_to_their_requests(
+    request_recordings: tuple[Path, Path, list[Got]],
+) -> None:
+    squarer_path, _, received = request_recordings
+    assert len(received) == GOT
+    records = read_recording(squarer_path)[1]
+    squares = [r for r in records if r["kind"] == "request" and r["type"] == Square.__type_name__]
+    assert [r["n"] for r in squares] == [0, 1, 2, 3, 4]
+    assert [codec.decode(Square, r["body"]).n for r in squares] == [3, -1, 4, -2, -5]
+    # request #2's task answers #2 and, later than its own task, #1
+    assert [(rep[2], rep[5]) for rep in squares[2]["rep"]] == [(2, "OK_FINAL"), (1, "OK_FINAL")]
+    assert codec.decode(Squared, squares[2]["rep"][1][4]).value == 4
+    count = next(r for r in records if r["kind"] == "request" and r["type"] == Count.__type_name__)
+    assert [rep[5] for rep in count["rep"]] == ["OK_CONTINUING"] * 3 + ["OK_FINAL"]
+    cancels = [r for r in records if r["kind"] == "cancel"]
+    assert [r["n"] for r in cancels] == [3, 4]  # the Asker's cancel, then the timeout's
+    assert all(len(r["out"]) == 1 for r in cancels)
+
+
+def test_a_replier_replays_with_byte_identical_replies(
+    request_recordings: tuple[Path, Path, list[Got]],
+) -> None:
+    squarer_path = request_recordings[0]
+
+    result = replay(squarer_path)
+
+    assert result.matched, result.difference
+    kinds = [s.recorded["kind"] for s in result.steps]
+    assert kinds.count("request") == 6 and kinds.count("cancel") == 2
+    for step in result.steps:
+        assert step.replayed is not None
+        assert step.replayed.get("rep") == step.recorded.get("rep")  # byte for byte
+
+
+def test_a_requestor_is_recorded_with_the_replies_it_was_given_and_replays_identically(
+    request_recordings: tuple[Path, Path, list[Got]],
+) -> None:
+    _, asker_path, received = request_recordings
+    records = read_recording(asker_path)[1]
+    sent = [request for r in records for request in r.get("req", [])]
+    assert [(t, n) for t, _, n, _ in sent] == [
+        (Square.__type_name__, 0),
+        (Square.__type_name__, 1),
+        (Count.__type_name__, 0),
+        (Square.__type_name__, 2),
+        (Square.__type_name__, 3),
+        (Square.__type_name__, 4),
+    ]
+    replies = [r for r in records if r["kind"] == "reply"]
+    assert len(replies) == GOT
+    timed_out = replies[-1]
+    assert (timed_out["n"], timed_out["status"], timed_out["state"]) == (4, "ERROR", 0)
+    assert "timed out after 0.3 s" in str(codec.decode(Reply, timed_out["body"]).reason)
+    outputs = [codec.decode(Got, out[2]) for r in replies for out in r["out"]]
+    assert outputs == received
+
+    result = replay(asker_path)
+
+    assert result.matched, result.difference
+    assert [s.replayed["req"] for s in result.steps if s.replayed and "req" in s.replayed] == [
+        r["req"] for r in records if "req" in r
+    ]
+
+
+def test_a_changed_replier_is_reported_at_its_first_different_reply_naming_the_request(
+    request_recordings: tuple[Path, Path, list[Got]],
+) -> None:
+    records = read_recording(request_recordings[0])[1]
+    first = next(i for i, r in enumerate(records) if r["kind"] == "request")
+
+    result = replay(request_recordings[0], kwargs={"offset": 1})
+
+    assert not result.matched
+    assert result.difference is not None
+    assert result.difference.startswith(
+        f"input #{first} (request reply test.replay.Square:'/rp/square' #0 "
+    ), result.difference
+    assert "reply #0 sent differs: recorded reply OK_FINAL to request " in result.difference
+    assert "test.replay.Square:'/rp/square' #0 Squared(" in result.difference
+    assert "value=9" in result.difference and "value=10" in result.difference
+
+
+def test_actorbus_replay_lists_requests_and_replies(
+    request_recordings: tuple[Path, Path, list[Got]],
+) -> None:
+    squarer_path, asker_path, _ = request_recordings
+    squarer = _cli("replay", str(squarer_path), cwd=ROOT)
+    assert squarer.returncode == 0, squarer.stdout + squarer.stderr
+    assert "request reply test.replay.Square:'/rp/square' #0 Square(" in squarer.stdout
+    assert "-> reply OK_FINAL to request test.replay.Square:'/rp/square' #1 Squared(" in (
+        squarer.stdout
+    )
+    assert "cancel reply test.replay.Square:'/rp/square' #3 " in squarer.stdout
+
+    asker = _cli("replay", str(asker_path), cwd=ROOT)
+    assert asker.returncode == 0, asker.stdout + asker.stderr
+    assert "-> request test.replay.Count:'/rp/count' #0 Count(" in asker.stdout
+    assert (
+        "reply request test.replay.Square:'/rp/square' #4 remaining 0 ERROR Reply(" in asker.stdout
+    )
+    assert asker.stdout.splitlines()[-1].endswith("the outputs match the recording")

@@ -27,8 +27,17 @@ replayed record with the recorded one: the input, what it published (encoded,
 byte for byte) and the machine's steps.  The first difference ends the replay
 and is named: the input's number, what was recorded, what came.
 
-Requests, cancels, replies, congestion and tasks posted by code are recorded
-but not reproduced: a replay reaching one stops there and says so.
+* a request to one of the actor's repliers: a private requestor on the key
+  sends it (it is the recorded request #n on its key: requests are numbered
+  per key in order, see :mod:`actorbus.actors.recording`); a cancel cancels
+  that request; what the actor replies is compared as its outputs;
+* a requestor's status: a private replier on the key declares UP/DOWN; it
+  takes the actor's requests, numbering them per key in the order they come,
+  and a recorded reply to request #n is sent as the answer to the actor's
+  n-th request on that key — an ERROR or a timeout's end as recorded.
+
+Congestion and tasks posted by code are recorded but not reproduced: a replay
+reaching one stops there and says so.
 """
 
 from __future__ import annotations
@@ -44,18 +53,35 @@ from typing import Any
 from .actors.actor import Actor
 from .actors.recording import ActorRecorder, RecordingError, RecordingHeader, read_recording
 from .bus.codec import decode
-from .bus.feeds import PublishFeed
+from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, RequestHandle
 from .bus.inbox import Inbox
-from .bus.message import Notification, lookup_type
+from .bus.message import Message, Notification, Reply, Request, lookup_type
+from .bus.owner import checked_key
 from .bus.scope import FeedState, Scope
-from .errors import CodecError, UsageError
+from .errors import CodecError, RequestError, UsageError
 from .node import Bus
 
 __all__ = ["FakeClock", "ReplayResult", "ReplayStep", "replay"]
 
 #: what is compared between a recorded input and its replay (not the clocks)
-_COMPARED = ("kind", "role", "type", "subject", "scope", "body", "state", "timer", "out", "fsm")
-_REPRODUCED = ("startup", "shutdown", "message", "status", "timer")
+_COMPARED = (
+    "kind",
+    "role",
+    "type",
+    "subject",
+    "scope",
+    "n",
+    "reply",
+    "status",
+    "body",
+    "state",
+    "timer",
+    "out",
+    "req",
+    "rep",
+    "fsm",
+)
+_REPRODUCED = ("startup", "shutdown", "message", "status", "timer", "request", "cancel", "reply")
 
 
 class FakeClock:
@@ -147,11 +173,17 @@ def _input_text(r: Mapping[str, Any]) -> str:
     if kind in {"timer", "task"}:
         return f"{kind} {r.get('timer')}"
     text = f"{kind} {r.get('role')} {r.get('type')}:{r.get('subject')!r}"
-    if "state" in r:
+    if "n" in r:
+        text += f" #{r['n']}"
+    if kind == "reply":
+        text += f" remaining {r.get('state')}"
+    elif "state" in r:
         text += f" {r['state']}"
+    if "status" in r:
+        text += f" {r['status']}"
     body = r.get("body")
     if isinstance(body, bytes):
-        text += f" {_shown(r.get('type'), body)}"
+        text += f" {_shown(r.get('reply', r.get('type')), body)}"
     return text
 
 
@@ -167,8 +199,20 @@ def _shown(type_name: Any, body: bytes) -> str:
 
 def _output_lines(r: Mapping[str, Any]) -> list[str]:
     lines = [f"-> publish {t}:{s!r} {_shown(t, b)}" for t, s, b in r.get("out", [])]
+    lines += [f"-> {_request_text(request)}" for request in r.get("req", [])]
+    lines += [f"-> {_reply_text(reply)}" for reply in r.get("rep", [])]
     lines += [f"-> fsm {event} -> {state}" for event, state in r.get("fsm", [])]
     return lines
+
+
+def _request_text(request: list[Any]) -> str:
+    t, s, n, body = request
+    return f"request {t}:{s!r} #{n} {_shown(t, body)}"
+
+
+def _reply_text(reply: list[Any]) -> str:
+    t, s, n, reply_type, body, status = reply
+    return f"reply {status} to request {t}:{s!r} #{n} {_shown(reply_type, body)}"
 
 
 def _load_class(path: str) -> type[Actor]:
@@ -192,6 +236,12 @@ def _difference(index: int, recorded: Mapping[str, Any], replayed: Mapping[str, 
         want, got = recorded.get(key), replayed.get(key)
         if want == got:
             continue
+        if key == "rep" and [_comparable(r) for r in want or []] == [
+            _comparable(r) for r in got or []
+        ]:
+            continue
+        if key in ("req", "rep"):
+            return _sent_difference(index, recorded, key, want or [], got or [])
         if key == "out":
             for n, (w, g) in enumerate(zip(want or [], got or [], strict=False)):
                 if w != g:
@@ -210,6 +260,31 @@ def _difference(index: int, recorded: Mapping[str, Any], replayed: Mapping[str, 
     return None
 
 
+def _comparable(reply: list[Any]) -> list[Any]:
+    """A reply sent, as compared: byte for byte, but for a bare ``Reply`` (what the
+    bus sends for a replier: a failing callback's ERROR, ``serve()``'s end of a
+    stream), made with the clock's time, compared without its timestamp."""
+    if reply[3] != Reply.__type_name__:
+        return reply
+    try:
+        bare = decode(Reply, reply[4])
+    except CodecError:  # a body that does not decode is compared as bytes
+        return reply
+    return [*reply[:4], (bare.subject, bare.status, bare.reason), reply[5]]
+
+
+def _sent_difference(
+    index: int, recorded: Mapping[str, Any], key: str, want: list[Any], got: list[Any]
+) -> str:
+    """The first request (``req``) or reply (``rep``) sent that differs, named."""
+    what, text = ("request", _request_text) if key == "req" else ("reply", _reply_text)
+    where = f"input #{index} ({_input_text(recorded)})"
+    for n, (w, g) in enumerate(zip(want, got, strict=False)):
+        if (w != g) if key == "req" else (_comparable(w) != _comparable(g)):
+            return f"{where}: {what} #{n} sent differs: recorded {text(w)}, replayed {text(g)}"
+    return f"{where}: {len(want)} {what}s sent recorded, {len(got)} replayed"
+
+
 class _Injector:
     """The private feeds that reproduce the inputs on the replay's bus."""
 
@@ -218,10 +293,19 @@ class _Injector:
         self.actor = actor
         self.publishers: dict[tuple[str, str], PublishFeed[Any]] = {}
         self.inboxes: dict[tuple[str, str], Inbox[Any]] = {}
+        #: the requestors that ask the actor's repliers, and the requests they
+        #: made, by key and number
+        self.requestors: dict[tuple[str, str], RequestFeed[Any]] = {}
+        self.asked: dict[tuple[str, str, int], RequestHandle[Any]] = {}
+        #: the repliers that answer the actor's requests, and the requests they
+        #: took, by key and number (the n-th on a key is the actor's n-th request)
+        self.repliers: dict[tuple[str, str], ReplyFeed[Any]] = {}
+        self.taken: dict[tuple[str, str, int], IncomingRequest[Any]] = {}
+        self.counts: dict[tuple[str, str], int] = {}
 
-    def _class(self, r: Mapping[str, Any]) -> type[Notification]:
+    def _class(self, r: Mapping[str, Any], base: type[Message] = Notification) -> type[Any]:
         cls = lookup_type(str(r.get("type")))
-        if cls is None or not issubclass(cls, Notification):
+        if cls is None or not issubclass(cls, base):
             raise RecordingError(
                 f"the recording names message type {r.get('type')!r}, which no imported "
                 f"module defines; import the module that declares it before replaying"
@@ -268,6 +352,26 @@ class _Injector:
                 inbox = self.inboxes.pop(key, None)
                 if inbox is not None:
                     inbox.close()
+        elif kind == "status" and r.get("role") == "request":
+            replier = self.repliers.get(key)
+            if replier is None:
+                cls = self._class(r, Request)
+                replier = ReplyFeed(
+                    self.bus.router, None, checked_key(cls, key[1], Request), self._scope(r)
+                )
+                replier.request_callback(partial(self._take, key))
+                replier.advertise()
+                self.repliers[key] = replier
+            replier.update_feed_state(FeedState[str(r["state"])])
+        elif kind == "request":
+            return self._ask(r, key)
+        elif kind == "cancel":
+            handle = self.asked.pop((*key, r.get("n")), None)  # type: ignore[arg-type]
+            if handle is None:
+                return f"no request #{r.get('n')} on {key[0]}:{key[1]!r} was replayed to cancel"
+            handle.cancel()
+        elif kind == "reply":
+            return self._answer(r, key)
         elif kind == "message":
             feed = self.publishers.get(key)
             if feed is None or not feed.is_feed_up():
@@ -275,6 +379,55 @@ class _Injector:
             feed.publish(decode(self._class(r), r["body"]))
         else:
             raise RecordingError(f"a {_input_text(r)} cannot be replayed yet")
+        return None
+
+    def _ask(self, r: Mapping[str, Any], key: tuple[str, str]) -> str | None:
+        """Send the recorded request to the actor's replier, as request #n on its key."""
+        feed = self.requestors.get(key)
+        if feed is None:
+            cls = self._class(r, Request)
+            feed = RequestFeed(
+                self.bus.router, None, checked_key(cls, key[1], Request), self._scope(r)
+            )
+            feed.reply_callback(_ignore_reply)
+            feed.subscribe()
+            self.requestors[key] = feed
+        try:
+            handle = feed.request(decode(self._class(r, Request), r["body"]))
+        except RequestError:
+            return f"the actor has no replier UP on {key[0]}:{key[1]!r}"
+        self.asked[(*key, r["n"])] = handle
+        return None
+
+    def _take(self, key: tuple[str, str], incoming: IncomingRequest[Any]) -> None:
+        """(the private replier) the actor sent its next request on ``key``."""
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        self.taken[(*key, n)] = incoming
+
+    def _answer(self, r: Mapping[str, Any], key: tuple[str, str]) -> str | None:
+        """Answer the actor's request #n on ``key`` with the recorded reply."""
+        n = r.get("n")
+        incoming = self.taken.get((*key, n))  # type: ignore[arg-type]
+        if incoming is None:
+            return f"the actor sent no request #{n} on {key[0]}:{key[1]!r} for this reply"
+        cls = lookup_type(str(r.get("reply")))
+        if cls is None or not issubclass(cls, Reply):
+            raise RecordingError(
+                f"the recording names reply type {r.get('reply')!r}, which no imported "
+                f"module defines; import the module that declares it before replaying"
+            )
+        try:
+            sent = incoming.reply(decode(cls, r["body"]))
+        except RequestError:
+            return (
+                f"its request #{n} had its final reply already: the recorded replies came "
+                f"from more than one replier, and a replay answers with one"
+            )
+        if not sent:
+            return f"the actor's request #{n} was over (cancelled or timed out) before this reply"
+        if not incoming.is_active:
+            del self.taken[(*key, n)]  # type: ignore[arg-type]
         return None
 
 
@@ -357,3 +510,7 @@ def _longer(records: list[dict[str, Any]], n: int) -> bool:
 
 def _ignore(record: dict[str, Any]) -> None:
     pass
+
+
+def _ignore_reply(remaining: int, reply: Reply, handle: RequestHandle[Any]) -> None:
+    """(the private requestors) the actor's replies are compared as its outputs."""

@@ -134,7 +134,7 @@ class Answerer(Actor):
         return Reply(request.subject)
 
 
-def test_a_replay_stops_at_a_request_and_says_so(tmp_path: Path) -> None:
+def test_a_request_is_recorded_with_its_reply_and_replayed(tmp_path: Path) -> None:
     path = tmp_path / "answer.rec"
     with Bus() as bus:
         actor = Answerer("answerer")
@@ -146,12 +146,22 @@ def test_a_replay_stops_at_a_request_and_says_so(tmp_path: Path) -> None:
     records = read_recording(path)[1]
     request = next(r for r in records if r["kind"] == "request")
     assert codec.decode(Ask, request["body"]).n == 1 and request["role"] == "reply"
+    assert request["n"] == 0
+    [(type_name, subject, n, reply_type, body, status)] = request["rep"]
+    assert (type_name, subject, n, reply_type, status) == (
+        Ask.__type_name__,
+        "/rec/ask",
+        0,
+        Reply.__type_name__,
+        "OK_FINAL",
+    )
+    assert codec.decode(Reply, body).subject == "/rec/ask"
 
     result = replay(path)
 
-    assert not result.matched
-    assert result.difference is not None
-    assert "replaying a request is not supported yet; the replay stops here" in result.difference
+    assert result.matched, result.difference
+    replayed = next(s.replayed for s in result.steps if s.recorded["kind"] == "request")
+    assert replayed is not None and len(replayed["rep"]) == 1
 
 
 def test_a_class_that_cannot_be_imported_is_named(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from actorbus.actors._context import bus_runtimes
 from actorbus.actors.errors import NotRegisteredError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from actorbus.actors.mailbox import Mailbox
     from actorbus.actors.runtime import ActorRuntime
     from actorbus.actors.timers import TimerHandle
-    from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
+    from actorbus.bus.feeds import OutputWatch, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
     from actorbus.bus.message import Notification, Request
     from actorbus.bus.queues import QueueGroup
     from actorbus.bus.router import Router
@@ -294,12 +294,11 @@ class Actor(FeedOwner):
             )
         return router, mailbox.post_one
 
-    def _ab_output_watch(self) -> Callable[[PublishFeed[Any], Notification], None] | None:
-        """(FeedOwner's interface) The recorder's ``published`` while this
-        actor's mailbox is watched (:meth:`ActorRuntime.watch`), else None."""
+    def _ab_output_watch(self) -> OutputWatch | None:
+        """(FeedOwner's interface) The recorder while this actor's mailbox is
+        watched (:meth:`ActorRuntime.watch`), else None."""
         mailbox = self._ab_mailbox
-        watcher = mailbox.watcher if mailbox is not None else None
-        return watcher.published if watcher is not None else None
+        return mailbox.watcher if mailbox is not None else None
 
     def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
         """(FeedOwner's interface) (name, kind, awaits callbacks) of the actor's

@@ -112,6 +112,12 @@ class TaskWatcher(Protocol):
     def published(self, feed: Any, message: Any) -> None:
         """The actor published ``message`` on ``feed`` (an output)."""
 
+    def requested(self, feed: Any, handle: Any) -> None:
+        """The actor's request feed sent the request of ``handle`` (an output)."""
+
+    def replied(self, incoming: Any, reply: Any) -> None:
+        """The actor's replier answered ``incoming`` with ``reply`` (an output)."""
+
 
 class WatchedTask:
     """A task's function as a watched mailbox hands it to its worker: called

@@ -38,8 +38,20 @@ or None).  Every other frame is one delivered task, a map of:
             due (reply)
 ``timer``   the timer's callback (timer), or the task's (task)
 ``mono``    ``time.monotonic_ns()``, ``wall`` ``time.time_ns()`` at delivery
+``n``       (request, cancel, reply) the request's number on its key
+``reply``   (reply) the reply's class's type name, ``status`` its status
 ``out``     what the task published: ``[type name, subject, body]`` each
+``req``     the requests it sent, ``[type name, subject, n, body]`` each (only
+            when there are some)
+``rep``     the replies its repliers sent, ``[type name, subject, n, reply
+            type name, body, status]`` each (only when there are some)
 ``fsm``     the machine's steps it took: ``[event, state]`` each
+
+Requests are numbered per key, from 0, in order: those the actor's repliers
+take in the order their tasks run, those it sends in the order it sends them.
+A cancel, a reply it sends and a reply it is given name their request by that
+number, so a request answered in a later task, or by a stream of replies over
+many tasks, is still tied to it; a replay numbers its requests the same way.
 
 Why not the journal: a journal is a directory of segments with a lock,
 recovery and retention, made for many records of one message class read back
@@ -65,13 +77,15 @@ from actorbus.actors.timers import TimerHandle
 from actorbus.bus import codec
 from actorbus.bus.feeds import (
     Feed,
+    IncomingRequest,
     PublishFeed,
     ReplyFeed,
     RequestFeed,
+    RequestHandle,
     Stamped,
     SubscribeFeed,
 )
-from actorbus.bus.message import Message
+from actorbus.bus.message import Message, Reply, ReplyStatus
 from actorbus.errors import RecordingError
 
 __all__ = [
@@ -148,6 +162,10 @@ def describe(fn: Callable[[Any], object], arg: Any) -> dict[str, Any] | None:
         kind = _FEED_TASKS[name]
         if kind in _PLACED_ONLY and not owner.is_placed:
             return None
+        if (kind == "reply" and args[0][0].is_cancelled) or (
+            kind == "request" and not args[0].is_active
+        ):
+            return None  # a reply to a request it cancelled, a request cancelled before it ran
         return _feed_record(owner, kind, args[0])
     lifecycle = _LIFECYCLE_TASKS.get(name)
     if lifecycle is not None:
@@ -203,6 +221,14 @@ class ActorRecorder:
         #: the wall time stamped on the task being run (``Actor.now_ms`` reads it)
         self.wall_ns: int | None = None
         self._outputs: list[list[Any]] | None = None
+        self._requests: list[list[Any]] | None = None
+        self._replies: list[list[Any]] | None = None
+        #: the requests taken by its repliers: (type, subject, request id) -> number
+        self._received: dict[tuple[str, str, int], int] = {}
+        self._received_count: dict[tuple[str, str], int] = {}
+        #: the requests it sent and still waits on: request id -> number
+        self._sent: dict[int, int] = {}
+        self._sent_count: dict[tuple[str, str], int] = {}
         if getattr(actor, "fsm_trace", False) is None:
             actor.fsm_trace = []  # type: ignore[attr-defined]  # an FsmActor: trace its steps
 
@@ -211,16 +237,24 @@ class ActorRecorder:
         record = describe(fn, arg)
         if record is None:
             return fn(arg)
+        if record["kind"] in ("request", "cancel", "reply"):
+            self._link(record, unpack_task(fn, arg)[1][0])
         record["mono"] = self.clock()
         record["wall"] = self.wall_ns = self.wall()
         outputs: list[list[Any]] = []
-        self._outputs = outputs
+        requests: list[list[Any]] = []
+        replies: list[list[Any]] = []
+        self._outputs, self._requests, self._replies = outputs, requests, replies
         try:
             return fn(arg)
         finally:
-            self._outputs = None
+            self._outputs = self._requests = self._replies = None
             self.wall_ns = None
             record["out"] = outputs
+            if requests:
+                record["req"] = requests
+            if replies:
+                record["rep"] = replies
             trace = getattr(self.actor, "fsm_trace", None)
             if trace:
                 record["fsm"] = [[str(event), str(state)] for event, state in trace]
@@ -230,12 +264,63 @@ class ActorRecorder:
             self.count += 1
             self.sink(record)
 
+    def _link(self, record: dict[str, Any], arg: Any) -> None:
+        """Number a request (per key, in order of arrival) and name by that
+        number the request a cancel or a reply is about (the rule in the module notes)."""
+        key = (record["type"], record["subject"])
+        if record["kind"] == "reply":  # (handle, reply, remaining, sender) to a request sent
+            handle, reply, remaining = arg[0], arg[1], arg[2]
+            record["n"] = self._sent.get(handle.id)
+            record["reply"] = type(reply).__type_name__
+            record["status"] = reply.status.name
+            if remaining == 0:
+                self._sent.pop(handle.id, None)
+        elif record["kind"] == "request":
+            n = self._received_count.get(key, 0)
+            self._received_count[key] = n + 1
+            self._received[(*key, arg.id)] = n
+            record["n"] = n
+        else:  # a cancel of a request taken
+            record["n"] = self._received.pop((*key, arg.id), None)
+
     def published(self, feed: PublishFeed[Any], message: Any) -> None:
         """(the actor's watched publish feeds) ``message`` is being published."""
         outputs = self._outputs
         if outputs is not None:  # else published outside its tasks: no task's output
             key = feed.key
             outputs.append([key.type_name, message.subject, codec.encode(message)])
+
+    def requested(self, feed: RequestFeed[Any], handle: RequestHandle[Any]) -> None:
+        """(the actor's watched request feeds) the request of ``handle`` was sent:
+        it is numbered on its key, so the replies to it name it."""
+        key = feed.key
+        n = self._sent_count.get((key.type_name, key.subject), 0)
+        self._sent_count[(key.type_name, key.subject)] = n + 1
+        if not handle.is_done:
+            self._sent[handle.id] = n
+        requests = self._requests
+        if requests is not None:
+            requests.append([key.type_name, key.subject, n, codec.encode(handle.request)])
+
+    def replied(self, incoming: IncomingRequest[Any], reply: Reply) -> None:
+        """(the actor's repliers) ``reply`` answers ``incoming``: an output of the
+        task being run, naming the request by its number."""
+        key = incoming.feed.key
+        where = (key.type_name, key.subject, incoming.id)
+        final = reply.status is not ReplyStatus.OK_CONTINUING
+        n = self._received.pop(where, None) if final else self._received.get(where)
+        replies = self._replies
+        if replies is not None:
+            replies.append(
+                [
+                    key.type_name,
+                    key.subject,
+                    n,
+                    type(reply).__type_name__,
+                    codec.encode(reply),
+                    reply.status.name,
+                ]
+            )
 
 
 def _frame(obj: object) -> bytes:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any, Generic
+from typing import Any, Generic, Protocol
 
 from ..errors import FeedStateError, UsageError
 from ._feed import _PLACED, Callback, Feed, N, _Phase
@@ -50,7 +50,7 @@ from ._feed import _direct as _direct  # noqa: PLC0414
 from ._feed import _refuse_async as _refuse_async  # noqa: PLC0414
 from .message import Message, MessageKey
 from .queues import QueueGroup, check_group_name
-from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
+from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle, WatchedRequestFeed
 from .scope import FeedState
 from .sender import Sender
 from .subjects import Wildcard
@@ -58,6 +58,7 @@ from .subjects import Wildcard
 __all__ = [
     "Feed",
     "IncomingRequest",
+    "OutputWatch",
     "PublishFeed",
     "ReplyFeed",
     "RequestFeed",
@@ -65,6 +66,7 @@ __all__ = [
     "Stamped",
     "SubscribeFeed",
     "WatchedPublishFeed",
+    "WatchedRequestFeed",
 ]
 
 
@@ -316,6 +318,20 @@ class WatchedPublishFeed(PublishFeed[N]):
         if self.declared and type(message) is self._mcls and message.subject == self._subject:
             self._watch(self, message)
         return super().publish(message)
+
+
+class OutputWatch(Protocol):
+    """What watches a recorded owner's outputs (``FeedOwner._ab_output_watch``):
+    each is called on the thread that sends, before it goes."""
+
+    def published(self, feed: PublishFeed[Any], message: Any) -> None:
+        """``message`` is being published on ``feed``."""
+
+    def requested(self, feed: RequestFeed[Any], handle: RequestHandle[Any]) -> None:
+        """``feed`` sent the request of ``handle``."""
+
+    def replied(self, incoming: IncomingRequest[Any], reply: Any) -> None:
+        """The owner's replier answered ``incoming`` with ``reply``."""
 
 
 # ================================================================== subscribe feed

@@ -54,12 +54,14 @@ from ._oneshot import (
 )
 from .feeds import (
     IncomingRequest,
+    OutputWatch,
     PublishFeed,
     ReplyFeed,
     RequestFeed,
     RequestHandle,
     SubscribeFeed,
     WatchedPublishFeed,
+    WatchedRequestFeed,
     _direct,
     _refuse_async,
 )
@@ -165,11 +167,13 @@ class FeedOwner:
         Feeds use it to refuse ``async def`` callbacks nothing awaits."""
         return None
 
-    def _ab_output_watch(self) -> Callable[[PublishFeed[Any], Notification], None] | None:
-        """What to call with each message this owner publishes, when its outputs
-        are watched (the actor is recorded): its publish feeds are then opened
-        as :class:`~actorbus.bus.feeds.WatchedPublishFeed`.  None (the default):
-        nothing watches, and the feeds are plain ones."""
+    def _ab_output_watch(self) -> OutputWatch | None:
+        """What watches this owner's outputs when it is recorded: the messages it
+        publishes (its publish feeds are then opened as
+        :class:`~actorbus.bus.feeds.WatchedPublishFeed`), the requests it sends
+        (:class:`~actorbus.bus.feeds.WatchedRequestFeed`) and the replies its
+        repliers send.  None (the default): nothing watches, and the feeds are
+        plain ones."""
         return None
 
     def _ab_blocking_deadlock(self) -> str | None:
@@ -196,7 +200,13 @@ class FeedOwner:
         watch = self._ab_output_watch()
         if watch is not None:
             return WatchedPublishFeed(
-                router, self, key, scope, post=post, discoverable=discoverable, watch=watch
+                router,
+                self,
+                key,
+                scope,
+                post=post,
+                discoverable=discoverable,
+                watch=watch.published,
             )
         return PublishFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
@@ -240,6 +250,17 @@ class FeedOwner:
         discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
+        if watch is not None:
+            return WatchedRequestFeed(
+                router,
+                self,
+                key,
+                scope,
+                post=post,
+                discoverable=discoverable,
+                watch=watch.requested,
+            )
         return RequestFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def _open_reply_feed(
@@ -255,8 +276,16 @@ class FeedOwner:
         discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
         return ReplyFeed(
-            router, self, key, scope, post=post, condition=condition, discoverable=discoverable
+            router,
+            self,
+            key,
+            scope,
+            post=post,
+            condition=condition,
+            discoverable=discoverable,
+            watch=watch.replied if watch is not None else None,
         )
 
     # -------------------------------------------------------------- short form
