@@ -303,6 +303,8 @@ class Squarer(Actor):
 
     def square(self, incoming: IncomingRequest[Square]) -> None:
         n, subject = incoming.request.n, incoming.request.subject
+        if n == 13:
+            raise ValueError("13 is not squared here")  # the bus sends an ERROR reply for it
         if n < 0:
             self.held.append(incoming)
             incoming.reply(
@@ -363,10 +365,11 @@ GOES = [
     (Go("/rp/go", 1, op="square", n=3), 1),  # #0: 9
     (Go("/rp/go", 2, op="square", n=-1), 1),  # #1: 0 continuing, held
     (Go("/rp/go", 3, op="count", n=3), 4),  # 0, 1, 2 continuing, 3 final
-    (Go("/rp/go", 4, op="square", n=4), 2),  # #2: 16, and #1's final 4
-    (Go("/rp/go", 5, op="square", n=-2), 1),  # #3: 0 continuing, held
-    (Go("/rp/go", 6, op="cancel", n=4), 0),  # the Asker cancels #3: the Squarer publishes Cancelled
-    (Go("/rp/go", 7, op="square", n=-5, timeout_ms=300), 2),  # #4: 0 continuing, then timed out
+    (Go("/rp/go", 4, op="square", n=13), 1),  # #2: its callback raises: an ERROR reply
+    (Go("/rp/go", 5, op="square", n=4), 2),  # #3: 16, and #1's final 4
+    (Go("/rp/go", 6, op="square", n=-2), 1),  # #4: 0 continuing, held
+    (Go("/rp/go", 7, op="cancel", n=5), 0),  # the Asker cancels #4: the Squarer publishes Cancelled
+    (Go("/rp/go", 8, op="square", n=-5, timeout_ms=300), 2),  # #5: 0 continuing, then timed out
 ]
 GOT = sum(count for _, count in GOES)
 
@@ -410,15 +413,17 @@ def test_a_replier_is_recorded_with_its_replies_tied_to_their_requests(
     assert len(received) == GOT
     records = read_recording(squarer_path)[1]
     squares = [r for r in records if r["kind"] == "request" and r["type"] == Square.__type_name__]
-    assert [r["n"] for r in squares] == [0, 1, 2, 3, 4]
-    assert [codec.decode(Square, r["body"]).n for r in squares] == [3, -1, 4, -2, -5]
-    # request #2's task answers #2 and, later than its own task, #1
-    assert [(rep[2], rep[5]) for rep in squares[2]["rep"]] == [(2, "OK_FINAL"), (1, "OK_FINAL")]
-    assert codec.decode(Squared, squares[2]["rep"][1][4]).value == 4
+    assert [r["n"] for r in squares] == [0, 1, 2, 3, 4, 5]
+    assert [codec.decode(Square, r["body"]).n for r in squares] == [3, -1, 13, 4, -2, -5]
+    [failed] = squares[2]["rep"]  # the bus's ERROR reply for the callback that raised
+    assert (failed[2], failed[3], failed[5]) == (2, Reply.__type_name__, "ERROR")
+    # request #3's task answers #3 and, later than its own task, #1
+    assert [(rep[2], rep[5]) for rep in squares[3]["rep"]] == [(3, "OK_FINAL"), (1, "OK_FINAL")]
+    assert codec.decode(Squared, squares[3]["rep"][1][4]).value == 4
     count = next(r for r in records if r["kind"] == "request" and r["type"] == Count.__type_name__)
     assert [rep[5] for rep in count["rep"]] == ["OK_CONTINUING"] * 3 + ["OK_FINAL"]
     cancels = [r for r in records if r["kind"] == "cancel"]
-    assert [r["n"] for r in cancels] == [3, 4]  # the Asker's cancel, then the timeout's
+    assert [r["n"] for r in cancels] == [4, 5]  # the Asker's cancel, then the timeout's
     assert all(len(r["out"]) == 1 for r in cancels)
 
 
@@ -431,10 +436,20 @@ def test_a_replier_replays_with_byte_identical_replies(
 
     assert result.matched, result.difference
     kinds = [s.recorded["kind"] for s in result.steps]
-    assert kinds.count("request") == 6 and kinds.count("cancel") == 2
+    assert kinds.count("request") == 7 and kinds.count("cancel") == 2
     for step in result.steps:
         assert step.replayed is not None
-        assert step.replayed.get("rep") == step.recorded.get("rep")  # byte for byte
+        if (
+            step.recorded["kind"] == "request"
+            and step.recorded["n"] == 2
+            and "rep" in step.recorded
+        ):
+            # the bus's ERROR reply carries the clock's time: all but the timestamp is the same
+            [want], [got] = step.recorded["rep"], step.replayed["rep"]
+            assert want[:4] == got[:4] and want[5] == got[5] == "ERROR"
+            assert codec.decode(Reply, want[4]).reason == codec.decode(Reply, got[4]).reason
+        else:
+            assert step.replayed.get("rep") == step.recorded.get("rep")  # byte for byte
 
 
 def test_a_requestor_is_recorded_with_the_replies_it_was_given_and_replays_identically(
@@ -450,11 +465,12 @@ def test_a_requestor_is_recorded_with_the_replies_it_was_given_and_replays_ident
         (Square.__type_name__, 2),
         (Square.__type_name__, 3),
         (Square.__type_name__, 4),
+        (Square.__type_name__, 5),
     ]
     replies = [r for r in records if r["kind"] == "reply"]
     assert len(replies) == GOT
     timed_out = replies[-1]
-    assert (timed_out["n"], timed_out["status"], timed_out["state"]) == (4, "ERROR", 0)
+    assert (timed_out["n"], timed_out["status"], timed_out["state"]) == (5, "ERROR", 0)
     assert "timed out after 0.3 s" in str(codec.decode(Reply, timed_out["body"]).reason)
     outputs = [codec.decode(Got, out[2]) for r in replies for out in r["out"]]
     assert outputs == received
@@ -495,12 +511,12 @@ def test_actorbus_replay_lists_requests_and_replies(
     assert "-> reply OK_FINAL to request test.replay.Square:'/rp/square' #1 Squared(" in (
         squarer.stdout
     )
-    assert "cancel reply test.replay.Square:'/rp/square' #3 " in squarer.stdout
+    assert "cancel reply test.replay.Square:'/rp/square' #4 " in squarer.stdout
 
     asker = _cli("replay", str(asker_path), cwd=ROOT)
     assert asker.returncode == 0, asker.stdout + asker.stderr
     assert "-> request test.replay.Count:'/rp/count' #0 Count(" in asker.stdout
     assert (
-        "reply request test.replay.Square:'/rp/square' #4 remaining 0 ERROR Reply(" in asker.stdout
+        "reply request test.replay.Square:'/rp/square' #5 remaining 0 ERROR Reply(" in asker.stdout
     )
     assert asker.stdout.splitlines()[-1].endswith("the outputs match the recording")

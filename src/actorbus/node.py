@@ -228,8 +228,8 @@ class Bus:
         self, actor: Any, path: str | os.PathLike[str], *, kwargs: Mapping[str, Any] | None = None
     ) -> RecordingFile:
         """Record ``actor`` to the file ``path``: every task delivered to it (messages,
-        feed states, requests, replies, timer firings, startup, shutdown) and what
-        it published, until the returned recording is closed (``close()``) or the
+        feed states, requests, replies, cancels, timer firings, startup, shutdown)
+        and what it published, requested and replied, until the returned recording is closed (``close()``) or the
         bus closes.  Call it before the actor's startup (it is registered first if
         it is not); ``kwargs``, the actor's constructor keywords, let
         ``actorbus replay`` make a fresh one (docs/replay.md)."""

@@ -296,8 +296,7 @@ class ActorRecorder:
         key = feed.key
         n = self._sent_count.get((key.type_name, key.subject), 0)
         self._sent_count[(key.type_name, key.subject)] = n + 1
-        if not handle.is_done:
-            self._sent[handle.id] = n
+        self._sent[handle.id] = n  # its replies may be in the mailbox already: keep it
         requests = self._requests
         if requests is not None:
             requests.append([key.type_name, key.subject, n, codec.encode(handle.request)])
