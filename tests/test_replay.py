@@ -520,3 +520,35 @@ def test_actorbus_replay_lists_requests_and_replies(
         "reply request test.replay.Square:'/rp/square' #5 remaining 0 ERROR Reply(" in asker.stdout
     )
     assert asker.stdout.splitlines()[-1].endswith("the outputs match the recording")
+
+
+def test_a_request_answered_by_two_repliers_replays_until_the_remaining_differs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "asker.rec"
+    with Bus() as bus:
+        squarers = [Squarer(f"squarer{i}") for i in range(2)]
+        asker = Asker("asker")
+        for actor in (*squarers, asker):
+            bus.register(actor)
+        bus.record(asker, path)
+        got = bus.inbox(Got, "/rp/got")
+        for squarer in squarers:
+            bus.startup(squarer).wait(10)
+        bus.startup(asker).wait(10)
+        go = bus.publisher(Go, "/rp/go")
+        assert go.wait_ready(10)
+        go.publish(Go("/rp/go", 1, op="square", n=3))
+        answers = [got.receive(10) for _ in range(2)]
+        bus.shutdown(asker).wait(10)
+    assert [(m.remaining, m.value) for m in answers if m is not None] == [(1, 9), (0, 9)]
+
+    result = replay(path, timeout=10)
+
+    # one private replier answers the replay: its first final reply leaves none due
+    assert not result.matched
+    assert result.difference is not None
+    assert "reply request test.replay.Square:'/rp/square' #0 remaining 1 OK_FINAL" in (
+        result.difference
+    )
+    assert result.difference.endswith("state recorded 1, replayed 0"), result.difference

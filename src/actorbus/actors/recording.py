@@ -11,14 +11,18 @@ timer firing, the feed's key and role, the message encoded with the codec, the
 state, the timer's callback — stamps it with the monotonic and wall clocks,
 runs it, and collects what the task caused: the messages the actor published
 (its publish feeds are :class:`~actorbus.bus.feeds.WatchedPublishFeed` while it
-is recorded) and, for an actor with an ``fsm_trace`` list (an FsmActor), the
-machine's transitions.  One record per task goes to the sink.
+is recorded), the requests it sent (its request feeds are
+:class:`~actorbus.bus.feeds.WatchedRequestFeed`), the replies its repliers sent
+(its reply feeds are given the recorder's :meth:`ActorRecorder.replied`) and,
+for an actor with an ``fsm_trace`` list (an FsmActor), the machine's
+transitions.  One record per task goes to the sink.
 
 :class:`RecordingFile` is the sink that writes the file: a buffered writer of
 64 KiB, written to on the actor's thread (one OS write per 64 KiB of records,
 never one per message) and flushed by :meth:`RecordingFile.close` (a clean
 shutdown loses nothing).  Nothing else pays: an actor that is not recorded has
-a plain deque and plain publish feeds.
+a plain deque and plain publish and request feeds (a reply costs every replier
+one test of its feed's watch, None).
 
 The file
 --------
@@ -199,7 +203,8 @@ def _feed_record(feed: Feed, kind: str, arg: Any) -> dict[str, Any]:
 
 class ActorRecorder:
     """Watches one actor's mailbox (a :class:`~actorbus.actors.mailbox.TaskWatcher`):
-    each delivered task becomes one record handed to ``sink``, with what it published.
+    each delivered task becomes one record handed to ``sink``, with what it
+    published, requested and replied.
 
     ``clock`` and ``wall`` (nanoseconds) stamp each record; a replay hands in
     its fake clock."""
