@@ -33,7 +33,8 @@ AVERAGE_SUBJECT = "/demo/average"
 
 
 class Source(Actor):
-    """Publishes DataPoint(value) on a timer while the feed has subscribers."""
+    """Publishes DataPoint(value) on a timer while the feed has subscribers
+    (``count`` of them at most, when given)."""
 
     def __init__(
         self,
@@ -44,9 +45,12 @@ class Source(Actor):
         minimum: int | str = 0,
         maximum: int | str = 100,
         seed: int | str | None = None,
+        count: int | str | None = None,
     ) -> None:
         super().__init__(name=name)
         self.subject = subject
+        #: publish at most this many points (None: no limit)
+        self.count = None if count is None else int(count)
         self.period = float(period_ms) / 1000.0
         self.minimum, self.maximum = int(minimum), int(maximum)
         if self.maximum <= self.minimum:
@@ -70,10 +74,12 @@ class Source(Actor):
 
     def tick(self) -> None:
         feed = self.feed
+        if self.count is not None and self.sent >= self.count:
+            self.stop_timer()
+            return
         if feed is not None and feed.is_feed_up():
-            feed.publish(
-                DataPoint(self.subject, value=self.random.randrange(self.minimum, self.maximum))
-            )
+            value = self.random.randrange(self.minimum, self.maximum)
+            feed.publish(DataPoint(self.subject, self.now_ms(), value=value))
             self.sent += 1
 
     def stop_timer(self) -> None:
@@ -111,6 +117,8 @@ class Calculator(FsmActor):
         self.average_subject = average_subject
         self.window: deque[int] = deque(maxlen=self.window_size)
         self.total = 0
+        #: the timestamp of the last point added (the averages carry it)
+        self.as_of: int | None = None
         self.data_feed: SubscribeFeed[DataPoint] | None = None
         self.average_feed: PublishFeed[MovingAverage] | None = None
         self.published = 0
@@ -143,6 +151,7 @@ class Calculator(FsmActor):
         self.total = 0
 
     def add(self, msg: DataPoint) -> None:
+        self.as_of = msg.timestamp
         window = self.window
         if len(window) == self.window_size:
             self.total -= window[0]
@@ -156,8 +165,15 @@ class Calculator(FsmActor):
         feed = self.average_feed
         if feed is not None and self.window:
             count = len(self.window)
+            # stamped with the last point's time, not the clock's: the average
+            # is a function of the points alone, so a replay reproduces it
             feed.publish(
-                MovingAverage(self.average_subject, average=self.total / count, count=count)
+                MovingAverage(
+                    self.average_subject,
+                    self.as_of,
+                    average=self.total / count,
+                    count=count,
+                )
             )
             self.published += 1
 

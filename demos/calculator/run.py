@@ -38,11 +38,16 @@ def run(
     engine: str = "compiled",
     roles: Sequence[str] = ROLES,
     seed: int | None = None,
+    count: int | None = None,
     out: Callable[[str], object] | None = None,
     diagram: str | Path | None = None,
     stop: threading.Event | None = None,
+    record_to: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the demo until ``duration`` seconds pass, ``stop`` is set, or Ctrl-C / SIGTERM.
+
+    ``count``: the source sends that many points at most.  ``record_to``: the
+    calculator is recorded to that file (``actorbus replay`` replays it).
 
     Returns a summary: points sent, averages published and received (counted
     once the source and the calculator stopped, so nothing is in flight), final states."""
@@ -65,6 +70,7 @@ def run(
                 minimum=minimum,
                 maximum=maximum,
                 seed=seed,
+                count=count,
             )
         if "calculator" in roles:
             actors["calculator"] = Calculator(
@@ -79,9 +85,21 @@ def run(
             actors["sink"] = Sink("sink", subject=average_subject, out=out)
         for actor in actors.values():
             bus.register(actor)
+        calculator = actors.get("calculator")
+        if record_to is not None and calculator is not None:
+            bus.record(
+                calculator,
+                record_to,
+                kwargs={
+                    "window": window,
+                    "data_subject": data_subject,
+                    "average_subject": average_subject,
+                    "machine": machine,
+                    "engine": engine,
+                },
+            )
         bus.startup(list(actors.values())).wait(10)
         stopping.wait(duration)
-        calculator = actors.get("calculator")
         if diagram is not None and isinstance(calculator, Calculator):
             from actorbus.fsm import write_diagram
 

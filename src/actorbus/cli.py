@@ -9,6 +9,9 @@
   behind a J.REP gateway and a live page (prints its URL).
 * ``actorbus diagram MACHINE -o OUT`` — render a state machine (a ``.sm`` file or
   ``module:Class``) as Mermaid, DOT, SVG or PNG (by the output's extension).
+* ``actorbus replay FILE [--json]`` — replay an actor's recording into a fresh
+  instance and print the run; exit status 0 when its outputs match the
+  recording, 1 with the first difference (docs/replay.md).
 * ``actorbus topics HOST:PORT [--timeout S]`` — link to the running node that
   listens there and print the topics and queue groups in use on it and on the
   nodes linked to it (``Bus.topics()``), one table; a node that cannot be
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import os
 import re
@@ -118,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run only these actors (repeatable; default all three)",
     )
     calc.add_argument("--seed", type=int, default=None, help="random seed of the source")
+    calc.add_argument("--count", type=int, default=None, help="the source sends at most N points")
+    calc.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="record the calculator to this file (replay it with: actorbus replay FILE)",
+    )
     calc.add_argument(
         "--diagram",
         type=Path,
@@ -158,6 +169,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _cli_inspect.add_parser(sub)
+    rep = sub.add_parser(
+        "replay", help="replay an actor's recording and compare its outputs with it"
+    )
+    rep.add_argument("file", type=Path, help="a recording (bus.record, actor.NAME.recordTo)")
+    rep.add_argument("--json", action="store_true", help="print the run as JSON")
+    rep.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds to wait for the actor to take each input (default 10)",
+    )
 
     diag = sub.add_parser("diagram", help="render a state machine")
     diag.add_argument("machine", help="a .sm file, or module:Class of a StateMachine")
@@ -222,6 +244,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise _Fail(f"--period {args.period}: expected milliseconds > 0")
     if args.maximum <= args.minimum:
         raise _Fail(f"--max {args.maximum} must be greater than --min {args.minimum}")
+    if args.count is not None and args.count < 0:
+        raise _Fail(f"--count {args.count}: expected an integer >= 0")
     summary = run(
         config=args.config,
         duration=args.duration,
@@ -234,7 +258,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         engine=args.engine,
         roles=tuple(args.role) if args.role else ROLES,
         seed=args.seed,
+        count=args.count,
         diagram=args.diagram,
+        record_to=args.record,
     )
     print(
         f"done: {summary['sent']} points sent, {summary['published']} averages published, "
@@ -332,6 +358,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     f"keyword arguments {keywords}: {exc}"
                 ) from None
             bus.register(actor, dispatcher=spec.dispatcher)
+            if spec.record_to is not None:  # resolved against the properties file's directory
+                bus.record(actor, spec.record_to, kwargs=keywords)
             actors.append(actor)
         net = bus.net
         if net is not None:
@@ -442,6 +470,20 @@ def _topics_of(host: str, port: int, address: str, timeout: float) -> list[Topic
         return bus.topics(timeout)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import replay
+
+    if not args.file.is_file():
+        raise _Fail(f"{args.file}: no such recording")
+    result = replay(args.file, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        for line in result.lines():
+            print(line)
+    return 0 if result.matched else 1
+
+
 def _import_from_working_directory() -> None:
     """Put the working directory first on ``sys.path`` unless it is there already.
 
@@ -475,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_topics(args)
         if args.command == "inspect":
             return _cli_inspect.run(args, _split_address(args.address), _Fail)
+        if args.command == "replay":
+            return _cmd_replay(args)
         return _cmd_run(args)
     except _cli_inspect.InspectFailed as exc:
         print(f"actorbus: {exc}", file=sys.stderr)

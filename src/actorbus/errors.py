@@ -36,6 +36,7 @@ __all__ = [
     "NotRegisteredError",
     "PeerError",
     "ProtocolError",
+    "RecordingError",
     "RegistrationError",
     "RequestError",
     "RequestTimeoutError",
@@ -156,6 +157,12 @@ class ConfigError(UsageError):
         self.line = line
         self.key = key
         self.detail = message
+
+
+class RecordingError(UsageError):
+    """An actor's recording cannot be written or replayed: the file is damaged,
+    truncated, of another version or not a recording (the message names the
+    byte), or it names an actor class or message type that cannot be imported."""
 
 
 class SmSyntaxError(FsmError):

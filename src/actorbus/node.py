@@ -41,6 +41,7 @@ from . import _gc, inspection
 from .actors import ActorRuntime
 from .actors._context import bus_runtimes
 from .actors.dispatcher import hold_wakes, release_wakes
+from .actors.recording import ActorRecorder, RecordingFile
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
 from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
@@ -117,6 +118,7 @@ class Bus:
         *,
         node_id: str | None = None,
         gc_threshold: int | Literal[_FromConfig.FROM_CONFIG] | None = _FROM_CONFIG,
+        timer_clock: Callable[[], int] | None = None,
     ) -> None:
         """A bus from ``config`` (the default bus if None), named ``node_id`` (else
         ``config.node_id``, the ``nodeId`` key of a properties file, else a
@@ -128,7 +130,10 @@ class Bus:
         10,000 by default); given, an int or None, it overrides the config.  A
         value that is neither an int >= 1 nor None raises
         :class:`~actorbus.errors.UsageError` before anything starts.  See
-        :mod:`actorbus._gc` and docs/bus.md."""
+        :mod:`actorbus._gc` and docs/bus.md.  ``timer_clock`` (monotonic
+        nanoseconds; a replay's fake clock) replaces the timer thread: actors'
+        timers run on that clock and fire when ``runtime.timers.fire_due()`` is
+        called (docs/replay.md)."""
         self.config = config if config is not None else BusConfig()
         if gc_threshold is _FROM_CONFIG:
             threshold = _gc.check_threshold(self.config.gc_threshold, "config.gc_threshold")
@@ -151,7 +156,10 @@ class Bus:
         self.router.node_id = self.node_id
         self.router.reserved_subject = SYSTEM_SUBJECT
         self.router.reserved_owner = _SYSTEM_OWNER
-        self.runtime = ActorRuntime(self.config, owner=self, router=self.router)
+        self.runtime = ActorRuntime(
+            self.config, owner=self, router=self.router, timer_clock=timer_clock
+        )
+        self._recordings: list[RecordingFile] = []
         self._closed = False
         self._system: dict[type, PublishFeed[Any]] = {}
         for cls in SYSTEM_MESSAGES:
@@ -234,6 +242,25 @@ class Bus:
         """Register ``actor`` (pinned to ``dispatcher``, else by class, else the default)."""
         self.runtime.register(actor, dispatcher=dispatcher, startup=startup, shutdown=shutdown)
 
+    def record(
+        self, actor: Any, path: str | os.PathLike[str], *, kwargs: Mapping[str, Any] | None = None
+    ) -> RecordingFile:
+        """Record ``actor`` to the file ``path``: every task delivered to it (messages,
+        feed states, requests, replies, cancels, timer firings, startup, shutdown)
+        and what it published, requested and replied, until the returned recording is closed (``close()``) or the
+        bus closes.  Call it before the actor's startup (it is registered first if
+        it is not); ``kwargs``, the actor's constructor keywords, let
+        ``actorbus replay`` make a fresh one (docs/replay.md)."""
+        self.runtime.ensure_registered(actor)
+        recording = RecordingFile(path, actor, kwargs)
+        try:
+            self.runtime.watch(actor, ActorRecorder(actor, recording.write))
+        except BaseException:
+            recording.close()
+            raise
+        self._recordings.append(recording)
+        return recording
+
     def startup(self, actors: Any) -> Any:
         """Run ``startup()`` of one actor or several (registering them if needed);
         returns a completion to ``wait(timeout)`` on."""
@@ -270,6 +297,8 @@ class Bus:
             self.runtime.close(timeout)
             self.router.peer_log.close()  # how many peer lines were held back
         finally:
+            for recording in self._recordings:
+                recording.close()
             if self._gc_held:
                 self._gc_held = False
                 _gc.release()

@@ -26,6 +26,8 @@ API = {
     "post",
     "schedule",
     "schedule_every",
+    # the time, as a recording sees it (docs/replay.md)
+    "now_ms",
     # feeds, short form
     "publisher",
     "subscribe",

@@ -186,6 +186,37 @@ def test_a_missing_machine_file_names_the_path_searched(tmp_path: Path) -> None:
     assert "relative to the directory of the properties file" in str(err)
 
 
+def test_an_actors_recording_follows_the_properties_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "etc"
+    (conf / "recordings").mkdir(parents=True)
+    props = write(
+        conf / "app.properties",
+        "actorbus.actors = calc\n"
+        "actorbus.actor.calc.class = demos.calculator.actors.Calculator\n"
+        "actorbus.actor.calc.recordTo = recordings/calc.rec\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    (actor,) = load_config(os.path.relpath(props)).actors
+    assert actor.record_to == str(conf / "recordings" / "calc.rec")
+    assert dict(actor.options) == {}
+
+
+def test_a_recording_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    props = write(
+        tmp_path / "app.properties",
+        "actorbus.actors = calc\n"
+        "actorbus.actor.calc.class = demos.calculator.actors.Calculator\n"
+        "actorbus.actor.calc.recordTo = nowhere/calc.rec\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(props)
+    err = info.value
+    assert (err.line, err.key) == (3, "actorbus.actor.calc.recordTo")
+    assert f"the directory {tmp_path / 'nowhere'} does not exist" in str(err)
+
+
 def test_actorbus_run_loads_the_machine_beside_its_properties_file(tmp_path: Path) -> None:
     """A real ``actorbus run`` started in another directory finds the machine."""
     import subprocess

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from actorbus.actors.mailbox import Mailbox
     from actorbus.actors.runtime import ActorRuntime
     from actorbus.actors.timers import TimerHandle
-    from actorbus.bus.feeds import PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
+    from actorbus.bus.feeds import OutputWatch, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed
     from actorbus.bus.message import Notification, Request
     from actorbus.bus.queues import QueueGroup
     from actorbus.bus.router import Router
@@ -244,6 +245,18 @@ class Actor(FeedOwner):
             mailbox = self._mailbox_or_raise("post tasks to it")
         mailbox.post(fn, *args)
 
+    def now_ms(self) -> int:
+        """The wall-clock time in epoch milliseconds, for a message's timestamp.
+
+        While the actor is recorded (or replayed) it is the time stamped on the
+        task being run, the same for the whole task, so a replay reproduces
+        it; read the time this way, not with ``time.time()``, in an actor you
+        mean to replay (docs/replay.md)."""
+        mailbox = self._ab_mailbox
+        watcher = mailbox.watcher if mailbox is not None else None
+        wall = watcher.wall_ns if watcher is not None else None
+        return (wall if wall is not None else time.time_ns()) // 1_000_000
+
     def schedule(self, delay_s: float, fn: Callable[[*Ts], object], /, *args: *Ts) -> TimerHandle:
         """Run ``fn(*args)`` as a task of this actor once, ``delay_s`` seconds from now.
 
@@ -296,6 +309,12 @@ class Actor(FeedOwner):
                 f"actor with a Bus (bus.register(actor)) to open feeds"
             )
         return router, mailbox.post_one
+
+    def _ab_output_watch(self) -> OutputWatch | None:
+        """(FeedOwner's interface) The recorder while this actor's mailbox is
+        watched (:meth:`ActorRuntime.watch`), else None."""
+        mailbox = self._ab_mailbox
+        return mailbox.watcher if mailbox is not None else None
 
     def _ab_dispatcher_info(self) -> tuple[str, str, bool] | None:
         """(FeedOwner's interface) (name, kind, awaits callbacks) of the actor's

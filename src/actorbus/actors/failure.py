@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actorbus._log import report
-from actorbus.actors.mailbox import _apply
+from actorbus.actors.mailbox import WatchedTask, _apply
 from actorbus.bus.feeds import Feed, IncomingRequest, RequestHandle
 from actorbus.bus.message import Message, MessageKey
 
@@ -73,7 +73,9 @@ def _message_of(arg: Any) -> Message | None:
 
 def describe_task(actor: str, dispatcher: str, fn: object, arg: Any) -> FailedTask:
     """The :class:`FailedTask` for the queued task ``fn(arg)`` (a packed task when
-    ``fn`` is the mailbox's ``_apply``)."""
+    ``fn`` is the mailbox's ``_apply``; a recorded actor's task, unwrapped)."""
+    if isinstance(fn, WatchedTask):
+        fn = fn.fn
     if fn is _apply:
         fn, arg = arg[0], (arg[1] if len(arg) == 2 else arg[1:])
     owner = getattr(fn, "__self__", None)

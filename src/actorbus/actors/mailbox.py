@@ -69,6 +69,13 @@ pops), marks :attr:`Mailbox.running` while it drains, records the depth it
 samples in :attr:`Mailbox.peak`, and ends with :meth:`Mailbox.idle_again`.
 These are the dispatcher's, not an application's.
 
+Watching (recording an actor): :meth:`Mailbox.watch` swaps the task deque for
+a :class:`_WatchedTasks`, whose ``popleft`` hands each task's function to the
+watcher wrapped, so the worker runs ``watcher.run(fn, arg)`` instead of
+``fn(arg)``: on the actor's thread, in mailbox order, when the task is
+delivered.  Only that mailbox pays for it; every other mailbox keeps the plain
+deque, and posting (``extend``, a C call) is the same for both.
+
 Counters: :attr:`depth` (tasks waiting now) and :attr:`max_depth` (the
 high-water mark).  ``post`` does not maintain the high-water mark (that would
 add a noticeable share to every post); the worker samples the depth when it picks the
@@ -82,18 +89,85 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVarTuple
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVarTuple
+
+from actorbus.errors import UsageError
 
 if TYPE_CHECKING:
     from actorbus.actors.actor import Actor
     from actorbus.actors.dispatcher import Dispatcher
 
-__all__ = ["Mailbox", "MailboxState"]
+__all__ = ["Mailbox", "MailboxState", "TaskWatcher", "WatchedTask", "unpack_task"]
+
+
+class TaskWatcher(Protocol):
+    """What :meth:`Mailbox.watch` is given (the recorder of an actor)."""
+
+    #: the wall time (ns) stamped on the task being run, None between tasks
+    wall_ns: int | None
+
+    def run(self, fn: Callable[[Any], object], arg: Any) -> object:
+        """Run the task ``fn(arg)`` (and look at it); return what it returned."""
+
+    def published(self, feed: Any, message: Any) -> None:
+        """The actor published ``message`` on ``feed`` (an output)."""
+
+    def requested(self, feed: Any, handle: Any) -> None:
+        """The actor's request feed sent the request of ``handle`` (an output)."""
+
+    def replied(self, incoming: Any, reply: Any) -> None:
+        """The actor's replier answered ``incoming`` with ``reply`` (an output)."""
+
+
+class WatchedTask:
+    """A task's function as a watched mailbox hands it to its worker: called
+    with the task's argument, it runs ``watcher.run(fn, arg)``.  ``fn`` is the
+    task's own function (failure reports name its callback)."""
+
+    __slots__ = ("fn", "watcher")
+
+    def __init__(self, watcher: TaskWatcher, fn: Callable[[Any], object]) -> None:
+        self.watcher = watcher
+        self.fn = fn
+
+    def __call__(self, arg: Any) -> object:
+        return self.watcher.run(self.fn, arg)
+
+
+class _WatchedTasks(deque[Any]):
+    """A task deque whose every task's function comes out as a :class:`WatchedTask`.
+
+    Tasks are stored ``fn, arg``: the worker pops the function, then the
+    argument; every other pop (the function's) returns it wrapped, and the
+    worker then calls that with the argument."""
+
+    def __init__(self, watcher: TaskWatcher) -> None:
+        super().__init__()
+        self.watcher = watcher
+        self.fn_next = True
+
+    def popleft(self) -> Any:
+        item = super().popleft()
+        if self.fn_next:
+            self.fn_next = False
+            return WatchedTask(self.watcher, item)
+        self.fn_next = True
+        return item
 
 
 def _apply(task: tuple[Any, ...]) -> object:
     """Run a task that does not have exactly one argument (stored packed)."""
     return task[0](*task[1:])
+
+
+def unpack_task(
+    fn: Callable[[Any], object], arg: Any
+) -> tuple[Callable[..., object], tuple[Any, ...]]:
+    """The function and the arguments of a task as the deque holds it
+    (``fn, arg`` flat, or ``_apply, (fn, *args)``)."""
+    if fn is _apply:
+        return arg[0], tuple(arg[1:])
+    return fn, (arg,)
 
 
 Ts = TypeVarTuple("Ts")
@@ -134,6 +208,7 @@ class Mailbox:
         "task_failures",
         "tasks",
         "tasks_run",
+        "watcher",
     )
 
     def __init__(
@@ -170,6 +245,8 @@ class Mailbox:
         self.actor = actor
         #: used in stats and log records.
         self.name = name if name is not None else (actor.name if actor is not None else "?")
+        #: the :class:`TaskWatcher` every task runs through, or None (see :meth:`watch`)
+        self.watcher: TaskWatcher | None = None
         dispatcher._attach(self)
 
     if TYPE_CHECKING:
@@ -226,6 +303,29 @@ class Mailbox:
         if parts is None:
             parts = self._parts = (self._queue.extend, self._claim, self._schedule)
         return parts
+
+    def watch(self, watcher: TaskWatcher) -> None:
+        """Run every task of this mailbox from now on through ``watcher.run(fn, arg)``.
+
+        Only before anything was queued or a publisher was given the post's
+        parts (before the actor's startup): the deque is swapped, and a poster
+        holding the old one would bypass the watcher.  Raises UsageError
+        otherwise, or when the mailbox is watched already."""
+        if self.watcher is not None or self._queue or self._parts is not None:
+            state = (
+                "watched already"
+                if self.watcher is not None
+                else "in use (tasks queued or feeds placed)"
+            )
+            raise UsageError(
+                f"cannot watch the mailbox of {self.name!r}: it is {state}; start watching "
+                f"(recording) an actor once, after registering it and before its startup"
+            )
+        queue = _WatchedTasks(watcher)
+        self.watcher = watcher
+        self._queue = queue
+        self.tasks = queue
+        self._append = queue.append
 
     @property
     def dispatcher(self) -> Dispatcher:

@@ -37,7 +37,7 @@ from actorbus.actors._context import bus_runtimes
 from actorbus.actors.actor import Actor
 from actorbus.actors.dispatcher import Dispatcher, DispatcherStats, make_dispatcher
 from actorbus.actors.errors import NotRegisteredError, RuntimeClosedError, UnknownDispatcherError
-from actorbus.actors.mailbox import Mailbox
+from actorbus.actors.mailbox import Mailbox, TaskWatcher
 from actorbus.actors.timers import TimerService
 from actorbus.bus.router import Router
 from actorbus.config.schema import BusConfig
@@ -200,6 +200,7 @@ class ActorRuntime:
         *,
         owner: object | None = None,
         router: Router | None = None,
+        timer_clock: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
         #: the object that owns this runtime (the Bus), or None.
@@ -215,7 +216,8 @@ class ActorRuntime:
         self._class_map, self._default_name = _class_map(config)
         self._class_cache: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
         dispatchers: dict[str, Dispatcher] = {}
-        self._timers = TimerService()
+        #: ``timer_clock`` (monotonic ns): timers run on it, fired by ``timers.fire_due()``
+        self._timers = TimerService(clock=timer_clock)
         #: BaseExceptions (not Exceptions) raised by actor code: they stop the node
         self._fatal: list[BaseException] = []
         try:
@@ -322,6 +324,26 @@ class ActorRuntime:
                 return
             self._check_open(f"register actor {actor.name!r}")
             self._register_locked(actor, None, None, None)
+
+    def watch(self, actor: Actor, watcher: TaskWatcher) -> None:
+        """Run every task of registered, not yet started ``actor`` through
+        ``watcher`` (:meth:`Mailbox.watch`): how an actor is recorded.  Raises
+        NotRegisteredError if it is not registered here, UsageError if it was
+        started or is watched already."""
+        _check_actor(actor, "watch")
+        with self._lock:
+            mailbox = actor._ab_mailbox
+            if actor._ab_runtime is not self or mailbox is None:
+                raise NotRegisteredError(
+                    f"actor {actor.name!r} is not registered with this runtime; "
+                    f"register it first (bus.register(actor)), then record it"
+                )
+            if actor._ab_started:
+                raise UsageError(
+                    f"actor {actor.name!r} is started; a recording must begin before its "
+                    f"startup (record it after register() and before startup())"
+                )
+            mailbox.watch(watcher)
 
     def unregister(self, actor: Actor) -> None:
         """Forget a stopped actor: its mailbox is detached and its timers cancelled.

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from actorbus._log import logger, report
 from actorbus.actors.errors import RuntimeClosedError, TimerError
 from actorbus.actors.failure import callback_label
+from actorbus.errors import UsageError
 
 if TYPE_CHECKING:
     from actorbus.actors.mailbox import Mailbox
@@ -130,6 +131,25 @@ class TimerQueue(Generic[T]):
             else:
                 del entries[entry.id]
         return due
+
+    def expire(self, timer_id: int) -> T | None:
+        """Expire one armed timer now, whatever its deadline (a replay's timer
+        firing): a one-shot is done, a repeating one is re-armed one period
+        after its deadline, nothing skipped.  Its item, or None if not armed."""
+        entry = self._entries.pop(timer_id, None)
+        if entry is None:
+            return None
+        self._dead += 1  # its heap slot: an entry no longer in the index
+        if entry.period:
+            again = _Entry(entry.id, entry.item, entry.deadline + entry.period, entry.period)
+            again.missed = entry.missed
+            self._entries[entry.id] = again
+            heapq.heappush(self._heap, (again.deadline, next(self._seq), again))
+        return entry.item
+
+    def armed(self) -> list[tuple[int, int, T]]:
+        """``(deadline, timer id, item)`` of every armed timer, earliest first."""
+        return sorted((e.deadline, e.id, e.item) for e in self._entries.values())
 
     def next_deadline(self) -> int | None:
         """The earliest armed deadline, or ``None`` when nothing is armed."""
@@ -235,6 +255,11 @@ class TimerHandle:
     def _ab_label(self) -> str:
         return f"timer {callback_label(self._fn)}"
 
+    @property
+    def label(self) -> str:
+        """The callback this timer runs, as failure reports and recordings name it."""
+        return callback_label(self._fn)
+
     def cancel(self) -> bool:
         """Stop the timer.  True if it was active; cancelling twice is harmless.
 
@@ -308,16 +333,24 @@ class TimerService:
 
     :meth:`start` it, :meth:`schedule` timers into mailboxes, :meth:`stop` it
     to join the thread; timers still armed at stop are cancelled.
+
+    Given a ``clock`` (monotonic nanoseconds, e.g. a replay's fake clock), the
+    service starts no thread: deadlines are read on that clock, and timers
+    expire only when :meth:`fire_due` or :meth:`expire_next` is called.
     """
 
-    def __init__(self, *, thread_name: str = "actorbus-timer") -> None:
+    def __init__(
+        self, *, thread_name: str = "actorbus-timer", clock: Callable[[], int] | None = None
+    ) -> None:
         self.thread_name = thread_name
+        #: a clock was handed in: no thread, :meth:`fire_due` posts what is due
+        self.manual = clock is not None
         self._queue: TimerQueue[TimerHandle] = TimerQueue()
         #: guards the queue; the hot paths take it directly (a Condition's own
         #: ``with`` costs a Python call), the thread waits on ``_cond`` over it
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._clock = time.monotonic_ns
+        self._clock = clock if clock is not None else time.monotonic_ns
         self._thread: threading.Thread | None = None
         self._stopping = False
         #: the deadline the thread sleeps until (inf: no deadline; -inf: it is not
@@ -335,7 +368,7 @@ class TimerService:
     def start(self) -> None:
         """Start the timer thread.  Calling it again does nothing."""
         with self._cond:
-            if self._thread is not None:
+            if self._thread is not None or self.manual:
                 return
             if self._stopping:
                 raise RuntimeClosedError("the timer service was stopped; it cannot start again")
@@ -359,6 +392,41 @@ class TimerService:
             raise RuntimeClosedError("the timer service cannot be stopped from its own thread")
         thread.join(timeout)
         return not thread.is_alive()
+
+    def fire_due(self) -> int:
+        """(a service given a clock) Expire every timer due at the clock's time now:
+        each expiry is posted into its actor's mailbox, as the thread would.
+        Returns how many expired."""
+        self._require_manual("fire_due()")
+        with self._lock:
+            due = self._queue.pop_due(self._clock())
+        for handle in due:
+            handle._expire()
+        return len(due)
+
+    def expire_next(self, label: str) -> TimerHandle | None:
+        """(a service given a clock) Expire the armed timer that runs ``label``
+        (:attr:`TimerHandle.label`) and is due first, whatever its deadline: its
+        expiry is posted into its actor's mailbox.  A replay fires a recorded
+        timer firing this way.  Returns its handle, or None when no armed timer
+        runs ``label``."""
+        self._require_manual("expire_next()")
+        with self._lock:
+            for _, timer_id, handle in self._queue.armed():
+                if handle.label == label:
+                    self._queue.expire(timer_id)
+                    break
+            else:
+                return None
+        handle._expire()
+        return handle
+
+    def _require_manual(self, what: str) -> None:
+        if not self.manual:
+            raise UsageError(
+                f"{what} on a timer service with its own thread; only a service made "
+                f"with a clock (TimerService(clock=...)) fires its timers on call"
+            )
 
     def owns_current_thread(self) -> bool:
         """True when called on the timer thread."""

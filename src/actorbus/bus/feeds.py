@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any, Generic
+from typing import Any, Generic, Protocol
 
 from ..errors import FeedStateError, UsageError
 from ._feed import _PLACED, Callback, Feed, N, _Phase
@@ -50,7 +50,7 @@ from ._feed import _direct as _direct  # noqa: PLC0414
 from ._feed import _refuse_async as _refuse_async  # noqa: PLC0414
 from .message import Message, MessageKey
 from .queues import QueueGroup, check_group_name
-from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
+from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle, WatchedRequestFeed
 from .scope import FeedState
 from .sender import Sender
 from .subjects import Wildcard
@@ -58,12 +58,15 @@ from .subjects import Wildcard
 __all__ = [
     "Feed",
     "IncomingRequest",
+    "OutputWatch",
     "PublishFeed",
     "ReplyFeed",
     "RequestFeed",
     "RequestHandle",
     "Stamped",
     "SubscribeFeed",
+    "WatchedPublishFeed",
+    "WatchedRequestFeed",
 ]
 
 
@@ -294,6 +297,41 @@ class PublishFeed(Feed, Generic[N]):
 def _resolve_ready(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
+
+
+class WatchedPublishFeed(PublishFeed[N]):
+    """A publish feed that shows each message it publishes to ``watch(feed,
+    message)`` first, on the publishing thread: the feeds of a recorded actor
+    (``FeedOwner._ab_output_watch``).  Every other feed is a plain
+    :class:`PublishFeed`, whose publish loop stays as it is."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(
+        self, *args: Any, watch: Callable[[PublishFeed[N], N], None], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._watch = watch
+
+    def publish(self, message: N) -> int:
+        """Show ``message`` to the watch, then :meth:`PublishFeed.publish` it."""
+        if self.declared and type(message) is self._mcls and message.subject == self._subject:
+            self._watch(self, message)
+        return super().publish(message)
+
+
+class OutputWatch(Protocol):
+    """What watches a recorded owner's outputs (``FeedOwner._ab_output_watch``):
+    each is called on the thread that sends, before it goes."""
+
+    def published(self, feed: PublishFeed[Any], message: Any) -> None:
+        """``message`` is being published on ``feed``."""
+
+    def requested(self, feed: RequestFeed[Any], handle: RequestHandle[Any]) -> None:
+        """``feed`` sent the request of ``handle``."""
+
+    def replied(self, incoming: IncomingRequest[Any], reply: Any) -> None:
+        """The owner's replier answered ``incoming`` with ``reply``."""
 
 
 # ================================================================== subscribe feed

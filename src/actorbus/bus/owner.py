@@ -54,11 +54,14 @@ from ._oneshot import (
 )
 from .feeds import (
     IncomingRequest,
+    OutputWatch,
     PublishFeed,
     ReplyFeed,
     RequestFeed,
     RequestHandle,
     SubscribeFeed,
+    WatchedPublishFeed,
+    WatchedRequestFeed,
     _direct,
     _refuse_async,
 )
@@ -164,6 +167,15 @@ class FeedOwner:
         Feeds use it to refuse ``async def`` callbacks nothing awaits."""
         return None
 
+    def _ab_output_watch(self) -> OutputWatch | None:
+        """What watches this owner's outputs when it is recorded: the messages it
+        publishes (its publish feeds are then opened as
+        :class:`~actorbus.bus.feeds.WatchedPublishFeed`), the requests it sends
+        (:class:`~actorbus.bus.feeds.WatchedRequestFeed`) and the replies its
+        repliers send.  None (the default): nothing watches, and the feeds are
+        plain ones."""
+        return None
+
     def _ab_blocking_deadlock(self) -> str | None:
         """The name of the dispatcher this owner's callbacks run on when a blocking
         wait on the calling thread would keep them from ever running (the caller
@@ -185,6 +197,17 @@ class FeedOwner:
         (``discoverable=False``: discovery never lists it)."""
         key = checked_key(message_class, subject, Notification)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
+        if watch is not None:
+            return WatchedPublishFeed(
+                router,
+                self,
+                key,
+                scope,
+                post=post,
+                discoverable=discoverable,
+                watch=watch.published,
+            )
         return PublishFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def _open_subscribe_feed(
@@ -227,6 +250,17 @@ class FeedOwner:
         discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
+        if watch is not None:
+            return WatchedRequestFeed(
+                router,
+                self,
+                key,
+                scope,
+                post=post,
+                discoverable=discoverable,
+                watch=watch.requested,
+            )
         return RequestFeed(router, self, key, scope, post=post, discoverable=discoverable)
 
     def _open_reply_feed(
@@ -242,8 +276,16 @@ class FeedOwner:
         discovery never lists it)."""
         key = checked_key(message_class, subject, Request)
         router, post = self._ab_feed_context()
+        watch = self._ab_output_watch()
         return ReplyFeed(
-            router, self, key, scope, post=post, condition=condition, discoverable=discoverable
+            router,
+            self,
+            key,
+            scope,
+            post=post,
+            condition=condition,
+            discoverable=discoverable,
+            watch=watch.replied if watch is not None else None,
         )
 
     # -------------------------------------------------------------- short form

@@ -28,7 +28,7 @@ from .sender import Sender
 if TYPE_CHECKING:
     from .history import RequestLatencies
 
-__all__ = ["IncomingRequest", "ReplyFeed", "RequestFeed", "RequestHandle"]
+__all__ = ["IncomingRequest", "ReplyFeed", "RequestFeed", "RequestHandle", "WatchedRequestFeed"]
 
 
 def _fail_request(incoming: IncomingRequest[Any], exc: BaseException) -> None:
@@ -255,6 +255,9 @@ class RequestHandle(Generic[Q]):
             if remaining <= 0:
                 self._done = True
                 remaining = 0
+        watch = incoming.feed._watch
+        if watch is not None:  # the replier's actor is recorded: its reply is an output
+            watch(incoming, reply)
         self._pass_on(reply, remaining, sender or incoming.feed.stamp)
         return True
 
@@ -510,6 +513,26 @@ class RequestFeed(Feed, Generic[Q]):
         return None
 
 
+class WatchedRequestFeed(RequestFeed[Q]):
+    """A request feed that shows each request it sent to ``watch(feed, handle)``,
+    on the requesting thread: the request feeds of a recorded actor
+    (``FeedOwner._ab_output_watch``).  Every other one is a plain :class:`RequestFeed`."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(
+        self, *args: Any, watch: Callable[[RequestFeed[Q], RequestHandle[Q]], None], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._watch = watch
+
+    def request(self, message: Q, *, timeout: float | None = None) -> RequestHandle[Q]:
+        """:meth:`RequestFeed.request`, then show the handle to the watch."""
+        handle = super().request(message, timeout=timeout)
+        self._watch(self, handle)
+        return handle
+
+
 # ====================================================================== reply feed
 
 
@@ -519,7 +542,10 @@ class ReplyFeed(Feed, Generic[Q]):
     Declare UP/DOWN with :meth:`update_feed_state` like a publisher; a DOWN
     replier gets no requests.  A condition, if given, is checked before the
     request is posted, so the requestor's replier count is exact.  Retracting or
-    closing with outstanding requests sends an ERROR reply for each."""
+    closing with outstanding requests sends an ERROR reply for each.  With
+    ``watch`` (a recorded actor's replier), every reply it sends — its own, and
+    the ERROR replies the bus sends for it — is shown to ``watch(incoming,
+    reply)`` first."""
 
     __slots__ = (
         "_cb_cancel",
@@ -527,6 +553,7 @@ class ReplyFeed(Feed, Generic[Q]):
         "_given_cancel",
         "_given_request",
         "_outstanding",
+        "_watch",
         "declared",
         "route",
     )
@@ -535,9 +562,16 @@ class ReplyFeed(Feed, Generic[Q]):
     _task_callbacks = {"_deliver_request": "_cb_request", "_deliver_cancel": "_cb_cancel"}
 
     def __init__(
-        self, *args: Any, route: Callable[[IncomingRequest[Q]], object] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        route: Callable[[IncomingRequest[Q]], object] | None = None,
+        watch: Callable[[IncomingRequest[Q], Reply], None] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        #: shown each reply this replier sends, before it goes (a recorded
+        #: actor's replier, ``FeedOwner._ab_output_watch``); None for the others
+        self._watch = watch
         #: where a request goes instead of the request callback: a remote
         #: proxy's transport (the peer's repliers answer it)
         self.route = route

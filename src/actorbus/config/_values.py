@@ -261,6 +261,23 @@ def _sm_file(field: str) -> _Setting:
     return _Setting(field, parse, expected, path=True)
 
 
+def _record_file(field: str) -> _Setting:
+    expected = (
+        "expected the path of the file to record the actor to (created or overwritten; "
+        "its directory must exist)"
+    )
+
+    def parse(text: str) -> str:
+        if not text:
+            raise _Invalid(expected)
+        directory = os.path.dirname(text) or "."
+        if not os.path.isdir(directory):
+            raise _Invalid(f"{text}: the directory {directory} does not exist; {expected}")
+        return text
+
+    return _Setting(field, parse, expected, path=True)
+
+
 def _tls_file(field: str, kind: str) -> _Setting:
     expected = f"expected the path of the file holding {TLS_FILE_KINDS[kind]}"
 

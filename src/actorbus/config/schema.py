@@ -216,6 +216,9 @@ class ActorConfig:
     #: an SMC ``.sm`` file for an FsmActor (``machine``): ``actorbus run`` passes
     #: it as the ``machine`` keyword; relative to the properties file's directory.
     machine: str | None = None
+    #: a file ``actorbus run`` records the actor to (``recordTo``; docs/replay.md),
+    #: relative to the properties file's directory; None: not recorded.
+    record_to: str | None = None
     #: every other ``actor.NAME.KEY=value`` pair, as strings; ``actorbus run`` passes
     #: each as a keyword argument, KEY in Python spelling (docs/configuration.md).
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
