@@ -8,82 +8,21 @@ each one line and exit status 1; a permissions rule on its key; TLS."""
 from __future__ import annotations
 
 import json
-import os
-import queue
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from calculator_nodes import ENV, Process, demo_configs, free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "demos" / "calculator"
-#: this checkout's src/ first, then the demos
-ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-    "PYTHONUNBUFFERED": "1",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Process:
-    """A ``python -m actorbus ...`` process whose stdout lines are read on a thread."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "actorbus", *args],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=ENV,
-        )
-        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        seen: list[str] = []
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if predicate(line):
-                return line
-            seen = [*seen[-30:], line]
-        raise AssertionError(
-            f"no matching line within {timeout}s; rc={self.proc.poll()}; last lines:\n"
-            + "\n".join(seen)
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        self.reader.join(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture
@@ -93,13 +32,7 @@ def port() -> int:
 
 @pytest.fixture
 def configs(tmp_path: Path, port: int) -> dict[str, Path]:
-    out = {}
-    for role in ("calculator", "source", "sink"):
-        text = (DEMO / f"{role}-node.properties").read_text().replace("7701", str(port))
-        path = tmp_path / f"{role}.properties"
-        path.write_text(text)
-        out[role] = path
-    return out
+    return demo_configs(tmp_path, port)
 
 
 @pytest.fixture

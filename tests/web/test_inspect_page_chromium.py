@@ -10,16 +10,16 @@ only when ``ACTORBUS_UPDATE_SCREENSHOTS=1``.
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cdp import Page, chromium, open_page, sockets
+from cdp import chromium, open_page, sockets
 from demos.calculator.actors import Calculator
 from demos.web.actors import PausableSource
+from inspect_page import DATA, MACHINE, feed_row, screenshot, shows_diagram_of
 
 from actorbus import Bus
 from actorbus.config import GatewaySettings
@@ -28,13 +28,7 @@ from actorbus.testing import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "inspect-token-0123456789"
 
-#: the page's feed row of the source's data points, as text
-DATA_ROW = (
-    "[...document.querySelectorAll('#feeds tbody tr')]"
-    ".map(r => [...r.cells].map(c => c.textContent))"
-    ".find(c => c[0] === 'demo.calculator.DataPoint' && c[2] === 'publisher')"
-)
-MACHINE = "document.querySelector('#machines section[data-actor=calculator]')"
+DATA_ROW = feed_row(DATA, "publisher")
 
 
 @pytest.fixture
@@ -53,15 +47,6 @@ def node() -> Iterator[tuple[Bus, PausableSource, int]]:
         bus.shutdown_all().wait(10)
     finally:
         bus.close()
-
-
-def shows_diagram_of(page: Page, state: str) -> None:
-    page.until(
-        f"(() => {{ const img = {MACHINE}?.querySelector('img');"
-        f" return !!img && img.src.includes('state={state}') && img.complete"
-        " && img.naturalWidth > 0; })()",
-        f"the machine's diagram drawn in {state}",
-    )
 
 
 def test_the_page_shows_the_calculator_and_follows_the_source_stopping(
@@ -111,16 +96,7 @@ def test_the_page_shows_the_calculator_and_follows_the_source_stopping(
         assert last == "DOWN"
         assert page.problems == []
 
-        size = page.call("Page.getLayoutMetrics")["cssContentSize"]
-        shot = base64.b64decode(
-            page.call(
-                "Page.captureScreenshot",
-                format="png",
-                captureBeyondViewport=True,
-                clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
-            )["data"]
-        )
-        assert shot.startswith(b"\x89PNG")
+        shot = screenshot(page)
         saved = tmp_path / "inspect-page.png"
         saved.write_bytes(shot)
         print(f"screenshot: {saved}")

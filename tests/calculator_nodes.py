@@ -1,0 +1,93 @@
+"""The calculator demo's nodes as ``python -m actorbus run`` processes, for the
+tests that drive them (tests/demos/test_cli_inspect.py, the inspect page's
+tests/web/test_inspect_page_processes_chromium.py): the demo's properties files
+copied with a free port, and a process whose stdout lines are read on a thread.
+
+Imported as ``calculator_nodes`` (tests/ is on sys.path: tests/conftest.py's
+directory)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demos" / "calculator"
+#: this checkout's src/ first, then the demos
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def demo_configs(directory: Path, port: int) -> dict[str, Path]:
+    """Copies of the demo's three properties files in ``directory``, the calculator
+    node's service on ``port``: ``{"calculator": ..., "source": ..., "sink": ...}``."""
+    out = {}
+    for role in ("calculator", "source", "sink"):
+        text = (DEMO / f"{role}-node.properties").read_text().replace("7701", str(port))
+        path = directory / f"{role}.properties"
+        path.write_text(text)
+        out[role] = path
+    return out
+
+
+class Process:
+    """A ``python -m actorbus ...`` process whose stdout lines are read on a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "actorbus", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if predicate(line):
+                return line
+            seen = [*seen[-30:], line]
+        raise AssertionError(
+            f"no matching line within {timeout}s; rc={self.proc.poll()}; last lines:\n"
+            + "\n".join(seen)
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self.reader.join(10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
