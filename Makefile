@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/private_reach.py --max 72
 
-# The suite needs Graphviz, iproute2, iptables and Chromium besides Python's packages: installed
+# The suite needs Graphviz, iproute2, iptables, Chromium and OpenSSL besides Python's packages: installed
 # here when missing (root + apt-get), else named on one line and the tests needing them fail.
 system-tools:
 	tools/ensure-system-tools.sh

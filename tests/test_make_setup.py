@@ -63,7 +63,7 @@ def test_ci_runs_only_make_test() -> None:
 
 
 def test_check_lists_graphviz_when_dot_is_missing(tmp_path: Path) -> None:
-    done = _script(_path_with(tmp_path, "ip", "iptables", "chromium"), "--check")
+    done = _script(_path_with(tmp_path, "ip", "iptables", "chromium", "openssl"), "--check")
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == [
         "needed: graphviz ('dot', for SVG/PNG state machine diagrams and the tests of them)"
@@ -74,15 +74,15 @@ def test_check_lists_every_package_when_nothing_is_there(tmp_path: Path) -> None
     done = _script(_path_with(tmp_path), "--check")
     assert done.returncode == 1, done.stderr
     packages = [line.split()[1] for line in done.stdout.splitlines()]
-    assert packages == ["graphviz", "iproute2", "iptables", "chromium"]
+    assert packages == ["graphviz", "iproute2", "iptables", "chromium", "openssl"]
 
 
 def test_check_is_quiet_when_everything_is_there(tmp_path: Path) -> None:
-    done = _script(_path_with(tmp_path, "dot", "ip", "iptables", "chromium"), "--check")
+    done = _script(_path_with(tmp_path, "dot", "ip", "iptables", "chromium", "openssl"), "--check")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
-@pytest.mark.parametrize("present", [("ip", "iptables", "chromium"), ()])
+@pytest.mark.parametrize("present", [("ip", "iptables", "chromium", "openssl"), ()])
 def test_without_apt_get_one_line_names_what_is_missing_and_make_goes_on(
     tmp_path: Path, present: tuple[str, ...]
 ) -> None:
@@ -95,7 +95,9 @@ def test_without_apt_get_one_line_names_what_is_missing_and_make_goes_on(
     assert line.startswith("ensure-system-tools: missing graphviz ('dot', for SVG/PNG")
     assert "cannot install (no apt-get)" in line
     assert "the tests that need them will fail" in line
-    wanted = ["graphviz"] if present else ["graphviz", "iproute2", "iptables", "chromium"]
+    wanted = (
+        ["graphviz"] if present else ["graphviz", "iproute2", "iptables", "chromium", "openssl"]
+    )
     assert line.endswith("install with: apt-get install " + " ".join(wanted))
 
 

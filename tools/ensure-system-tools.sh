@@ -23,6 +23,7 @@ tools=(
     "iproute2|ip|the network-namespace reliability tests"
     "iptables|iptables|packet loss in the network-namespace reliability tests"
     "chromium|chromium|the web demo's real-browser test"
+    "openssl|openssl|the certificates the TLS tests make"
 )
 
 missing=()   # package names

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -211,7 +210,6 @@ def openssl(cwd: Path, *args: str) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 def test_inspect_speaks_tls_with_the_files_given(
     configs: dict[str, Path], port: int, started: Callable[..., Process], tmp_path: Path
 ) -> None:

@@ -30,8 +30,6 @@ from actorbus.errors import LinkClosedError, UsageError
 from actorbus.net import Link, Service, tls_client_context, tls_server_context
 from actorbus.testing import Recorder
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
-
 UP = FeedState.UP
 KEY = b"0123456789abcdef0123456789abcdef"
 
