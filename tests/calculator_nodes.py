@@ -1,5 +1,6 @@
 """The calculator demo's nodes as ``python -m actorbus run`` processes, for the
-tests that drive them (tests/demos/test_cli_inspect.py, the inspect page's
+tests that drive them (tests/demos/test_calculator_processes.py,
+tests/demos/test_cli_inspect.py, the inspect page's
 tests/web/test_inspect_page_processes_chromium.py): the demo's properties files
 copied with a free port, and a process whose stdout lines are read on a thread.
 

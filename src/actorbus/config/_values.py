@@ -239,10 +239,7 @@ def _permissions_file(field: str) -> _Setting:
     def parse(text: str) -> str:
         if not text:
             raise _Invalid(expected)
-        if not os.path.isfile(text):
-            what = "is not a regular file" if os.path.exists(text) else "does not exist"
-            raise _Invalid(f"{text} {what}; {expected}")
-        return text
+        return _existing_file(text, expected)
 
     return _Setting(field, parse, expected, path=True)
 
@@ -253,12 +250,17 @@ def _sm_file(field: str) -> _Setting:
     def parse(text: str) -> str:
         if not text.endswith(".sm"):
             raise _Invalid(f"{text!r}: {expected}")
-        if not os.path.isfile(text):
-            what = "is not a regular file" if os.path.exists(text) else "does not exist"
-            raise _Invalid(f"{text} {what}; {expected}")
-        return text
+        return _existing_file(text, expected)
 
     return _Setting(field, parse, expected, path=True)
+
+
+def _existing_file(text: str, expected: str) -> str:
+    """``text`` when it names a regular file, else ``_Invalid`` saying what it is."""
+    if not os.path.isfile(text):
+        what = "is not a regular file" if os.path.exists(text) else "does not exist"
+        raise _Invalid(f"{text} {what}; {expected}")
+    return text
 
 
 def _record_file(field: str) -> _Setting:
