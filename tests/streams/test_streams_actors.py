@@ -191,6 +191,7 @@ class PacedPublisher(Actor):
                 return
             self.sent += 1
             self.feed.publish(Point("/paced", 0, value=self.sent))
+            self.watch.sent()
             if self.sent % 10 == 0:  # let the Pressure task in
                 self.post(self.tick)
                 return

@@ -49,6 +49,8 @@ class PublishSink:
             return -1
         self.count += 1
         watch = self.watch
+        if watch is not None:
+            watch.sent()
         wait = watch.wait_s() if watch is not None else (0.01 if self.feed.congested else 0.0)
         return math.ceil(wait * 1000) if wait > 0 else 0
 

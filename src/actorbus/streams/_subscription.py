@@ -3,9 +3,9 @@
 The stream runs on the subscribing actor's dispatcher: each notification is
 a task in its mailbox, like any feed callback, and is pushed through the
 pipeline there.  The pipeline's back-pressure goes to the publishers
-(``_pressure``): ``n > 0`` ms is sent as a :class:`Pressure` on the message's
-subject (once per ``n`` ms per subject); a negative answer unsubscribes and
-ends the stream.
+(``_pressure``): the pace ``n`` ms is sent as a :class:`Pressure` on the
+message's subject when it halves or doubles, falls to 0, or every half lease
+while it lasts; a negative answer unsubscribes and ends the stream.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..bus.scope import Scope
 from ..bus.subjects import Wildcard
 from ._core import PushStream
 from ._exec import Executor
-from ._pressure import Pressure
+from ._pressure import LEASE_S, Pressure
 from ._stage import Sink
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ class SubscriptionSource:
         self.sink: Sink | None = None
         self.stopped = False
         self._pressure_feeds: dict[str, PublishFeed[Pressure]] = {}
-        self._until: dict[str, float] = {}
+        #: per subject: (the pace last told, when)
+        self._told: dict[str, tuple[int, float]] = {}
         #: notifications pushed into the stream
         self.received = 0
         #: Pressure notifications sent to the publishers
@@ -90,22 +91,27 @@ class SubscriptionSource:
             return
         self.received += 1
         r = sink.data(message)
-        if r > 0 and self.pressure:
-            self._press(message.subject, r)
-        elif r < 0:
+        if r < 0:
             self._stop()
+        elif self.pressure:
+            told = self._told.get(message.subject)
+            if r > 0 or (told is not None and told[0] > 0):
+                self._press(message.subject, r, told)
 
-    def _press(self, subject: str, wait_ms: int) -> None:
+    def _press(self, subject: str, wait_ms: int, told: tuple[int, float] | None) -> None:
         now = time.monotonic()
-        if now < self._until.get(subject, 0.0):
-            return
-        self._until[subject] = now + wait_ms / 1000.0
+        if told is not None:
+            last, at = told
+            steady = last // 2 <= wait_ms <= last * 2 and wait_ms > 0
+            if steady and now - at < LEASE_S / 2:
+                return
+        self._told[subject] = (wait_ms, now)
         feed = self._pressure_feeds.get(subject)
         if feed is None:
             if len(self._pressure_feeds) >= _MAX_PRESSURE_FEEDS:
                 oldest = next(iter(self._pressure_feeds))
                 self._pressure_feeds.pop(oldest).close()
-                self._until.pop(oldest, None)
+                self._told.pop(oldest, None)
             feed = self._pressure_feed(subject)
         feed.publish(Pressure(subject, 0, message_type=self.type_name, wait_ms=wait_ms))
         self.pressure_sent += 1
