@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..bus.feeds import PublishFeed, SubscribeFeed
-from ..bus.scope import Scope
+from ..bus.scope import FeedState, Scope
 from ..bus.subjects import Wildcard
 from ._core import PushStream
 from ._exec import Executor
@@ -117,9 +117,21 @@ class SubscriptionSource:
         self.pressure_sent += 1
 
     def _pressure_feed(self, subject: str) -> PublishFeed[Pressure]:
-        feed = self.actor.publisher(Pressure, subject, scope=self.scope, up=True, on_status=_ignore)
+        feed = self.actor.publisher(
+            Pressure, subject, scope=self.scope, up=True, on_status=self._pressure_status
+        )
         self._pressure_feeds[subject] = feed
         return feed
+
+    def _pressure_status(self, state: FeedState, feed: PublishFeed[Pressure]) -> None:
+        """A publisher (a new one, or one across a link that just subscribed)
+        watches this subject now: tell it the pace that holds, if any."""
+        subject = feed.key.subject
+        told = self._told.get(subject)
+        if state is FeedState.UP and told is not None and told[0] > 0 and not self.stopped:
+            self._told[subject] = (told[0], time.monotonic())
+            feed.publish(Pressure(subject, 0, message_type=self.type_name, wait_ms=told[0]))
+            self.pressure_sent += 1
 
     def _stop(self) -> None:
         if self.stopped:
@@ -136,10 +148,6 @@ class SubscriptionSource:
             self._stop()
             if self.sink is not None:
                 self.sink.close()
-
-
-def _ignore(*_: object) -> None:
-    pass
 
 
 def subscribe(
