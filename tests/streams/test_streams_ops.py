@@ -199,3 +199,33 @@ def test_find_first_empty_marker() -> None:
     assert of([]).find_first(default=EMPTY).result() is EMPTY
     assert of([None]).find_first(default=EMPTY).result() is None
     assert not EMPTY and repr(EMPTY) == "EMPTY"
+
+
+def test_closing_a_split_pipeline_closes_every_branch() -> None:
+    ex = InlineExecutor()
+    source = PushStream.of(range(100), on=ex).adjust_back_pressure(lambda bp: 1000)
+    a, b = source.split(lambda x: True, lambda x: x % 2 == 0)
+    fa, fb = a.collect(), b.collect()
+    ex.call_later(2.5, a.close)  # events 0, 1, 2 are in
+    assert fa.result() == [0, 1, 2] and fb.result() == [0, 2]
+
+
+def test_closing_a_merged_stream_closes_it_once_every_input_stopped() -> None:
+    ex = InlineExecutor()
+    slow = PushStream.of(range(100), on=ex).adjust_back_pressure(lambda bp: 1000)
+    merged = slow.merge(PushStream.of(["a"], on=ex))
+    f = merged.collect()
+    ex.call_later(1.5, merged.close)
+    assert sorted(map(str, f.result())) == ["0", "1", "a"]
+
+
+def test_a_count_window_passes_the_close_of_downstream_up() -> None:
+    pulled: list[int] = []
+
+    def source() -> Any:
+        for i in range(100):
+            pulled.append(i)
+            yield i
+
+    got = of(source()).window(60, sum, max_count=2).limit(2).collect().result()
+    assert got == [1, 5] and pulled == [0, 1, 2, 3]

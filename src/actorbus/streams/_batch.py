@@ -117,7 +117,8 @@ class WindowStage(Stage):
         self.batch.append(value)
         pending, self.pending = self.pending, 0
         if self.max_count is not None and len(self.batch) >= self.max_count:
-            return max(self._flush(), pending) if pending >= 0 else pending
+            r = self._flush()
+            return r if r < 0 else max(r, pending)
         return pending
 
     def _expired(self) -> None:

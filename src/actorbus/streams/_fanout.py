@@ -48,15 +48,13 @@ class SplitHub:
             self.stop = self.up(self, executor)
 
         def stop_branch() -> None:
-            self.open[index] = False
-            self._maybe_stop()
+            # closing any stream of a pipeline closes it all: the source stops
+            # and its close reaches every branch
+            if self.stop is not None and not self.done:
+                self.done = True
+                self.stop()
 
         return stop_branch
-
-    def _maybe_stop(self) -> None:
-        if not any(self.open) and self.stop is not None and not self.done:
-            self.done = True
-            self.stop()
 
     def data(self, value: Any) -> int:
         worst = 0
@@ -136,14 +134,18 @@ class MergeHub:
             self.stops.append(up(_MergeInput(self), executor))
 
     def end(self) -> None:
-        """Stop every upstream (downstream closed, or one of them failed)."""
+        """Stop every upstream: downstream closed, or one of them failed (then
+        nothing more goes downstream)."""
         if not self.ended:
             self.ended = True
             for stop in self.stops:
                 stop()
 
     def stop(self) -> None:
-        self.end()
+        """Close from outside: every upstream stops, and their closes end the
+        merged stream once all came."""
+        for stop in self.stops:
+            stop()
 
 
 class ForkStage(Stage):
