@@ -130,15 +130,18 @@ def publisher(port: int, seconds: float) -> None:
 
 
 class Consumer(Actor):
-    def __init__(self, policy: QueuePolicy) -> None:
+    def __init__(self, policy: QueuePolicy, pressure: bool) -> None:
         super().__init__("consumer")
         self.policy = policy
+        self.pressure = pressure
         self.stats = BufferStats()
         self.got: list[int] = []
+        #: set when the node closes: what is left is dropped quickly
+        self.stopping = False
 
     def startup(self) -> None:
         self.stream = (
-            subscribe(self, Seq, "/fast")
+            subscribe(self, Seq, "/fast", pressure=self.pressure)
             .buffer(
                 256,
                 queue_policy=self.policy,
@@ -157,6 +160,8 @@ class Consumer(Actor):
         return stats.delivered + stats.discarded < stats.pushed or len(self.got) < stats.delivered
 
     def slow(self, s: Seq) -> None:
+        if self.stopping:
+            return
         time.sleep(0.010)  # the consumer's work: 10 ms per event
         self.got.append(s.n)
 
@@ -176,7 +181,12 @@ class Other(Actor):
 
 
 def consumer(policy_name: str, seconds: float) -> None:
-    policy = {"block": QueuePolicy.BLOCK, "discard": QueuePolicy.DISCARD_OLDEST}[policy_name]
+    policy = {
+        "block": QueuePolicy.BLOCK,
+        "discard": QueuePolicy.DISCARD_OLDEST,
+        "block-unpaced": QueuePolicy.BLOCK,
+    }[policy_name]
+    paced = policy_name != "block-unpaced"
     config = BusConfig(
         dispatchers=(
             DispatcherConfig(name="default", kind=DispatcherKind.BLOCKING),
@@ -185,14 +195,17 @@ def consumer(policy_name: str, seconds: float) -> None:
     )
     with Bus(config, node_id="C") as bus:
         service = bus.listen(0)
-        c, o = Consumer(policy), Other()
+        c, o = Consumer(policy, pressure=paced), Other()
         bus.register(c, dispatcher="slow")
         bus.register(o)
         bus.startup([c, o]).wait(10)
         start_mb = rss_now_mb()
         print(f"port {service.port}", flush=True)
-        deadline = time.monotonic() + seconds + 120
         mailbox = c.actor_context.mailbox
+        if not paced:
+            unpaced(service, c, o, seconds, start_mb)
+            return
+        deadline = time.monotonic() + seconds + 120
         max_depth = 0
         while time.monotonic() < deadline:
             time.sleep(0.02)  # sampling the mailbox depth while the test runs
@@ -227,6 +240,34 @@ def consumer(policy_name: str, seconds: float) -> None:
             ),
             flush=True,
         )
+
+
+def unpaced(service: Any, c: Consumer, o: Other, seconds: float, start_mb: float) -> None:
+    """The stream asks no Pressure: what happens to the link and its other
+    feed, over the publisher's run and one second more (then the node drops
+    what is left and closes)."""
+    mailbox = c.actor_context.mailbox
+    t0 = time.monotonic()
+    max_depth = 0
+    while time.monotonic() < t0 + seconds + 1:
+        time.sleep(0.02)  # sampling the mailbox depth while the test runs
+        max_depth = max(max_depth, mailbox.depth if mailbox is not None else 0)
+    c.stopping = True
+    print(
+        json.dumps(
+            {
+                "received": len(c.got),
+                "mailbox_max_depth": max_depth,
+                "other_received": len(o.times),
+                "other_rate": len(o.times) / (seconds + 1),
+                "rss_mb": rss_mb(),
+                "rss_start_mb": start_mb,
+                "rss_end_mb": rss_now_mb(),
+                "input_pauses": service.counters.links.input_pauses,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

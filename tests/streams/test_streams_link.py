@@ -74,6 +74,19 @@ def _other_keeps_flowing(con: dict[str, Any]) -> None:
     assert con["other_rate"] > 300, con
 
 
+def test_without_pressure_the_backstop_stops_the_whole_link() -> None:
+    """The contrast: a BLOCK stream that tells its publisher nothing
+    (``pressure=False``).  Its events pile up in the actor's mailbox until the
+    link's input_backlog (10 000) stops reading the link: from then on every
+    feed of the link waits, ``/other`` too."""
+    pub, con = _run("block-unpaced")
+    print(f"\nunpaced: publisher {pub}\nunpaced: consumer {con}")
+    assert pub["pressure"] == 0
+    assert con["input_pauses"] >= 1
+    assert 10_000 <= con["mailbox_max_depth"] < 20_000, con
+    assert con["other_received"] < pub["other"] / 2, (pub, con)
+
+
 @pytest.mark.parametrize("policy", ["block", "discard"])
 def test_a_slow_stream_across_a_link(policy: str) -> None:
     pub, con = _run(policy)
