@@ -35,7 +35,9 @@ _MAX_PRESSURE_FEEDS = 1024
 
 class SubscriptionSource:
     """Opens the subscription when the stream starts; closes it when the
-    stream stops.  Counts what it pushed and the Pressure it sent."""
+    stream stops.  Counts what it pushed and the Pressure it sent: make one and
+    ``PushStream.from_source(source, on=actor)`` to read them
+    (:func:`subscribe` does the same with a source of its own)."""
 
     def __init__(
         self,
@@ -43,9 +45,9 @@ class SubscriptionSource:
         message_class: type[Any],
         subject: str | Wildcard,
         *,
-        scope: Scope,
-        condition: Callable[[Any], bool] | None,
-        pressure: bool,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        condition: Callable[[Any], bool] | None = None,
+        pressure: bool = True,
     ) -> None:
         self.actor = actor
         self.message_class = message_class
