@@ -40,6 +40,7 @@ from .system import (
     LinkLoggedOff,
     LinkLoggedOn,
     ServiceStarted,
+    Undeliverable,
 )
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "SocketAddress",
     "SubscribeFeed",
     "Topic",
+    "Undeliverable",
     "ValidationError",
     "Wildcard",
     "decode",

@@ -13,17 +13,18 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
   ``subscribe_pattern``, ``unsubscribe_pattern``, ``group``, ``group_notify``,
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
-  ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
-  peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
-  notifications (for input back-pressure); ``congested(True/False)`` is how it
-  says its output queue to the peer went over its high-water mark or drained
-  (publisher back-pressure: the publishers sending there learn it).  ``router.attach(name, transport,
-  permissions)`` may hand over the link's
+  ``cancel``; ``routed`` for source routes, after ``carry_routes``) as the
+  peer's frames arrive, and ``detach(reason)`` when the peer is gone.
+  ``backlogs(keys)`` tells it what holds the peer's undelivered notifications
+  (for input back-pressure); ``congested(True/False)`` is how it says its
+  output queue to the peer went over its high-water mark or drained (publisher
+  back-pressure: the publishers sending there learn it).  ``router.attach(name,
+  transport, permissions)`` may hand over the link's
   :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself
-  (below), so every transport gets the same authorization.  Around a batch of inbound calls
-  made on one thread it may call
-  the party's ``hold_deliveries()`` / ``release_deliveries()``, so the actors the
-  batch makes runnable are woken once it is done rather than one by one.
+  (below), so every transport gets the same authorization.  Around a batch of
+  inbound calls made on one thread it may call the party's
+  ``hold_deliveries()`` / ``release_deliveries()``, so the actors the batch
+  makes runnable are woken once it is done rather than one by one.
 
 Nothing else of the bus is a transport's business: no router internals, no
 feeds, no mailboxes, no dispatcher.  Inside, a party is made of ordinary feeds
@@ -69,6 +70,7 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._log import shown
@@ -84,7 +86,7 @@ from .feeds import (
     SubscribeFeed,
     _direct,
 )
-from .message import Message, MessageKey, Reply
+from .message import Message, MessageKey, Reply, ReplyStatus
 from .permissions import DEFAULT_DENY, Action, Permissions
 from .scope import CAT_REMOTE, FeedState, Scope
 from .sender import Sender
@@ -92,6 +94,7 @@ from .subjects import Wildcard
 from .system import SYSTEM_SUBJECT, AccessRefused
 
 if TYPE_CHECKING:
+    from .routed import RoutedFrame
     from .router import Router
 
 __all__ = [
@@ -202,6 +205,9 @@ class RemoteParty:
         self.refused = 0
         #: (action, key text) already reported with AccessRefused
         self._told: set[tuple[Action, str]] = set()
+        #: source-routed messages passed on to the peer, and ones from it bounced
+        self.routed_forwarded = self.routed_bounced = 0
+        self._send_routed: Callable[[RoutedFrame], None] | None = None
 
     def __repr__(self) -> str:
         return f"<RemoteParty {self.name}>"
@@ -644,6 +650,32 @@ class RemoteParty:
         if handle is not None:
             handle.cancel()
 
+    # ------------------------------------------------------------ source routes
+    def carry_routes(self, send: Callable[[RoutedFrame], None], **link: Any) -> None:
+        """The transport carries source routes with ``send`` (bus/routed.py;
+        ``link``: its ``forward`` and ``max_hops`` settings)."""
+        self._send_routed = send
+        self.router.source_routes.attach(self, send, **link)
+
+    def routed(self, frame: RoutedFrame) -> None:
+        """A source-routed frame from the peer: delivered here, passed on or bounced."""
+        self.router.source_routes.received(self, frame)
+
+    def send_routed_request(self, incoming: IncomingRequest[Any], frame: RoutedFrame) -> None:
+        """This node's routed request leaves over this link: its replies and its
+        bounce come back here (:meth:`reply`), and it fails if the link drops."""
+        self._out[incoming.id] = incoming
+        if self._attached and self._send_routed is not None:
+            self._send_routed(frame)
+        else:
+            why = f"link to remote node {self.name} lost before the request left"
+            self.reply(incoming.id, Reply(frame.subject, status=ReplyStatus.ERROR, reason=why), 1)
+
+    def routed_cancelled(self, incoming: IncomingRequest[Any]) -> bool:
+        """(bus/routed.py) Forget a cancelled or timed-out routed request; True if
+        it was still outstanding here."""
+        return self._out.pop(incoming.id, None) is not None
+
     def _unexpected(self, key: MessageKey, text: str) -> None:
         """Count something the peer should not have sent; log it at most once per
         period for this peer (with how many more like it)."""
@@ -747,16 +779,18 @@ class RemoteParty:
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
         router.detach(self)
+        router.source_routes.detach(self)
         text = f"link to remote node {self.name} lost: {reason}"
         for rep in reps:
             self._fail_forwarded(rep, text)
+        self._fail_forwarded(None, text)  # source-routed requests that left here
         for feed in (*pubs, *reps, *subs, *reqs):
             feed.close()
         for handle in inbound:
             handle.cancel()
 
-    def _fail_forwarded(self, rep: ReplyFeed[Any], reason: str) -> None:
-        for incoming in [i for i in self._out.values() if i.feed is rep]:
+    def _fail_forwarded(self, rep: ReplyFeed[Any] | None, reason: str) -> None:  # None: all
+        for incoming in [i for i in self._out.values() if rep is None or i.feed is rep]:
             self._out.pop(incoming.id, None)
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)

@@ -63,6 +63,7 @@ from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
+from .routed import SourceRoutes
 from .scope import CAT_REMOTE, MATCH, MATCHING
 from .sender import Sender
 from .subjects import Wildcard, WildcardIndex
@@ -199,16 +200,16 @@ class Router:
         self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
         #: publishes a system notification (AccessRefused); the node installs it
         self.system_publish: Callable[[Notification], object] | None = None
-        #: this node's id, named by the Sender of every message sent here (the
-        #: node sets it)
+        #: this node's id, named by the Sender of every message sent here (node sets it)
         self.node_id = ""
         #: feed ids, unique per bus
         self.feed_ids = itertools.count(1)
-        #: transports whose parties said their output queue is congested, and how
-        #: many publishers are marked congested (see :meth:`_congestion`)
-        #: (by id: a transport need not be hashable)
+        #: transports whose parties said their output queue is congested (by id: a
+        #: transport need not be hashable), and how many publishers are marked
         self._congested: dict[int, Any] = {}
         self._congested_pubs = 0
+        #: routed messages this node sends, passes on or delivers (bus/routed.py)
+        self.source_routes = SourceRoutes(self)
 
     # ------------------------------------------------------------------ entries
     def entry_for(self, key: MessageKey) -> _Entry:

@@ -12,7 +12,9 @@ there too, by the node itself.
 
 from __future__ import annotations
 
-from .message import Notification
+from ..errors import CodecError
+from .codec import decode
+from .message import Message, Notification, lookup_type
 
 __all__ = [
     "SYSTEM_MESSAGES",
@@ -22,6 +24,7 @@ __all__ = [
     "LinkLoggedOff",
     "LinkLoggedOn",
     "ServiceStarted",
+    "Undeliverable",
 ]
 
 #: the reserved subject of every system notification.
@@ -75,10 +78,48 @@ class AccessRefused(Notification, type_name="actorbus.AccessRefused"):
     rule: str
 
 
+class Undeliverable(Notification, type_name="actorbus.Undeliverable"):
+    """A source-routed message could not be delivered: the bounce, delivered to
+    its sender's node (docs/routing.md, "Source routes and bounces").  The
+    original message travels in it undecoded (``body``, the codec's bytes of the
+    ``type_name`` class); :meth:`original` decodes it."""
+
+    #: the node that could not pass the message on (where it bounced)
+    node: str
+    #: why, for a human: the unknown next hop, the hop limit, the refusing rule ...
+    reason: str
+    #: one word for programs: "unknown-node", "hop-limit", "refused",
+    #: "not-forwarding" or "link-lost"
+    code: str
+    #: the nodes still ahead when it bounced, the unreachable next hop first
+    route_to: list[str]
+    #: the nodes it crossed, its origin first and ``node`` last
+    route_from: list[str]
+    #: the original message's type name and subject
+    type_name: str
+    original_subject: str
+    #: the original message as the codec encodes it
+    body: bytes
+    #: True when the original was a request (its requestor got an ERROR reply)
+    request: bool
+
+    def original(self) -> Message:
+        """The original message, decoded (raises ``CodecError`` when its class
+        is not defined in this process)."""
+        cls = lookup_type(self.type_name)
+        if cls is None or not issubclass(cls, Message):
+            raise CodecError(
+                f"Undeliverable.original(): no message class named {self.type_name!r} "
+                f"is defined in this process; import the module that declares it"
+            )
+        return decode(cls, self.body)
+
+
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     ConnectionAccepted,
     ServiceStarted,
     LinkLoggedOn,
     LinkLoggedOff,
     AccessRefused,
+    Undeliverable,
 )

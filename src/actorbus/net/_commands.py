@@ -19,6 +19,7 @@ from typing import Final
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame
 from ..bus.scope import FeedState, Scope
 from ..errors import SubjectPatternError, UsageError
 from ._framing import ENCODE_ERRORS
@@ -59,6 +60,7 @@ _UNSUBSCRIBE_PATTERN: Final = int(FrameType.UNSUBSCRIBE_PATTERN)
 _GROUP: Final = int(FrameType.GROUP)
 _GROUP_NOTIFY: Final = int(FrameType.GROUP_NOTIFY)
 _SENDER: Final = int(FrameType.SENDER)
+_ROUTED: Final = int(FrameType.ROUTED)
 
 
 class Commands(ProtocolBase):
@@ -140,6 +142,18 @@ class Commands(ProtocolBase):
         self._check_group(group, what)
         kid = self._key_id(key, what)
         self._queue_sequenced(_GROUP_NOTIFY, (kid, group, body), what, data=True, key=key)
+
+    def routed(self, frame: RoutedFrame) -> None:
+        """Queue a source-routed message (ROUTED, bus/routed.py), a data message
+        counted as ``notify()``'s is; its body goes as the bytes it is."""
+        what = "routed"
+        self._check_sending(what)
+        if type(frame.body) is not bytes or not frame.route_from:
+            raise UsageError(
+                f"routed() takes a RoutedFrame with a bytes body and a route_from of at "
+                f"least the sender, found {frame!r}"
+            )
+        self._queue_sequenced(_ROUTED, tuple(frame), what, data=True)
 
     def sender(self, actor: str | None, feed: int) -> None:
         """Name the publisher of the notifications queued after this (until the

@@ -119,6 +119,8 @@ class _Connection(Inbound):
             unknown_types=c.unknown_type + self.unknown,
             unexpected=party.unexpected if party is not None else 0,
             authz_refusals=party.refused if party is not None else 0,
+            routed_forwarded=party.routed_forwarded if party is not None else 0,
+            routed_bounced=party.routed_bounced if party is not None else 0,
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,
@@ -331,6 +333,8 @@ class _Connection(Inbound):
             self.view = memoryview(bytearray(size))
         # queues every advertisement now; the party checks the link's permissions
         party = self.net.router.attach(peer, self, link.permissions)
+        s = link.settings
+        party.carry_routes(self.send_routed, forward=s.forward, max_hops=s.max_hops)
         self.party = self._unexpected_party = party
         self._drain(proto)
         proto.complete_logon()

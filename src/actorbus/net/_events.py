@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame
 from ..bus.scope import FeedState, Scope
 from ..bus.subjects import Wildcard
 from ._wire import WireKey, WireValue
@@ -43,6 +44,7 @@ __all__ = [
     "RequestAcknowledged",
     "RequestReceived",
     "Retracted",
+    "RoutedReceived",
     "SenderChanged",
     "SequenceGap",
     "Subscribed",
@@ -312,3 +314,11 @@ class SenderChanged(Event):
 
     actor: str | None
     feed: int
+
+
+@dataclass(slots=True)
+class RoutedReceived(Event):
+    """A source-routed message (ROUTED): the frame as the bus's source routes take
+    it (:class:`~actorbus.bus.routed.RoutedFrame`), its body never decoded here."""
+
+    frame: RoutedFrame

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..bus.party import Role
+from ..bus.routed import KINDS, MAX_ROUTE, RoutedFrame
 from ..bus.subjects import Wildcard
 from ..config.schema import node_id_problem
 from ..errors import SubjectPatternError
@@ -45,6 +46,7 @@ from ._events import (
     RequestAcknowledged,
     RequestReceived,
     Retracted,
+    RoutedReceived,
     SenderChanged,
     SequenceGap,
     Subscribed,
@@ -139,6 +141,7 @@ class FrameChecks(ProtocolBase):
             int(FrameType.GROUP): self._on_group,
             int(FrameType.GROUP_NOTIFY): self._on_group_notify,
             int(FrameType.SENDER): self._on_sender,
+            int(FrameType.ROUTED): self._on_routed,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -728,6 +731,47 @@ class FrameChecks(ProtocolBase):
         if self._in_sequence(frame):
             self.counters.messages_in += 1
             self._events.append(CancelReceived(request_id))
+
+    def _on_routed(self, frame: _Frame) -> None:
+        """A data message counted as NOTIFY is; its body stays bytes (forwarders
+        pass it on as it is)."""
+        self._length(frame, 10)
+        kind = frame[2]
+        if type(kind) is not int or kind not in KINDS:
+            raise self._malformed(frame, f"kind is {show(kind)}, expected one of {KINDS}")
+        route_to = self._route(frame, 3, "route_to", 0)
+        route_from = self._route(frame, 4, "route_from", 1)
+        type_name = self._text(frame, 5, "type name")
+        subject = self._text(frame, 6, "subject")
+        if not type_name:
+            raise self._malformed(frame, "the type name is empty")
+        self._check_length(type_name, "type name")
+        self._check_length(subject, "subject")
+        request_id = self._uint(frame, 7, "request id")
+        repliers = self._uint(frame, 8, "repliers")
+        body = frame[9]
+        if type(body) is not bytes:
+            raise self._malformed(frame, f"body is {show(body)}, expected bin")
+        if self._in_sequence(frame):
+            self.counters.messages_in += 1
+            routed = RoutedFrame(
+                kind, route_to, route_from, type_name, subject, request_id, repliers, body
+            )
+            self._events.append(RoutedReceived(routed))
+
+    def _route(self, frame: _Frame, index: int, what: str, least: int) -> tuple[str, ...]:
+        """A route list: ``least`` .. MAX_ROUTE (+1 for route_from) node ids."""
+        route = frame[index]
+        if type(route) is not tuple or not least <= len(route) <= MAX_ROUTE + least:
+            raise self._malformed(
+                frame,
+                f"{what} is {show(route)}, expected an array of {least}..{MAX_ROUTE + least} "
+                f"node ids",
+            )
+        for node in route:
+            if type(node) is not str or node_id_problem(node) is not None:
+                raise self._malformed(frame, f"{what} holds {show(node)}, not a node id")
+        return route
 
     def _queue_notification(self, key: WireKey, body: WireValue) -> None:
         """Queue a notification: onto the newest run if it is on ``key``."""

@@ -53,6 +53,7 @@ from ._events import (
     GroupNotificationReceived,
     PatternSubscribed,
     PatternUnsubscribed,
+    RoutedReceived,
     SenderChanged,
 )
 from ._outbound import ACK_DELAY, TICK, Outbound
@@ -97,6 +98,7 @@ _DATA_EVENTS: Final = frozenset(
         ReplyReceived,
         RequestAcknowledged,
         CancelReceived,
+        RoutedReceived,
     }
 )
 _UNRESOLVED: Final[Any] = object()
@@ -376,6 +378,9 @@ class Inbound(Outbound):
         elif type(event) is CancelReceived:
             if party is not None:
                 party.cancel(event.request_id)
+        elif type(event) is RoutedReceived:
+            if party is not None:
+                party.routed(event.frame)
         elif type(event) is Advertised:
             key = self._key_of(event.key, _FAMILY[event.role])
             if key is not None and party is not None:

@@ -73,6 +73,7 @@ from typing import Any, Final
 
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame
 from ..bus.scope import FeedState, Scope
 from ..bus.sender import Sender
 from ..bus.subjects import Wildcard
@@ -90,6 +91,7 @@ from ._connection_base import (
     OP_REQUEST,
     OP_REQUEST_ACK,
     OP_RETRACT,
+    OP_ROUTED,
     OP_SUBSCRIBE,
     OP_SUBSCRIBE_PATTERN,
     OP_UNSUBSCRIBE,
@@ -264,6 +266,11 @@ class Outbound(ConnectionBase):
     def send_group_notify(self, group: str, message: Message) -> None:
         # a data message: counted by the queue limit and, if it cannot go, dropped
         self._push((OP_GROUP_NOTIFY, group, message), True)
+
+    def send_routed(self, frame: RoutedFrame) -> None:
+        """A source-routed message (bus/routed.py), queued as it is: its body is
+        the codec's bytes already, a forwarder's never decoded."""
+        self._push((OP_ROUTED, frame), True)
 
     # ------------------------------------------- direct writes (a sending thread)
 
@@ -691,6 +698,8 @@ class Outbound(ConnectionBase):
             proto.group_notify((cls.__type_name__, message.subject), item[1], body)
         elif op == OP_GROUP:
             proto.group(_wire_key(item[1]), item[2], item[3])
+        elif op == OP_ROUTED:
+            proto.routed(item[1])
         elif op == OP_SUBSCRIBE_PATTERN:
             wildcard = item[2]
             proto.subscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)
