@@ -1,0 +1,216 @@
+"""A node of the source-route tests (``test_link_source_routes.py``), in a process
+of its own.
+
+Usage: ``python route_node.py SPEC_JSON``, the spec::
+
+    {"node": "C",
+     "services": [{"port": 7001, "forward": true, "maxHops": 8,
+                   "permissions": ["deny publish * /secret", "allow * * *"]}],
+     "connect": [{"port": 7002, "forward": true}]}
+
+Every node subscribes to ``Counter`` on ``/routed`` and ``/secret`` (an actor
+each), to ``Undeliverable`` on the system subject, and answers ``Ask`` on
+``/routed`` with ``Answer(q * 2)``, the reply's ``reason`` naming this node and
+the request's sender path.  It prints ``{"ready": NODE}`` once its connections
+logged on, then answers one JSON line per command line read on stdin:
+
+* ``{"cmd": "publish", "subject": S, "n": N, "route": [...]}`` -> ``{"sent": k}``
+* ``{"cmd": "request", "subject": S, "q": Q, "route": [...], "timeout": T}`` -> ``{"replies":
+  [{"status", "reason", "value"}, ...]}`` (or ``{"raised": text}``)
+* ``{"cmd": "received", "subject": S, "timeout": T}`` -> the next Counter there:
+  ``{"n", "sender": [node, actor, feed, hops, path]}`` (``{"none": true}``
+  after the timeout)
+* ``{"cmd": "bounce", "timeout": T}`` -> the next Undeliverable's fields and
+  ``original_n`` (its original message decoded)
+* ``{"cmd": "stats"}`` -> ``{"links": {peer: {"routed_forwarded",
+  "routed_bounced"}}, "routes": {"forwarded", "bounced", "delivered", "lost"}}``
+
+It closes its bus and exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from actorbus import Actor, Bus, IncomingRequest, PublishFeed  # noqa: E402
+from actorbus.bus import SYSTEM_SUBJECT, Inbox, Permissions, Sender, Undeliverable  # noqa: E402
+from actorbus.config import ConnectionSettings, ServiceSettings  # noqa: E402
+from nodes.messages import Answer, Ask, Counter  # noqa: E402
+
+
+class Doubler(Actor):
+    """Answers Ask(q) on /routed with Answer(2q), naming this node and the path."""
+
+    def startup(self) -> None:
+        self.replier(Ask, "/routed", on_request=self.answer)
+
+    def answer(self, request: IncomingRequest[Ask]) -> None:
+        sender = request.sender
+        request.reply(
+            Answer(
+                "/routed",
+                value=request.request.q * 2,
+                reason=f"answered by {self.runtime_node} for {sender.node} via "
+                f"{'>'.join(sender.path)}",
+            )
+        )
+
+    runtime_node = ""
+
+
+class Collector(Actor):
+    """Takes Counter on /routed and /secret: each with its feed's sender."""
+
+    def __init__(self) -> None:
+        super().__init__(name="collector")
+        self.got: dict[str, queue.SimpleQueue[tuple[Counter, Sender]]] = {
+            subject: queue.SimpleQueue() for subject in ("/routed", "/secret")
+        }
+
+    def startup(self) -> None:
+        for subject in self.got:
+            self.subscribe(Counter, subject, on_message=self.take)
+
+    def take(self, message: Counter, feed: Any) -> None:
+        self.got[message.subject].put((message, feed.sender))
+
+
+def _run(
+    bus: Bus,
+    command: dict[str, Any],
+    collector: Collector,
+    bounces: Inbox[Undeliverable],
+    publishers: dict[str, PublishFeed[Counter]],
+) -> dict[str, Any]:
+    cmd = command["cmd"]
+    if cmd == "publish":
+        subject = command.get("subject", "/routed")
+        sent = publishers[subject].publish(
+            Counter(subject, n=command["n"]), route_to=command["route"]
+        )
+        return {"sent": sent}
+    if cmd == "request":
+        try:
+            replies = bus.request_all(
+                Ask(command.get("subject", "/routed"), q=command["q"]),
+                command["timeout"],
+                route_to=command["route"],
+            )
+        except Exception as exc:  # the test reads what was raised
+            return {"raised": f"{type(exc).__name__}: {exc}"}
+        return {
+            "replies": [
+                {
+                    "status": reply.status.name,
+                    "reason": reply.reason,
+                    "value": getattr(reply, "value", None),
+                }
+                for reply in replies
+            ]
+        }
+    if cmd == "received":
+        try:
+            message, sender = collector.got[command.get("subject", "/routed")].get(
+                timeout=command["timeout"]
+            )
+        except queue.Empty:
+            return {"none": True}
+        path = list(sender.path)
+        return {"n": message.n, "sender": [*sender[:4], path]}
+    if cmd == "bounce":
+        try:
+            bounce = bounces.receive(command["timeout"])
+        except queue.Empty:
+            return {"none": True}
+        if bounce is None:
+            return {"none": True}
+        original = bounce.original()
+        return {
+            "node": bounce.node,
+            "code": bounce.code,
+            "reason": bounce.reason,
+            "route_to": list(bounce.route_to),
+            "route_from": list(bounce.route_from),
+            "type_name": bounce.type_name,
+            "original_subject": bounce.original_subject,
+            "request": bounce.request,
+            "original_n": getattr(original, "n", None),
+            "original_q": getattr(original, "q", None),
+        }
+    if cmd == "stats":
+        routes = bus.router.source_routes
+        return {
+            "links": {
+                str(link.peer_node): {
+                    "routed_forwarded": link.counters.routed_forwarded,
+                    "routed_bounced": link.counters.routed_bounced,
+                }
+                for link in bus.links
+            },
+            "routes": {
+                "forwarded": routes.forwarded,
+                "bounced": routes.bounced,
+                "delivered": routes.delivered,
+                "lost": routes.lost,
+            },
+        }
+    return {"error": f"unknown command {cmd!r}"}
+
+
+def main() -> int:
+    spec: dict[str, Any] = json.loads(sys.argv[1])
+    node = spec["node"]
+    bus = Bus(node_id=node)
+    try:
+        for service in spec.get("services", ()):
+            rules = service.get("permissions")
+            bus.listen(
+                service["port"],
+                settings=ServiceSettings(
+                    forward=service.get("forward", False), max_hops=service.get("maxHops", 8)
+                ),
+                permissions=Permissions(rules) if rules else None,
+            )
+        for dial in spec.get("connect", ()):
+            bus.connect(
+                "127.0.0.1",
+                dial["port"],
+                settings=ConnectionSettings(
+                    forward=dial.get("forward", False),
+                    max_hops=dial.get("maxHops", 8),
+                    reconnect=True,
+                    reconnect_delay=0.05,
+                ),
+            )
+        bounces = bus.inbox(Undeliverable, SYSTEM_SUBJECT)
+        publishers = {
+            subject: bus.publisher(Counter, subject) for subject in ("/routed", "/secret")
+        }
+        doubler = Doubler(name="doubler")
+        doubler.runtime_node = node
+        collector = Collector()
+        bus.register(doubler)
+        bus.register(collector)
+        bus.startup([doubler, collector]).wait(10)
+        for link in bus.links:
+            if not link.wait_logged_on(30):
+                print(json.dumps({"failed": f"{link} never logged on"}), flush=True)
+                return 1
+        print(json.dumps({"ready": node}), flush=True)
+        for line in sys.stdin:
+            print(
+                json.dumps(_run(bus, json.loads(line), collector, bounces, publishers)), flush=True
+            )
+    finally:
+        bus.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
