@@ -9,8 +9,8 @@ Usage: ``python route_node.py SPEC_JSON``, the spec::
      "connect": [{"port": 7002, "forward": true}]}
 
 Every node subscribes to ``Counter`` on ``/routed`` and ``/secret`` (an actor
-each), to ``Undeliverable`` on the system subject, and answers ``Ask`` on
-``/routed`` with ``Answer(q * 2)``, the reply's ``reason`` naming this node and
+keeps each message with its sender), to ``Undeliverable`` on the system subject
+(an inbox), and answers ``Ask`` on ``/routed`` with ``Answer(q * 2)``, the reply's ``reason`` naming this node and
 the request's sender path.  It prints ``{"ready": NODE}`` once its connections
 logged on, then answers one JSON line per command line read on stdin:
 
