@@ -129,6 +129,10 @@ class LinkInfo(Field, type_name="actorbus.LinkInfo"):
     authz_refusals: int
     """Actions the link's permissions refused the peer."""
     corrupt_frames: int
+    routed_forwarded: int = 0
+    """Source-routed messages this node passed on to the peer."""
+    routed_bounced: int = 0
+    """Source-routed messages from the peer this node bounced."""
 
 
 class RequestCount(Field, type_name="actorbus.RequestCount"):
@@ -158,6 +162,14 @@ class NodeSnapshot(Field, type_name="actorbus.NodeSnapshot"):
     a peer's requests forwarded here are counted on the peer)."""
     requests: tuple[RequestCount, ...] = ()
     """The same, per key."""
+    routed_forwarded: int = 0
+    """Source-routed messages this node passed on (docs/routing.md)."""
+    routed_bounced: int = 0
+    """Source-routed messages this node could not pass on and bounced."""
+    routed_delivered: int = 0
+    """Source-routed messages (replies and bounces included) delivered here."""
+    routed_lost: int = 0
+    """Source-routed replies, cancels and bounces dropped (they never bounce)."""
 
     def actor(self, name: str) -> ActorInfo | None:
         """The actor called ``name``, or None."""
@@ -243,6 +255,8 @@ def _link_info(link: Link) -> LinkInfo:
         auth_failures=c.auth_failures,
         authz_refusals=c.authz_refusals,
         corrupt_frames=c.corrupt_frames,
+        routed_forwarded=c.routed_forwarded,
+        routed_bounced=c.routed_bounced,
     )
 
 
@@ -304,6 +318,7 @@ def snapshot(
         for t in local_topics(router, node_id)
     )
     outstanding, per_key = _requests(router)
+    routes = router.source_routes
     return NodeSnapshot(
         node=node_id,
         time=time.time(),
@@ -313,6 +328,10 @@ def snapshot(
         links=tuple(_link_info(link) for link in links),
         requests_outstanding=outstanding,
         requests=per_key,
+        routed_forwarded=routes.forwarded,
+        routed_bounced=routes.bounced,
+        routed_delivered=routes.delivered,
+        routed_lost=routes.lost,
     )
 
 

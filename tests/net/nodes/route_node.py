@@ -143,21 +143,21 @@ def _run(
             "original_n": getattr(original, "n", None),
             "original_q": getattr(original, "q", None),
         }
-    if cmd == "stats":
-        routes = bus.router.source_routes
+    if cmd == "stats":  # what bus.inspect() shows of this node and its links
+        snap = bus.inspect()
         return {
             "links": {
-                str(link.peer_node): {
-                    "routed_forwarded": link.counters.routed_forwarded,
-                    "routed_bounced": link.counters.routed_bounced,
+                link.peer_node: {
+                    "routed_forwarded": link.routed_forwarded,
+                    "routed_bounced": link.routed_bounced,
                 }
-                for link in bus.links
+                for link in snap.links
             },
             "routes": {
-                "forwarded": routes.forwarded,
-                "bounced": routes.bounced,
-                "delivered": routes.delivered,
-                "lost": routes.lost,
+                "forwarded": snap.routed_forwarded,
+                "bounced": snap.routed_bounced,
+                "delivered": snap.routed_delivered,
+                "lost": snap.routed_lost,
             },
         }
     return {"error": f"unknown command {cmd!r}"}
