@@ -19,6 +19,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,18 @@ def test_forwarders_count_what_they_passed_on(chain: dict[str, RouteNode]) -> No
     assert b_after["links"]["C"][forwarded] - b_before["links"]["C"][forwarded] == 10
     assert c_after["links"]["D"][forwarded] - c_before["links"]["D"][forwarded] == 10
     assert c_after["routes"]["lost"] == c_before["routes"]["lost"] == 0
+
+
+def test_a_routed_request_that_times_out_is_cancelled_on_the_last_node(
+    chain: dict[str, RouteNode],
+) -> None:
+    answer = chain["A"].ask(cmd="request", q=3, hold=True, route=["B", "C", "D"], timeout=0.5)
+    assert answer == {
+        "replies": [{"status": "ERROR", "reason": "timed out after 0.5 s", "value": None}]
+    }
+    # the cancel travels the route: D's replier is told (polled: it crosses 3 links)
+    deadline = time.monotonic() + TIMEOUT
+    held = chain["D"].ask(cmd="held")
+    while held["cancelled"] < 1 and time.monotonic() < deadline:
+        held = chain["D"].ask(cmd="held")
+    assert held == {"held": 1, "cancelled": 1}

@@ -261,6 +261,8 @@ class SourceRoutes:
             if stand_in is None:
                 if len(self._stand_ins) >= _MAX_STAND_INS:
                     self._stand_ins.clear()
+                # never advertised (no local requestor sees it): its requests
+                # take its route, and its post carries only their cancels
                 stand_in = ReplyFeed(
                     router,
                     None,
@@ -268,9 +270,9 @@ class SourceRoutes:
                     Scope.LOCAL_AND_REMOTE,
                     remote=route_to[-1],
                     route=functools.partial(self._send_request, route_to),
+                    post=functools.partial(self._send_cancel, route_to),
                     discoverable=False,
                 )
-                stand_in.cancel_callback(functools.partial(self._send_cancel, route_to))
                 self._stand_ins[key, route_to] = stand_in
         return router.dispatch(feed, message, [stand_in], timeout)
 
@@ -299,7 +301,11 @@ class SourceRoutes:
                 )
             )
 
-    def _send_cancel(self, route_to: tuple[str, ...], incoming: IncomingRequest[Any]) -> None:
+    def _send_cancel(
+        self, route_to: tuple[str, ...], _deliver: object, incoming: IncomingRequest[Any]
+    ) -> None:
+        """(a stand-in's post, given its ``_deliver_cancel``) The request was
+        cancelled or timed out: a cancel goes along its route."""
         hop = self._hops.get(route_to[0])
         if hop is None or not hop.party.routed_cancelled(incoming):
             return
@@ -467,8 +473,9 @@ class SourceRoutes:
         kind = frame.kind
         if kind == KIND_CANCEL:
             with self._lock:
-                local = self._by_origin.get((path[0], frame.request_id))
-                handle = self._in.get(local) if local is not None else None
+                local = self._by_origin.pop((path[0], frame.request_id), None)
+                handle = self._in.pop(local, None) if local is not None else None
+                self._back.pop(local, None)  # type: ignore[arg-type]
             if handle is not None:
                 handle.cancel()
             return

@@ -22,6 +22,8 @@ logged on, then answers one JSON line per command line read on stdin:
   after the timeout)
 * ``{"cmd": "bounce", "timeout": T}`` -> the next Undeliverable's fields and
   ``original_n`` (its original message decoded)
+* ``{"cmd": "held"}`` -> ``{"held", "cancelled"}``: the Asks with ``hold`` kept
+  unanswered, and the cancels told of them
 * ``{"cmd": "stats"}`` -> ``{"links": {peer: {"routed_forwarded",
   "routed_bounced"}}, "routes": {"forwarded", "bounced", "delivered", "lost"}}``
 
@@ -45,12 +47,24 @@ from nodes.messages import Answer, Ask, Counter  # noqa: E402
 
 
 class Doubler(Actor):
-    """Answers Ask(q) on /routed with Answer(2q), naming this node and the path."""
+    """Answers Ask(q) on /routed with Answer(2q), naming this node and the path;
+    keeps an Ask with ``hold`` unanswered, and counts the cancels it is told."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name)
+        self.held = 0
+        self.cancelled = 0
 
     def startup(self) -> None:
-        self.replier(Ask, "/routed", on_request=self.answer)
+        self.replier(Ask, "/routed", on_request=self.answer, on_cancel=self.cancel)
+
+    def cancel(self, request: IncomingRequest[Ask]) -> None:
+        self.cancelled += 1
 
     def answer(self, request: IncomingRequest[Ask]) -> None:
+        if request.request.hold:
+            self.held += 1
+            return
         sender = request.sender
         request.reply(
             Answer(
@@ -85,6 +99,7 @@ def _run(
     bus: Bus,
     command: dict[str, Any],
     collector: Collector,
+    doubler: Doubler,
     bounces: Inbox[Undeliverable],
     publishers: dict[str, PublishFeed[Counter]],
 ) -> dict[str, Any]:
@@ -98,7 +113,11 @@ def _run(
     if cmd == "request":
         try:
             replies = bus.request_all(
-                Ask(command.get("subject", "/routed"), q=command["q"]),
+                Ask(
+                    command.get("subject", "/routed"),
+                    q=command["q"],
+                    hold=command.get("hold", False),
+                ),
                 command["timeout"],
                 route_to=command["route"],
             )
@@ -143,6 +162,10 @@ def _run(
             "original_n": getattr(original, "n", None),
             "original_q": getattr(original, "q", None),
         }
+    if cmd == "held":  # read by the actor itself, on its own thread
+        counts: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
+        doubler.post(lambda: counts.put({"held": doubler.held, "cancelled": doubler.cancelled}))
+        return counts.get(timeout=10)
     if cmd == "stats":  # what bus.inspect() shows of this node and its links
         snap = bus.inspect()
         return {
@@ -205,7 +228,8 @@ def main() -> int:
         print(json.dumps({"ready": node}), flush=True)
         for line in sys.stdin:
             print(
-                json.dumps(_run(bus, json.loads(line), collector, bounces, publishers)), flush=True
+                json.dumps(_run(bus, json.loads(line), collector, doubler, bounces, publishers)),
+                flush=True,
             )
     finally:
         bus.close()
