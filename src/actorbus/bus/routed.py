@@ -170,6 +170,8 @@ class SourceRoutes:
         self._by_origin: dict[tuple[str, int], int] = {}
         self._reqs: dict[MessageKey, RequestFeed[Any]] = {}
         self._ids = itertools.count(1)
+        #: the routes last stamped for a delivery here: (the entry's routes, the sender, stamped)
+        self._last_stamped: tuple[Any, Sender | None, Any] = (None, None, None)
         self.forwarded = 0
         self.bounced = 0
         self.delivered = 0
@@ -529,7 +531,13 @@ class SourceRoutes:
         entry = self._router.entries.get(key)
         if entry is None:
             return 0
-        local, other = stamped(entry.routes[cat], sender)
+        source = entry.routes[cat]
+        last = self._last_stamped  # a run from one origin along one route: the same
+        if last[0] is source and last[1] == sender:
+            local, other = last[2]
+        else:
+            local, other = routes = stamped(source, sender)
+            self._last_stamped = (source, sender, routes)
         for put, claim, schedule, mailbox, deliver in local:
             put((deliver, message))
             if claim(0, False):

@@ -100,6 +100,8 @@ _BEFORE_LOGON: Final = frozenset(
 _HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
 _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
 
+#: node ids of ROUTED frames a link remembers as checked
+_ROUTED_IDS_KEPT: Final = 4_096
 #: A refused pattern's rule is cut to this many characters in the error.
 _RULE_SHOWN: Final = 200
 
@@ -734,44 +736,55 @@ class FrameChecks(ProtocolBase):
 
     def _on_routed(self, frame: _Frame) -> None:
         """A data message counted as NOTIFY is; its body stays bytes (forwarders
-        pass it on as it is)."""
-        self._length(frame, 10)
-        kind = frame[2]
+        pass it on as it is).  The node ids already seen valid on this link are
+        not checked again (a bounded set)."""
+        if len(frame) != 10:
+            self._length(frame, 10)
+        kind, route_to, route_from, type_name, subject, request_id, repliers, body = frame[2:]
         if type(kind) is not int or kind not in KINDS:
             raise self._malformed(frame, f"kind is {show(kind)}, expected one of {KINDS}")
-        route_to = self._route(frame, 3, "route_to", 0)
-        route_from = self._route(frame, 4, "route_from", 1)
-        type_name = self._text(frame, 5, "type name")
-        subject = self._text(frame, 6, "subject")
-        if not type_name:
-            raise self._malformed(frame, "the type name is empty")
-        self._check_length(type_name, "type name")
-        self._check_length(subject, "subject")
-        request_id = self._uint(frame, 7, "request id")
-        repliers = self._uint(frame, 8, "repliers")
-        body = frame[9]
+        seen = self._routed_ids
+        if type(route_to) is not tuple or not route_from or type(route_from) is not tuple:
+            raise self._malformed(
+                frame, "route_to and route_from must be arrays, route_from not empty"
+            )
+        if len(route_to) > MAX_ROUTE or len(route_from) > MAX_ROUTE + 1:
+            raise self._malformed(frame, f"a route of more than {MAX_ROUTE} node ids")
+        for node in (*route_to, *route_from):
+            if node not in seen:
+                if type(node) is not str or node_id_problem(node) is not None:
+                    raise self._malformed(frame, f"a route holds {show(node)}, not a node id")
+                if len(seen) < _ROUTED_IDS_KEPT:
+                    seen.add(node)
+        if type(type_name) is not str or not type_name or type(subject) is not str:
+            raise self._malformed(
+                frame, "the type name and subject must be str, the type name not empty"
+            )
+        longest = self.settings.max_subject_length
+        if len(type_name) > longest or len(subject) > longest:
+            self._check_length(type_name, "type name")
+            self._check_length(subject, "subject")
+        if (
+            type(request_id) is not int
+            or type(repliers) is not int
+            or request_id < 0
+            or repliers < 0
+        ):
+            raise self._malformed(
+                frame,
+                f"request id {show(request_id)} and repliers {show(repliers)}: expected ints >= 0",
+            )
         if type(body) is not bytes:
             raise self._malformed(frame, f"body is {show(body)}, expected bin")
         if self._in_sequence(frame):
             self.counters.messages_in += 1
-            routed = RoutedFrame(
-                kind, route_to, route_from, type_name, subject, request_id, repliers, body
+            self._events.append(
+                RoutedReceived(
+                    RoutedFrame(
+                        kind, route_to, route_from, type_name, subject, request_id, repliers, body
+                    )
+                )
             )
-            self._events.append(RoutedReceived(routed))
-
-    def _route(self, frame: _Frame, index: int, what: str, least: int) -> tuple[str, ...]:
-        """A route list: ``least`` .. MAX_ROUTE (+1 for route_from) node ids."""
-        route = frame[index]
-        if type(route) is not tuple or not least <= len(route) <= MAX_ROUTE + least:
-            raise self._malformed(
-                frame,
-                f"{what} is {show(route)}, expected an array of {least}..{MAX_ROUTE + least} "
-                f"node ids",
-            )
-        for node in route:
-            if type(node) is not str or node_id_problem(node) is not None:
-                raise self._malformed(frame, f"{what} holds {show(node)}, not a node id")
-        return route
 
     def _queue_notification(self, key: WireKey, body: WireValue) -> None:
         """Queue a notification: onto the newest run if it is on ``key``."""

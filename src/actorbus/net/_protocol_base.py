@@ -192,6 +192,8 @@ class ProtocolBase:
     _in_feeds: set[tuple[int, Role]]
     _in_patterns: set[tuple[str, int, str]]
     _in_groups: set[tuple[int, str]]
+    #: node ids of the peer's ROUTED frames already checked (bounded)
+    _routed_ids: set[str]
     _unpacker: msgpack.Unpacker
     _buffered: int
     _frame_len: int
