@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import socket
 import statistics
@@ -399,11 +398,12 @@ def _nats_cluster() -> Iterator[tuple[str, str]]:
         try:
             for i in (0, 1):
                 mine, other = ports[2 * i + 1], ports[2 * (1 - i) + 1]
+                args = [binary, "-a", "127.0.0.1", "-p", str(ports[2 * i]), "-n", f"s{i}",
+                        "--cluster_name", "bench", "--cluster", f"nats://127.0.0.1:{mine}",
+                        "--routes", f"nats://127.0.0.1:{other}"]  # fmt: skip
                 procs.append(
                     subprocess.Popen(
-                        [binary, "-a", "127.0.0.1", "-p", str(ports[2 * i]), "-n", f"s{i}",
-                         "--cluster_name", "bench", "--cluster", f"nats://127.0.0.1:{mine}",
-                         "--routes", f"nats://127.0.0.1:{other}"],  # fmt: skip
+                        args,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=log,
@@ -414,7 +414,9 @@ def _nats_cluster() -> Iterator[tuple[str, str]]:
                 while not _answers(ports[2 * i]):
                     if procs[i].poll() is not None or time.monotonic() > deadline:
                         log.seek(0)
-                        raise RuntimeError(f"nats-server s{i} did not start: {log.read()[-2000:]!r}")
+                        raise RuntimeError(
+                            f"nats-server s{i} did not start: {log.read()[-2000:]!r}"
+                        )
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         procs[i].wait(timeout=0.01)
             yield f"nats://127.0.0.1:{ports[0]}", f"nats://127.0.0.1:{ports[2]}"
@@ -514,9 +516,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer messages and rounds")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument(
-        "--paths", default=",".join(PATH_KEYS), help=f"of {', '.join(PATH_KEYS)}"
-    )
+    parser.add_argument("--paths", default=",".join(PATH_KEYS), help=f"of {', '.join(PATH_KEYS)}")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     n = 20_000 if args.quick else 100_000
     rtt_n = 500 if args.quick else 2_000
