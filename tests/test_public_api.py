@@ -258,7 +258,16 @@ PINNED: dict[str, list[str]] = {
         "WatchedRequestFeed",
     ],
     "actorbus.bus.router": ["PartyTransport", "RemoteParty", "Role", "Router"],
-    "actorbus.bus.scope": ["CAT_REMOTE", "FeedState", "MATCH", "Scope"],
+    "actorbus.bus.routing": [
+        "AckWaits",
+        "forward_publisher_up",
+        "horizon",
+        "local_aggregate",
+        "party_aggregate",
+        "sync_remote",
+        "tell_new_party",
+    ],
+    "actorbus.bus.scope": ["CAT_FORWARD", "CAT_REMOTE", "FeedState", "MATCH", "Scope"],
     "actorbus.bus.sender": ["Sender"],
     "actorbus.bus.subjects": [
         "Wildcard",

@@ -86,7 +86,8 @@ from .feeds import (
 )
 from .message import Message, MessageKey, Reply
 from .permissions import DEFAULT_DENY, Action, Permissions
-from .scope import CAT_REMOTE, FeedState, Scope
+from .routing import AckWaits, horizon
+from .scope import CAT_FORWARD, CAT_REMOTE, FeedState, Scope
 from .sender import Sender
 from .subjects import Wildcard
 from .system import SYSTEM_SUBJECT, AccessRefused
@@ -161,8 +162,14 @@ class RemoteParty:
         name: str,
         transport: PartyTransport,
         permissions: Permissions | None = None,
+        *,
+        forward: bool = False,
     ) -> None:
         self.router = router
+        #: the category of its proxies: forwarded (bus/routing.py) or from remote
+        self.category = CAT_FORWARD if forward else CAT_REMOTE
+        #: forwarded requests' acknowledgements being added up (forwarding only)
+        self._acks = AckWaits(self) if forward else None
         self.name = name
         self.transport = transport
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
@@ -210,7 +217,7 @@ class RemoteParty:
         return self.name
 
     # --------------------------------------------------- outbound (router -> peer)
-    def _tell(
+    def tell(
         self, key: MessageKey, role: Role, before: tuple[bool, bool], now: tuple[bool, bool]
     ) -> None:
         t = self.transport
@@ -249,12 +256,19 @@ class RemoteParty:
         peer_id = handle.peer_id
         if self._in.get(peer_id) is not handle:
             return
+        acks = self._acks
+        if acks is None or not acks.hold(peer_id, remaining, reply, sender):
+            self.send_reply_now(peer_id, remaining, reply, sender)
+
+    def send_reply_now(
+        self, peer_id: int, remaining: int, reply: Reply, sender: Sender | None
+    ) -> None:
         if sender is None:
             self.transport.send_reply(peer_id, reply)
         else:
             self.transport.send_reply_from(sender, peer_id, reply)
         if remaining == 0:
-            del self._in[peer_id]
+            self._in.pop(peer_id, None)
 
     # ---------------------------------------------------- inbound (peer -> router)
     def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
@@ -510,7 +524,7 @@ class RemoteParty:
         if cached is not None and cached[0] is source:
             self._last_stamped = (pub, sender, source, cached[1])
             return cached[1]
-        routes = stamped(source[CAT_REMOTE], sender)
+        routes = stamped(horizon(source[pub.cat], pub), sender)
         if len(self._stamped) >= _MAX_STAMPED:
             self._stamped.clear()
         self._stamped[pub._key, sender] = (source, routes)
@@ -552,7 +566,7 @@ class RemoteParty:
             feed = self._pubs.get(key)
             if feed is None:
                 continue
-            local, other = feed.entry.routes[CAT_REMOTE]
+            local, other = horizon(feed.entry.routes[feed.cat], feed)
             boxes.extend(route[3] for route in local)
             for route in other:  # feeds of no actor: an Inbox's is watched too
                 backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
@@ -583,7 +597,13 @@ class RemoteParty:
                     feed.subscribe()
                     self._reqs[key] = feed
         chosen = router.choose(feed, message)
-        self.transport.send_request_ack(request_id, len(chosen))
+        hops = 0
+        if self._acks is not None:  # the hops it goes on to acknowledge first
+            hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
+        if hops:
+            self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
+        else:
+            self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
             # come back before dispatch returns
@@ -594,6 +614,7 @@ class RemoteParty:
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
         if incoming is not None:
+            _hop_acked(incoming, taken)
             incoming.handle._remote_ack(incoming, taken)
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
@@ -630,16 +651,20 @@ class RemoteParty:
                 type(reply).__qualname__,
             )
             if repliers is not None:
+                _hop_acked(incoming, repliers)
                 incoming.handle._remote_ack(incoming, repliers)
             return
         if repliers is None:
             incoming.handle._reply_from(incoming, reply, sender)
         else:
+            _hop_acked(incoming, repliers)
             incoming.handle._remote_reply(incoming, reply, repliers, sender)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 
     def cancel(self, request_id: int) -> None:
+        if self._acks is not None:
+            self._acks.forget(request_id)
         handle = self._in.pop(request_id, None)
         if handle is not None:
             handle.cancel()
@@ -758,8 +783,17 @@ class RemoteParty:
     def _fail_forwarded(self, rep: ReplyFeed[Any], reason: str) -> None:
         for incoming in [i for i in self._out.values() if i.feed is rep]:
             self._out.pop(incoming.id, None)
+            _hop_acked(incoming, 1)  # its one ERROR
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)
+
+
+def _hop_acked(incoming: IncomingRequest[Any], taken: int) -> None:
+    """A forwarding hop acknowledged a request forwarded here from another
+    forwarding party: that party adds it to its own acknowledgement."""
+    down = incoming.handle.feed.remote
+    if isinstance(down, RemoteParty) and down._acks is not None:
+        down._acks.acked(incoming, taken)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

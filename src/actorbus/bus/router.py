@@ -34,7 +34,8 @@ Remote peers
 A peer appears to the router as a :class:`~actorbus.bus.party.RemoteParty`,
 made by :meth:`Router.attach` for a transport: the seam every transport joins
 the bus through (:mod:`actorbus.bus.party`).  The router tells the parties
-about each change of a key's aggregated remote-capable advertisement.
+about each change of a key's aggregated remote-capable advertisement; a
+forwarding party (:mod:`actorbus.bus.routing`) its own aggregate.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
-from .scope import CAT_REMOTE, MATCH, MATCHING
+from .routing import forward_publisher_up, horizon, sync_remote, tell_new_party
+from .scope import CAT_FORWARD, CAT_REMOTE, CATEGORIES, MATCH, MATCHING
 from .sender import Sender
 from .subjects import Wildcard, WildcardIndex
 
@@ -83,6 +85,8 @@ _NO_ROUTES: _Routes = ((), ())
 
 class _Entry:
     __slots__ = (
+        "fwd_pub",
+        "fwd_rep",
         "groups",
         "key",
         "pubs",
@@ -104,19 +108,22 @@ class _Entry:
         self.subs: list[SubscribeFeed[Any]] = []
         self.repliers: tuple[ReplyFeed[Any], ...] = ()
         self.requestors: list[RequestFeed[Any]] = []
-        self.routes: list[_Routes] = [_NO_ROUTES] * 4
-        self.up_pubs = [0, 0, 0, 0]
-        self.subs_n = [0, 0, 0, 0]
+        self.routes: list[_Routes] = [_NO_ROUTES] * CATEGORIES
+        self.up_pubs = [0] * CATEGORIES
+        self.subs_n = [0] * CATEGORIES
         #: plain subscribers only (no wildcard, no queue member): what a proxy
         #: publisher tells its peer with SUBSCRIBE (wildcards and groups cross as
         #: patterns and group counts instead)
-        self.xsubs_n = [0, 0, 0, 0]
-        self.up_reps = [0, 0, 0, 0]
+        self.xsubs_n = [0] * CATEGORIES
+        self.up_reps = [0] * CATEGORIES
         #: queue groups on this key, by name (:mod:`actorbus.bus.queues`)
         self.groups: dict[str, _Group] = {}
         #: (advertised, up) last told to remote parties, per role
         self.remote_pub = (False, False)
         self.remote_rep = (False, False)
+        #: the same, per forwarding party (bus/routing.py), when not (False, False)
+        self.fwd_pub: dict[RemoteParty, tuple[bool, bool]] = {}
+        self.fwd_rep: dict[RemoteParty, tuple[bool, bool]] = {}
 
     def empty(self) -> bool:
         """No feed needs the entry: what is left only follows patterns (a
@@ -181,6 +188,8 @@ class Router:
         self.lock = threading.RLock()
         self.entries: dict[MessageKey, _Entry] = {}
         self._parties: list[RemoteParty] = []
+        #: how many of them forward (bus/routing.py)
+        self._forwarding = 0
         self.requests: dict[int, RequestHandle[Any]] = {}
         #: request timeouts (one timer for all; see _timeouts.py), None without a timer
         self._timeouts = RequestTimeouts(self.requests, schedule) if schedule is not None else None
@@ -282,13 +291,12 @@ class Router:
         with self.lock:
             entry = self._live_entry(feed)
             entry.pubs.append(feed)
-            feed.routes = _stamped(entry.routes[feed.cat], feed.stamp)
+            feed.routes = _stamped(horizon(entry.routes[feed.cat], feed), feed.stamp)
             feed.reported = False
             if self._congested:
                 self._recongest(entry)
-            counts = entry.subs_n if feed.cat != CAT_REMOTE else entry.xsubs_n
-            self._report(feed, _any(counts, MATCHING[feed.cat]))
-            self._sync_remote_pub(entry)
+            self._report(feed, self._publisher_up(entry, feed))
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     def retract_publisher(self, feed: PublishFeed[Any]) -> None:
         with self.lock:
@@ -303,14 +311,14 @@ class Router:
                 feed.declared = False
                 entry.up_pubs[feed.cat] -= 1
                 self._refresh_subscribers(entry)
-            self._sync_remote_pub(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     def publisher_state(self, feed: PublishFeed[Any]) -> None:
         with self.lock:
             entry = feed.entry
             entry.up_pubs[feed.cat] += 1 if feed.declared else -1
             self._refresh_subscribers(entry)
-            self._sync_remote_pub(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     # --------------------------------------------------------------- subscribers
     def place_subscriber(self, feed: SubscribeFeed[Any]) -> None:
@@ -513,7 +521,7 @@ class Router:
     def _add_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
         inline, route, cat = feed._inline, feed.route, feed.cat
-        for c in range(4):
+        for c in range(CATEGORIES):
             if MATCH[c][cat]:
                 local, other = routes[c]
                 if inline is not None:
@@ -528,7 +536,7 @@ class Router:
     def _drop_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
         inline, cat = feed._inline, feed.cat
-        for c in range(4):
+        for c in range(CATEGORIES):
             if MATCH[c][cat]:
                 local, other = routes[c]
                 if inline is not None:
@@ -551,7 +559,7 @@ class Router:
         with self.lock:
             entry = self._live_entry(feed)
             entry.repliers = (*entry.repliers, feed)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     def retract_replier(self, feed: ReplyFeed[Any]) -> None:
         with self.lock:
@@ -561,14 +569,14 @@ class Router:
                 feed.declared = False
                 entry.up_reps[feed.cat] -= 1
                 self._refresh_requestors(entry)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     def replier_state(self, feed: ReplyFeed[Any]) -> None:
         with self.lock:
             entry = feed.entry
             entry.up_reps[feed.cat] += 1 if feed.declared else -1
             self._refresh_requestors(entry)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     # ---------------------------------------------------------------- requestors
     def place_requestor(self, feed: RequestFeed[Any]) -> None:
@@ -616,10 +624,17 @@ class Router:
 
     def _refresh_publishers(self, entry: _Entry) -> None:
         for p in entry.pubs:
-            # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
-            # plain subscribers only (see _Entry.xsubs_n)
-            counts = entry.subs_n if p.cat != CAT_REMOTE else entry.xsubs_n
-            self._report(p, _any(counts, MATCHING[p.cat]))
+            self._report(p, self._publisher_up(entry, p))
+
+    @staticmethod
+    def _publisher_up(entry: _Entry, p: PublishFeed[Any]) -> bool:
+        # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
+        # plain subscribers only (see _Entry.xsubs_n), its own peer's never
+        if p.cat < CAT_REMOTE:
+            return _any(entry.subs_n, MATCHING[p.cat])
+        if p.cat == CAT_REMOTE:
+            return _any(entry.xsubs_n, MATCHING[CAT_REMOTE])
+        return forward_publisher_up(entry, p)
 
     def _refresh_requestors(self, entry: _Entry) -> None:
         counts = entry.up_reps
@@ -635,6 +650,8 @@ class Router:
         for r in feed.entry.repliers:
             if r.declared and match[r.cat] and (r.condition is None or r._accepts(message)):
                 chosen.append(r)
+        if feed.cat == CAT_FORWARD:  # split horizon: never back to the requestor's peer
+            return [r for r in chosen if r.remote is not feed.remote]
         return chosen
 
     def request(
@@ -696,49 +713,37 @@ class Router:
 
     # ------------------------------------------------------------ remote parties
     def attach(
-        self, name: str, transport: PartyTransport, permissions: Permissions | None = None
+        self,
+        name: str,
+        transport: PartyTransport,
+        permissions: Permissions | None = None,
+        *,
+        forward: bool = False,
     ) -> RemoteParty:
         """Add a remote peer; it is told every remote-capable advertisement now and
         every change from then on.  ``permissions``: what the peer may publish,
         subscribe to, request and reply on (None: everything); the party checks
-        them (bus/party.py, "Authorization")."""
-        party = RemoteParty(self, name, transport, permissions)
+        them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
+        forwarded to and from the other forwarding peers (bus/routing.py)."""
+        party = RemoteParty(self, name, transport, permissions, forward=forward)
         with self.lock:
             self._parties.append(party)
-            for entry in self.entries.values():
-                adv, up = entry.remote_pub
-                if adv:
-                    transport.send_advertise(entry.key, Role.PUBLISHER, up)
-                adv, up = entry.remote_rep
-                if adv:
-                    transport.send_advertise(entry.key, Role.REPLIER, up)
-                for group in entry.groups.values():
-                    if group.told:
-                        transport.send_group(entry.key, group.name, group.told)
+            if forward:
+                self._forwarding += 1
+            tell_new_party(party, self.entries.values(), Role.PUBLISHER, Role.REPLIER)
             for cls, wild in self._patterns:
                 transport.send_subscribe_pattern(cls, wild)
         return party
-
-    def _sync_remote_pub(self, entry: _Entry) -> None:
-        local = [p for p in entry.pubs if p.remote is None and p.scope.remote_capable]
-        now = (bool(local), any(p.declared for p in local))
-        if now != entry.remote_pub:
-            before, entry.remote_pub = entry.remote_pub, now
-            for party in self._parties:
-                party._tell(entry.key, Role.PUBLISHER, before, now)
-
-    def _sync_remote_rep(self, entry: _Entry) -> None:
-        local = [r for r in entry.repliers if r.remote is None and r.scope.remote_capable]
-        now = (bool(local), any(r.declared for r in local))
-        if now != entry.remote_rep:
-            before, entry.remote_rep = entry.remote_rep, now
-            for party in self._parties:
-                party._tell(entry.key, Role.REPLIER, before, now)
 
     def detach(self, party: RemoteParty) -> None:
         with self.lock:
             if party in self._parties:
                 self._parties.remove(party)
+                if party.category == CAT_FORWARD:
+                    self._forwarding -= 1
+                    for entry in self.entries.values():
+                        entry.fwd_pub.pop(party, None)
+                        entry.fwd_rep.pop(party, None)
             # (its proxies' routes go next, and the publishers they held congested
             # are recomputed then: _congested_pubs)
             self._congested.pop(id(party.transport), None)
@@ -788,12 +793,6 @@ class Router:
 
     def feeds(self, key: MessageKey) -> dict[str, int]:
         """How many feeds of each role are placed for ``key`` (for tests and tools)."""
-        entry = self.entries.get(key)
-        if entry is None:
-            return {"publishers": 0, "subscribers": 0, "repliers": 0, "requestors": 0}
-        return {
-            "publishers": len(entry.pubs),
-            "subscribers": len(entry.subs),
-            "repliers": len(entry.repliers),
-            "requestors": len(entry.requestors),
-        }
+        e = self.entries.get(key) or _Entry(key)
+        n = (len(e.pubs), len(e.subs), len(e.repliers), len(e.requestors))
+        return dict(zip(("publishers", "subscribers", "repliers", "requestors"), n, strict=True))
