@@ -267,6 +267,7 @@ PINNED: dict[str, list[str]] = {
         "sync_remote",
         "tell_new_party",
     ],
+    "actorbus.bus.spanning": ["Spanning", "TreeView"],
     "actorbus.bus.scope": ["CAT_FORWARD", "CAT_REMOTE", "FeedState", "MATCH", "Scope"],
     "actorbus.bus.sender": ["Sender"],
     "actorbus.bus.subjects": [

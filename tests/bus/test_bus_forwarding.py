@@ -227,3 +227,128 @@ def test_a_forwarder_refuses_what_its_permissions_refuse() -> None:
         assert c.links[1].party_b_on_a.refused >= 1
     finally:
         c.close()
+
+
+class Mesh:
+    """Buses joined by in-process links, every link forwarding at both ends."""
+
+    def __init__(self, names: str, edges: list[str]) -> None:
+        self.buses = {n: Bus(node_id=n) for n in names}
+        self.links = {
+            e: InProcessLink(
+                self.buses[e[0]], self.buses[e[1]], e[0], e[1], forward_a=True, forward_b=True
+            )
+            for e in edges
+        }
+
+    def settled(self, root: str) -> None:
+        """Wait until every node follows ``root`` and no link is still deciding."""
+
+        def done() -> bool:
+            views = [b.router.spanning.view() for b in self.buses.values()]
+            carried = sum(len(v.carrying) for v in views)
+            return all(v.root == root for v in views) and carried == 2 * (len(views) - 1)
+
+        assert wait_until(done, 5), [b.router.spanning.view() for b in self.buses.values()]
+
+    def close(self) -> None:
+        for link in self.links.values():
+            link.close()
+        for bus in self.buses.values():
+            bus.close()
+
+
+def _once(sub: Recorder, n: int) -> list[int]:
+    events = sub.log.wait_count("message", n)
+    values = [e[1].value for e in events if e[0] == "message"]
+    assert len(values) == len(set(values)), "a notification arrived twice"
+    return values
+
+
+@pytest.mark.parametrize(
+    "edges", [["AB", "BC", "CD", "DA"], ["AB", "AC", "BD", "CD"]], ids=["ring", "diamond"]
+)
+def test_a_cycle_forwards_each_notification_once(edges: list[str]) -> None:
+    m = Mesh("ABCD", edges)
+    try:
+        m.settled("A")
+        blocked = {v.blocked for v in (b.router.spanning.view() for b in m.buses.values())}
+        assert sum(len(x) for x in blocked) >= 1  # one link of the cycle is out
+        pub, sub = Recorder("pub"), Recorder("sub")
+        start(m.buses["C"], pub)
+        start(m.buses["D"], sub)
+        s = sub.subscribe(Tick, "/t")
+        p = pub.publisher(Tick, "/t", up=True)
+        sub.log.wait_for(lambda ev: ("feed_status", s.key, UP) in ev)
+        assert wait_until(p.is_feed_up, 5)
+        for i in range(1000):
+            p.publish(Tick("/t", value=i))
+        assert _once(sub, 1000) == list(range(1000))
+        p.close()  # no advertisement keeps itself alive around the cycle
+        sub.log.wait_for(lambda ev: sub.states() == [UP, DOWN])
+        for link in m.links.values():
+            link.flush()
+        for bus in m.buses.values():
+            assert bus.router.feeds(s.key)["publishers"] == 0 or bus is m.buses["D"]
+    finally:
+        m.close()
+
+
+def test_diamond_cut_one_path_traffic_goes_on_over_the_other() -> None:
+    m = Mesh("ABCD", ["AB", "AC", "BD", "CD"])
+    try:
+        m.settled("A")
+        pub, sub, rep, req = Recorder("pub"), Recorder("sub"), Recorder("rep"), Recorder("req")
+        start(m.buses["A"], pub, rep)
+        start(m.buses["D"], sub, req)
+        s = sub.subscribe(Tick, "/t")
+        p = pub.publisher(Tick, "/t", up=True)
+        rep.auto_reply = lambda inc: Reply("/q", reason="ok")
+        rep.replier(Ask, "/q")
+        f = req.requestor(Ask, "/q")
+        sub.log.wait_for(lambda ev: ("feed_status", s.key, UP) in ev)
+        req.log.wait_for(lambda ev: ("feed_status", f.key, UP) in ev)
+        assert wait_until(p.is_feed_up, 5)
+        d_parent = m.buses["D"].router.spanning.view().parent
+        for i in range(100):
+            p.publish(Tick("/t", value=i))
+        _once(sub, 100)
+        m.links["A" + d_parent].close("cut")
+        m.settled("A")
+        sub.log.wait_for(lambda ev: sub.states()[-1:] == [UP] and DOWN in sub.states())
+        assert m.buses["D"].router.spanning.view().parent != d_parent
+        assert wait_until(p.is_feed_up, 5)
+        for i in range(100, 200):
+            p.publish(Tick("/t", value=i))
+        values = _once(sub, 200)
+        assert values[-100:] == list(range(100, 200))
+        req.log.wait_for(lambda ev: req.states()[-1:] == [UP])
+        f.request(Ask("/q", q="?"))
+        assert [e for e in req.log.wait_count("reply", 1) if e[0] == "reply"][-1][1] == 0
+    finally:
+        m.close()
+
+
+def test_hop_limit_splits_the_tree() -> None:
+    # a chain of 4 where each link allows 1 hop from the root: A-B is one tree,
+    # C-D another (C is 2 hops from A)
+    buses = [Bus(node_id=n) for n in "ABCD"]
+    links = []
+    try:
+        for x, y in zip(buses, buses[1:], strict=False):
+            link = InProcessLink(x, y, x.node_id, y.node_id, forward_a=True, forward_b=True)
+            link.party_a_on_b.max_hops = link.party_b_on_a.max_hops = 1
+            links.append(link)
+        views = {}
+
+        def split() -> bool:
+            views.update({b.node_id: b.router.spanning.view() for b in buses})
+            return [views[n].root for n in "ABCD"] == ["A", "A", "C", "C"]
+
+        assert wait_until(split, 5), views
+        assert views["C"].hop_limited >= 1
+    finally:
+        for link in links:
+            link.close()
+        for bus in buses:
+            bus.close()

@@ -61,8 +61,9 @@ first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
 and kind per period, with how many more like it), peer-supplied text escaped.
 
-``tests/bus`` joins two routers through :class:`actorbus.testing.InProcessLink`,
-an in-memory transport of a few dozen lines built on this seam alone.
+``tests/bus`` joins routers through :class:`actorbus.testing.InProcessLink`.
+A transport with ``send_route`` takes part in the forwarding tree
+(bus/spanning.py): it carries the peer's ``route(...)`` calls.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ import enum
 import functools
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._log import shown
-from ..errors import Error, UsageError
+from ..errors import UsageError
+from ._authorize import Authorization
 from ._stamp import Routes, stamped
 from ._watch import PatternWatch
 from .feeds import (
@@ -85,12 +86,12 @@ from .feeds import (
     _direct,
 )
 from .message import Message, MessageKey, Reply
-from .permissions import DEFAULT_DENY, Action, Permissions
+from .permissions import Action, Permissions
 from .routing import AckWaits, horizon
 from .scope import CAT_FORWARD, CAT_REMOTE, FeedState, Scope
 from .sender import Sender
+from .spanning import LEFT_TREE
 from .subjects import Wildcard
-from .system import SYSTEM_SUBJECT, AccessRefused
 
 if TYPE_CHECKING:
     from .router import Router
@@ -101,10 +102,6 @@ __all__ = [
     "RemoteParty",
     "Role",
 ]
-
-#: AccessRefused notifications a party publishes at most (one per action and
-#: key); refusals past it are still counted and logged.
-MAX_REFUSALS_TOLD = 4_096
 
 
 #: most (key, sender) stamped route tables a party keeps
@@ -149,7 +146,7 @@ class PartyTransport(Protocol):
     def send_group_notify(self, group: str, message: Message) -> None: ...
 
 
-class RemoteParty:
+class RemoteParty(Authorization):
     """A remote peer as the router sees it (inbound side, called by the link).
 
     Made of proxy feeds of the "from remote" category: a proxy publisher/replier
@@ -164,8 +161,11 @@ class RemoteParty:
         permissions: Permissions | None = None,
         *,
         forward: bool = False,
+        max_hops: int = 8,
     ) -> None:
         self.router = router
+        #: the link's ``maxHops``: the farthest root of the forwarding tree it follows
+        self.max_hops = max_hops
         #: the category of its proxies: forwarded (bus/routing.py) or from remote
         self.category = CAT_FORWARD if forward else CAT_REMOTE
         #: forwarded requests' acknowledgements being added up (forwarding only)
@@ -680,81 +680,25 @@ class RemoteParty:
             key,
         )
 
-    # ------------------------------------------------------------ authorization
-    def refusal(self, action: Action, key: MessageKey) -> str | None:
-        """(a question, not a frame) None when the peer may take ``action`` on
-        ``key``; else why not (the refusing rule), the refusal counted, logged and
-        reported exactly as the inbound calls do.  For a transport that tells its
-        peer why a message was refused before it makes the inbound call (which
-        checks again by itself, so asking is never needed for safety)."""
-        perm = self._perm
-        if perm is None:
-            return None
-        rule = perm.decide(action, key)
-        if rule is not None and rule.allow:
-            return None
-        why = str(rule) if rule is not None else DEFAULT_DENY
-        self._refuse(action, str(key), why)
-        return why
+    def route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
+        """The peer's place in the forwarding tree (bus/spanning.py)."""
+        self.router.spanning.heard(self, root, tuple(path), active, forwards)
 
-    def _permits(self, action: Action, key: MessageKey) -> bool:
-        """True if the permissions let the peer take ``action`` on ``key``; else
-        the refusal is counted, logged and reported."""
-        return self.refusal(action, key) is None
-
-    def _refuse(self, action: Action, what: str, rule: str) -> None:
-        self.refused += 1
-        self.router.peer_log.warning(
-            (self.name, "refused"),
-            "remote node {}: may not {} {}, refused by {}",
-            self.name,
-            action.value,
-            what,
-            rule,
-        )
-        told = (action, what)
-        if told in self._told or len(self._told) >= MAX_REFUSALS_TOLD:
-            return
-        self._told.add(told)
-        publish = self.router.system_publish
-        if publish is not None:
-            try:
-                publish(
-                    AccessRefused(
-                        SYSTEM_SUBJECT,
-                        peer_node=self.name,
-                        action=action.value,
-                        key=what,
-                        rule=rule,
-                    )
-                )
-            except Error:  # the bus is closing: nobody is listening
-                pass
-
-    def _narrowed(self, watch: PatternWatch, key: MessageKey) -> bool:
-        """(under the lock) True if ``watch``'s pattern may follow ``key``; the
-        first key a pattern is refused is reported once (for the pattern)."""
-        perm = self._perm
-        if perm is None:
-            return True
-        rule = perm.decide(Action.SUBSCRIBE, key)
-        if rule is not None and rule.allow:
-            return True
-        if not watch.narrowed:
-            watch.narrowed = True
-            what = f"{watch.message_class.__type_name__}:{shown(watch.wildcard.text)} (pattern)"
-            self._refuse(
-                Action.SUBSCRIBE,
-                what,
-                f"{rule if rule is not None else DEFAULT_DENY}; the pattern follows only "
-                f"the keys it allows (first held back: {key})",
-            )
-        return False
+    def resume(self) -> None:
+        """(the forwarding tree) The link carries feeds again: told all anew."""
+        self._attached = True
+        self.router.reattach(self)
 
     def detach(self, reason: str) -> None:
         """The link is gone: every feed it carried goes away (subscribers see DOWN,
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
+        self.router.spanning.gone(self)
+        self.suspend(f"link to remote node {self.name} lost: {reason}")
+
+    def suspend(self, reason: str) -> None:
+        """The link stops carrying feeds, as :meth:`detach` says (``reason``:
+        the text requests end with); the forwarding tree's, or the link's end."""
         router = self.router
         with router.lock:
             if not self._attached:
@@ -772,9 +716,10 @@ class RemoteParty:
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
         router.detach(self)
-        text = f"link to remote node {self.name} lost: {reason}"
+        if reason == LEFT_TREE:
+            reason = f"the link to remote node {self.name} {reason}"
         for rep in reps:
-            self._fail_forwarded(rep, text)
+            self._fail_forwarded(rep, reason)
         for feed in (*pubs, *reps, *subs, *reqs):
             feed.close()
         for handle in inbound:

@@ -47,6 +47,7 @@ from typing import Any
 
 from .._log import RateLimitedLog
 from ..errors import RequestError, UsageError
+from ._congestion import Congestion
 from ._stamp import restamp as _restamp
 from ._stamp import stamped as _stamped
 from ._timeouts import RequestTimeouts
@@ -67,6 +68,7 @@ from .queues import QueueTotals, _Group
 from .routing import forward_publisher_up, horizon, sync_remote, tell_new_party
 from .scope import CAT_FORWARD, CAT_REMOTE, CATEGORIES, MATCH, MATCHING
 from .sender import Sender
+from .spanning import Spanning
 from .subjects import Wildcard, WildcardIndex
 
 #: Lines a remote peer can make the bus log go out at most once per this many
@@ -150,7 +152,7 @@ def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
     return False
 
 
-class Router:
+class Router(Congestion):
     """Routes messages by key between feeds; computes and reports feed state.
 
     **Shared within the bus core** (its internal interface, named without a
@@ -190,6 +192,8 @@ class Router:
         self._parties: list[RemoteParty] = []
         #: how many of them forward (bus/routing.py)
         self._forwarding = 0
+        #: this node's share of the forwarding tree (bus/spanning.py)
+        self.spanning = Spanning(self)
         self.requests: dict[int, RequestHandle[Any]] = {}
         #: request timeouts (one timer for all; see _timeouts.py), None without a timer
         self._timeouts = RequestTimeouts(self.requests, schedule) if schedule is not None else None
@@ -719,21 +723,30 @@ class Router:
         permissions: Permissions | None = None,
         *,
         forward: bool = False,
+        max_hops: int = 8,
     ) -> RemoteParty:
         """Add a remote peer; it is told every remote-capable advertisement now and
         every change from then on.  ``permissions``: what the peer may publish,
         subscribe to, request and reply on (None: everything); the party checks
         them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
-        forwarded to and from the other forwarding peers (bus/routing.py)."""
-        party = RemoteParty(self, name, transport, permissions, forward=forward)
+        forwarded to and from the other forwarding peers (bus/routing.py), once
+        the forwarding tree lets the link carry feeds (bus/spanning.py)."""
+        party = RemoteParty(self, name, transport, permissions, forward=forward, max_hops=max_hops)
+        if forward and self.spanning.join(party):
+            return party
+        self.reattach(party)
+        return party
+
+    def reattach(self, party: RemoteParty) -> None:
+        """(attach; a party the forwarding tree resumes) Tell it everything."""
+        transport = party.transport
         with self.lock:
             self._parties.append(party)
-            if forward:
+            if party.category == CAT_FORWARD:
                 self._forwarding += 1
             tell_new_party(party, self.entries.values(), Role.PUBLISHER, Role.REPLIER)
             for cls, wild in self._patterns:
                 transport.send_subscribe_pattern(cls, wild)
-        return party
 
     def detach(self, party: RemoteParty) -> None:
         with self.lock:
@@ -747,41 +760,6 @@ class Router:
             # (its proxies' routes go next, and the publishers they held congested
             # are recomputed then: _congested_pubs)
             self._congested.pop(id(party.transport), None)
-
-    # --------------------------------------------------------------- congestion
-    def set_congestion(self, party: RemoteParty, congested: bool) -> None:
-        """(the transport's thread) ``party``'s output queue went over its high-water
-        mark (``congested``) or back under its low-water mark: every publisher
-        whose routes reach that transport (the party's proxy subscribers) is
-        marked, and told on change (``PublishFeed.congestion_changed``).  The
-        publish loop is untouched: the mark is made here, when routes or
-        congestion change, never per message."""
-        with self.lock:
-            if not party._attached:
-                return
-            transport = party.transport
-            if congested:
-                self._congested[id(transport)] = transport
-            else:
-                self._congested.pop(id(transport), None)
-            for key in list(party._subs):
-                entry = self.entries.get(key)
-                if entry is not None:
-                    self._recongest(entry)
-
-    def _recongest(self, entry: _Entry) -> None:
-        """(under the lock) Mark each publisher of ``entry`` congested when a route
-        of its category reaches a congested transport (a proxy subscriber's
-        route is its transport's ``send_notify``)."""
-        congested = self._congested
-        routes = entry.routes
-        for p in entry.pubs:
-            now = bool(congested) and any(
-                id(getattr(r, "__self__", None)) in congested for r in routes[p.cat][1]
-            )
-            if now is not p._congested:
-                self._congested_pubs += 1 if now else -1
-                p.congestion_changed(now)
 
     # ------------------------------------------------------------------ inspect
     def repliers(self, key: MessageKey) -> tuple[ReplyFeed[Any], ...]:
