@@ -45,6 +45,7 @@ from ._events import (
     RequestAcknowledged,
     RequestReceived,
     Retracted,
+    RouteAnnounced,
     SenderChanged,
     SequenceGap,
     Subscribed,
@@ -56,6 +57,7 @@ from ._protocol_base import (
     MAX_ACTOR_NAME,
     MAX_COUNT,
     MAX_KEY_ID,
+    MAX_ROUTE_PATH,
     ProtocolBase,
     Run,
     group_problem,
@@ -139,6 +141,7 @@ class FrameChecks(ProtocolBase):
             int(FrameType.GROUP): self._on_group,
             int(FrameType.GROUP_NOTIFY): self._on_group_notify,
             int(FrameType.SENDER): self._on_sender,
+            int(FrameType.ROUTE): self._on_route,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -668,7 +671,12 @@ class FrameChecks(ProtocolBase):
                 self._events.append(GroupNotificationReceived(key, group, frame[4]))
 
     def _on_sender(self, frame: _Frame) -> None:
-        self._length(frame, 4)
+        node, hops = None, 0
+        if len(frame) == 6:  # a forwarded sender: its node and the hops before
+            node = self._node_id(frame, 4)
+            hops = self._uint(frame, 5, "hops")
+        else:
+            self._length(frame, 4)
         actor = frame[2]
         if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
             raise self._malformed(
@@ -678,7 +686,25 @@ class FrameChecks(ProtocolBase):
             )
         feed = self._uint(frame, 3, "feed")
         if self._in_sequence(frame):
-            self._events.append(SenderChanged(actor, feed))
+            self._events.append(SenderChanged(actor, feed, node, hops))
+
+    def _on_route(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        root = self._node_id(frame, 2) if frame[2] != "" else ""
+        path = frame[3]
+        if type(path) is not tuple or len(path) > MAX_ROUTE_PATH:
+            raise self._malformed(
+                frame, f"path is {show(path)}, expected an array of at most {MAX_ROUTE_PATH}"
+            )
+        for node in path:
+            problem = node_id_problem(node) if type(node) is str else "not a str"
+            if problem is not None:
+                raise self._malformed(frame, f"path node {show(node)}: {problem}")
+        flags = self._uint(frame, 4, "flags")
+        if self._in_sequence(frame):
+            self.peer_routes = True
+            active, forwards = bool(flags & 1), bool(flags & 2)
+            self._events.append(RouteAnnounced(root, path, active, forwards))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)
