@@ -261,10 +261,12 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.routing": [
         "AckWaits",
         "forward_publisher_up",
+        "group_members",
         "horizon",
         "local_aggregate",
         "party_aggregate",
         "sync_remote",
+        "tell_group",
         "tell_new_party",
     ],
     "actorbus.bus.spanning": ["Spanning", "TreeView"],

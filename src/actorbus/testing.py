@@ -207,12 +207,13 @@ class InProcessLink:
         permissions_b: Any = None,
         forward_a: bool = False,
         forward_b: bool = False,
+        max_hops: int = 8,
     ) -> None:
         """``permissions_a``: what B may do at A (a ``Permissions``, None: all);
         ``permissions_b`` likewise at B: handed to ``router.attach`` as a TCP
         link hands its own.  ``forward_a``: A forwards between this link and
         its other forwarding links (the link setting ``forward``); ``forward_b``
-        likewise at B."""
+        likewise at B; ``max_hops`` both ends' ``maxHops``."""
         import queue
 
         router_a: Router = a.router if hasattr(a, "router") else a
@@ -224,10 +225,10 @@ class InProcessLink:
         self.transport_a = _QueueTransport(self._queues[0], name_a)
         self.transport_b = _QueueTransport(self._queues[1], name_b)
         self.party_b_on_a = router_a.attach(
-            name_b, self.transport_a, permissions_a, forward=forward_a
+            name_b, self.transport_a, permissions_a, forward=forward_a, max_hops=max_hops
         )
         self.party_a_on_b = router_b.attach(
-            name_a, self.transport_b, permissions_b, forward=forward_b
+            name_a, self.transport_b, permissions_b, forward=forward_b, max_hops=max_hops
         )
         for i, party in enumerate((self.party_a_on_b, self.party_b_on_a)):
             t = threading.Thread(

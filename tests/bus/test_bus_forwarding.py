@@ -336,8 +336,9 @@ def test_hop_limit_splits_the_tree() -> None:
     links = []
     try:
         for x, y in zip(buses, buses[1:], strict=False):
-            link = InProcessLink(x, y, x.node_id, y.node_id, forward_a=True, forward_b=True)
-            link.party_a_on_b.max_hops = link.party_b_on_a.max_hops = 1
+            link = InProcessLink(
+                x, y, x.node_id, y.node_id, forward_a=True, forward_b=True, max_hops=1
+            )
             links.append(link)
         views = {}
 
@@ -352,3 +353,28 @@ def test_hop_limit_splits_the_tree() -> None:
             link.close()
         for bus in buses:
             bus.close()
+
+
+def test_queue_groups_cross_hops_each_message_to_one_member(chain: Chain) -> None:
+    a, b, c, d = chain.buses
+    pub = Recorder("pub")
+    members = [Recorder(f"m{i}") for i in range(4)]
+    start(a, pub)
+    start(b, members[0])
+    start(c, members[1], members[2])
+    start(d, members[3])
+    for m in members:
+        m.subscribe(Tick, "/jobs", queue="workers")
+    p = pub.publisher(Tick, "/jobs", up=True)
+    assert wait_until(p.is_feed_up, 5)
+    chain.flush()
+    for i in range(400):
+        p.publish(Tick("/jobs", value=i))
+    chain.flush()
+
+    def got() -> list[int]:
+        return [e[1].value for m in members for e in m.log.of("message")]
+
+    assert wait_until(lambda: len(got()) == 400, 5), len(got())
+    assert sorted(got()) == list(range(400))  # each to exactly one member
+    assert all(m.log.of("message") for m in members)  # every node took turns

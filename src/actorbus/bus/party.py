@@ -467,7 +467,7 @@ class RemoteParty(Authorization):
         pub = self._advertised(key, "a queue-group notification")
         if pub is None:
             return
-        if not self.router.group_notify(key, group, message, sender or pub.stamp):
+        if not self.router.group_notify(key, group, message, sender or pub.stamp, self):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "

@@ -65,7 +65,7 @@ from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
-from .routing import forward_publisher_up, horizon, sync_remote, tell_new_party
+from .routing import forward_publisher_up, horizon, sync_remote, tell_group, tell_new_party
 from .scope import CAT_FORWARD, CAT_REMOTE, CATEGORIES, MATCH, MATCHING
 from .sender import Sender
 from .spanning import Spanning
@@ -503,21 +503,23 @@ class Router(Congestion):
         _restamp(entry)
         if self._congested or self._congested_pubs:
             self._recongest(entry)
-        n = group.remote_members()
-        if n != group.told:
-            group.told = n
-            for party in self._parties:
-                party.transport.send_group(entry.key, group.name, n)
+        tell_group(self._parties, entry.key, group)
 
-    def group_notify(self, key: MessageKey, name: str, message: Message, sender: Sender) -> bool:
+    def group_notify(
+        self, key: MessageKey, name: str, message: Message, sender: Sender, party: Any = None
+    ) -> bool:
         """(a party) A notification another node chose this node's group for:
-        one local member gets it.  False when no such group is here."""
+        one local member gets it (or, from forwarding ``party``, one member
+        past another forwarding party).  False when no such group is here."""
         entry = self.entries.get(key)
         group = entry.groups.get(name) if entry is not None else None
         if group is None:
             return False
         group.delivered_remote += 1
-        group.rotations[CAT_REMOTE].deliver_from(sender, message)
+        if party is not None and party.category == CAT_FORWARD:
+            group.rotations[CAT_FORWARD].deliver_except(sender, message, party.transport)
+        else:
+            group.rotations[CAT_REMOTE].deliver_from(sender, message)
         return True
 
     # Route tables are replaced, never changed in place (publishers read them

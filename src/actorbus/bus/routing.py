@@ -46,10 +46,12 @@ if TYPE_CHECKING:
 __all__ = [
     "AckWaits",
     "forward_publisher_up",
+    "group_members",
     "horizon",
     "local_aggregate",
     "party_aggregate",
     "sync_remote",
+    "tell_group",
     "tell_new_party",
 ]
 
@@ -160,8 +162,40 @@ def tell_new_party(party: RemoteParty, entries: Any, publisher: Role, replier: R
             if adv:
                 t.send_advertise(entry.key, replier, up)
         for group in entry.groups.values():
-            if group.told:
-                t.send_group(entry.key, group.name, group.told)
+            n = group_members(group, party)
+            if party.category == CAT_FORWARD:
+                group.told_to[party] = n
+            if n:
+                t.send_group(entry.key, group.name, n)
+
+
+def group_members(group: Any, party: RemoteParty) -> int:
+    """The members of ``group`` that ``party`` is told of: the remote-capable
+    local ones and (a forwarding party) those of the other forwarding parties,
+    each proxy with the members it stands for."""
+    n: int = group.remote_members()
+    if party.category == CAT_FORWARD:
+        for m in group.members:
+            if m.cat == CAT_FORWARD and m.remote is not party:
+                n += m.weight
+    return n
+
+
+def tell_group(parties: list[RemoteParty], key: MessageKey, group: Any) -> None:
+    """(under the router lock) After ``group``'s members changed: tell each
+    party its count on change."""
+    n = group.remote_members()
+    local_changed = n != group.told
+    group.told = n
+    for party in parties:
+        if party.category != CAT_FORWARD:
+            if local_changed:
+                party.transport.send_group(key, group.name, n)
+            continue
+        mine = group_members(group, party)
+        if mine != group.told_to.get(party, 0):
+            group.told_to[party] = mine
+            party.transport.send_group(key, group.name, mine)
 
 
 class _Wait:
