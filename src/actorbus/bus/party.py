@@ -62,8 +62,9 @@ first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
 and kind per period, with how many more like it), peer-supplied text escaped.
 
-``tests/bus`` joins two routers through :class:`actorbus.testing.InProcessLink`,
-an in-memory transport of a few dozen lines built on this seam alone.
+``tests/bus`` joins routers through :class:`actorbus.testing.InProcessLink`.
+A transport with ``send_route`` takes part in the forwarding tree
+(bus/spanning.py): it carries the peer's ``route(...)`` calls.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._log import shown
-from ..errors import Error, UsageError
+from ..errors import UsageError
+from ._authorize import Authorization
 from ._stamp import Routes, stamped
 from ._watch import PatternWatch
 from .feeds import (
@@ -87,11 +88,12 @@ from .feeds import (
     _direct,
 )
 from .message import Message, MessageKey, Reply, ReplyStatus
-from .permissions import DEFAULT_DENY, Action, Permissions
-from .scope import CAT_REMOTE, FeedState, Scope
+from .permissions import Action, Permissions
+from .routing import AckWaits, horizon
+from .scope import CAT_FORWARD, CAT_REMOTE, FeedState, Scope
 from .sender import Sender
+from .spanning import LEFT_TREE
 from .subjects import Wildcard
-from .system import SYSTEM_SUBJECT, AccessRefused
 
 if TYPE_CHECKING:
     from .routed import RoutedFrame
@@ -103,10 +105,6 @@ __all__ = [
     "RemoteParty",
     "Role",
 ]
-
-#: AccessRefused notifications a party publishes at most (one per action and
-#: key); refusals past it are still counted and logged.
-MAX_REFUSALS_TOLD = 4_096
 
 
 #: most (key, sender) stamped route tables a party keeps
@@ -151,7 +149,7 @@ class PartyTransport(Protocol):
     def send_group_notify(self, group: str, message: Message) -> None: ...
 
 
-class RemoteParty:
+class RemoteParty(Authorization):
     """A remote peer as the router sees it (inbound side, called by the link).
 
     Made of proxy feeds of the "from remote" category: a proxy publisher/replier
@@ -164,8 +162,17 @@ class RemoteParty:
         name: str,
         transport: PartyTransport,
         permissions: Permissions | None = None,
+        *,
+        forward: bool = False,
+        max_hops: int = 8,
     ) -> None:
         self.router = router
+        #: the link's ``maxHops``: the farthest root of the forwarding tree it follows
+        self.max_hops = max_hops
+        #: the category of its proxies: forwarded (bus/routing.py) or from remote
+        self.category = CAT_FORWARD if forward else CAT_REMOTE
+        #: forwarded requests' acknowledgements being added up (forwarding only)
+        self._acks = AckWaits(self) if forward else None
         self.name = name
         self.transport = transport
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
@@ -216,7 +223,7 @@ class RemoteParty:
         return self.name
 
     # --------------------------------------------------- outbound (router -> peer)
-    def _tell(
+    def tell(
         self, key: MessageKey, role: Role, before: tuple[bool, bool], now: tuple[bool, bool]
     ) -> None:
         t = self.transport
@@ -255,12 +262,19 @@ class RemoteParty:
         peer_id = handle.peer_id
         if self._in.get(peer_id) is not handle:
             return
+        acks = self._acks
+        if acks is None or not acks.hold(peer_id, remaining, reply, sender):
+            self.send_reply_now(peer_id, remaining, reply, sender)
+
+    def send_reply_now(
+        self, peer_id: int, remaining: int, reply: Reply, sender: Sender | None
+    ) -> None:
         if sender is None:
             self.transport.send_reply(peer_id, reply)
         else:
             self.transport.send_reply_from(sender, peer_id, reply)
         if remaining == 0:
-            del self._in[peer_id]
+            self._in.pop(peer_id, None)
 
     # ---------------------------------------------------- inbound (peer -> router)
     def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
@@ -459,7 +473,7 @@ class RemoteParty:
         pub = self._advertised(key, "a queue-group notification")
         if pub is None:
             return
-        if not self.router.group_notify(key, group, message, sender or pub.stamp):
+        if not self.router.group_notify(key, group, message, sender or pub.stamp, self):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
@@ -516,7 +530,7 @@ class RemoteParty:
         if cached is not None and cached[0] is source:
             self._last_stamped = (pub, sender, source, cached[1])
             return cached[1]
-        routes = stamped(source[CAT_REMOTE], sender)
+        routes = stamped(horizon(source[pub.cat], pub), sender)
         if len(self._stamped) >= _MAX_STAMPED:
             self._stamped.clear()
         self._stamped[pub._key, sender] = (source, routes)
@@ -558,7 +572,7 @@ class RemoteParty:
             feed = self._pubs.get(key)
             if feed is None:
                 continue
-            local, other = feed.entry.routes[CAT_REMOTE]
+            local, other = horizon(feed.entry.routes[feed.cat], feed)
             boxes.extend(route[3] for route in local)
             for route in other:  # feeds of no actor: an Inbox's is watched too
                 backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
@@ -589,7 +603,13 @@ class RemoteParty:
                     feed.subscribe()
                     self._reqs[key] = feed
         chosen = router.choose(feed, message)
-        self.transport.send_request_ack(request_id, len(chosen))
+        hops = 0
+        if self._acks is not None:  # the hops it goes on to acknowledge first
+            hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
+        if hops:
+            self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
+        else:
+            self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
             # come back before dispatch returns
@@ -600,6 +620,7 @@ class RemoteParty:
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
         if incoming is not None:
+            _hop_acked(incoming, taken)
             incoming.handle._remote_ack(incoming, taken)
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
@@ -636,16 +657,20 @@ class RemoteParty:
                 type(reply).__qualname__,
             )
             if repliers is not None:
+                _hop_acked(incoming, repliers)
                 incoming.handle._remote_ack(incoming, repliers)
             return
         if repliers is None:
             incoming.handle._reply_from(incoming, reply, sender)
         else:
+            _hop_acked(incoming, repliers)
             incoming.handle._remote_reply(incoming, reply, repliers, sender)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 
     def cancel(self, request_id: int) -> None:
+        if self._acks is not None:
+            self._acks.forget(request_id)
         handle = self._in.pop(request_id, None)
         if handle is not None:
             handle.cancel()
@@ -687,81 +712,25 @@ class RemoteParty:
             key,
         )
 
-    # ------------------------------------------------------------ authorization
-    def refusal(self, action: Action, key: MessageKey) -> str | None:
-        """(a question, not a frame) None when the peer may take ``action`` on
-        ``key``; else why not (the refusing rule), the refusal counted, logged and
-        reported exactly as the inbound calls do.  For a transport that tells its
-        peer why a message was refused before it makes the inbound call (which
-        checks again by itself, so asking is never needed for safety)."""
-        perm = self._perm
-        if perm is None:
-            return None
-        rule = perm.decide(action, key)
-        if rule is not None and rule.allow:
-            return None
-        why = str(rule) if rule is not None else DEFAULT_DENY
-        self._refuse(action, str(key), why)
-        return why
+    def route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
+        """The peer's place in the forwarding tree (bus/spanning.py)."""
+        self.router.spanning.heard(self, root, tuple(path), active, forwards)
 
-    def _permits(self, action: Action, key: MessageKey) -> bool:
-        """True if the permissions let the peer take ``action`` on ``key``; else
-        the refusal is counted, logged and reported."""
-        return self.refusal(action, key) is None
-
-    def _refuse(self, action: Action, what: str, rule: str) -> None:
-        self.refused += 1
-        self.router.peer_log.warning(
-            (self.name, "refused"),
-            "remote node {}: may not {} {}, refused by {}",
-            self.name,
-            action.value,
-            what,
-            rule,
-        )
-        told = (action, what)
-        if told in self._told or len(self._told) >= MAX_REFUSALS_TOLD:
-            return
-        self._told.add(told)
-        publish = self.router.system_publish
-        if publish is not None:
-            try:
-                publish(
-                    AccessRefused(
-                        SYSTEM_SUBJECT,
-                        peer_node=self.name,
-                        action=action.value,
-                        key=what,
-                        rule=rule,
-                    )
-                )
-            except Error:  # the bus is closing: nobody is listening
-                pass
-
-    def _narrowed(self, watch: PatternWatch, key: MessageKey) -> bool:
-        """(under the lock) True if ``watch``'s pattern may follow ``key``; the
-        first key a pattern is refused is reported once (for the pattern)."""
-        perm = self._perm
-        if perm is None:
-            return True
-        rule = perm.decide(Action.SUBSCRIBE, key)
-        if rule is not None and rule.allow:
-            return True
-        if not watch.narrowed:
-            watch.narrowed = True
-            what = f"{watch.message_class.__type_name__}:{shown(watch.wildcard.text)} (pattern)"
-            self._refuse(
-                Action.SUBSCRIBE,
-                what,
-                f"{rule if rule is not None else DEFAULT_DENY}; the pattern follows only "
-                f"the keys it allows (first held back: {key})",
-            )
-        return False
+    def resume(self) -> None:
+        """(the forwarding tree) The link carries feeds again: told all anew."""
+        self._attached = True
+        self.router.reattach(self)
 
     def detach(self, reason: str) -> None:
         """The link is gone: every feed it carried goes away (subscribers see DOWN,
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
+        self.router.spanning.gone(self)
+        self.suspend(f"link to remote node {self.name} lost: {reason}")
+
+    def suspend(self, reason: str) -> None:
+        """The link stops carrying feeds, as :meth:`detach` says (``reason``:
+        the text requests end with); the forwarding tree's, or the link's end."""
         router = self.router
         with router.lock:
             if not self._attached:
@@ -780,10 +749,11 @@ class RemoteParty:
             inbound, self._in = list(self._in.values()), {}
         router.detach(self)
         router.source_routes.detach(self)
-        text = f"link to remote node {self.name} lost: {reason}"
+        if reason == LEFT_TREE:
+            reason = f"the link to remote node {self.name} {reason}"
         for rep in reps:
-            self._fail_forwarded(rep, text)
-        self._fail_forwarded(None, text)  # source-routed requests that left here
+            self._fail_forwarded(rep, reason)
+        self._fail_forwarded(None, reason)  # source-routed requests that left here
         for feed in (*pubs, *reps, *subs, *reqs):
             feed.close()
         for handle in inbound:
@@ -792,8 +762,17 @@ class RemoteParty:
     def _fail_forwarded(self, rep: ReplyFeed[Any] | None, reason: str) -> None:  # None: all
         for incoming in [i for i in self._out.values() if rep is None or i.feed is rep]:
             self._out.pop(incoming.id, None)
+            _hop_acked(incoming, 1)  # its one ERROR
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)
+
+
+def _hop_acked(incoming: IncomingRequest[Any], taken: int) -> None:
+    """A forwarding hop acknowledged a request forwarded here from another
+    forwarding party: that party adds it to its own acknowledgement."""
+    down = incoming.handle.feed.remote
+    if isinstance(down, RemoteParty) and down._acks is not None:
+        down._acks.acked(incoming, taken)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

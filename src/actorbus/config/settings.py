@@ -223,8 +223,10 @@ class LinkSettings(Settings):
     max_hops: int = setting(
         8,
         low=1,
+        high=255,
         unit="hops",
-        doc="most links a forwarded message may cross from its origin",
+        doc="links a forwarded advertisement may cross from its origin; past it, it is "
+        "dropped and counted",
     )
 
     def __post_init__(self) -> None:

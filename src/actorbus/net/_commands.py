@@ -61,6 +61,7 @@ _GROUP: Final = int(FrameType.GROUP)
 _GROUP_NOTIFY: Final = int(FrameType.GROUP_NOTIFY)
 _SENDER: Final = int(FrameType.SENDER)
 _ROUTED: Final = int(FrameType.ROUTED)
+_ROUTE: Final = int(FrameType.ROUTE)
 
 
 class Commands(ProtocolBase):
@@ -155,12 +156,16 @@ class Commands(ProtocolBase):
             )
         self._queue_sequenced(_ROUTED, tuple(frame), what, data=True)
 
-    def sender(self, actor: str | None, feed: int) -> None:
+    def sender(self, actor: str | None, feed: int, node: str | None = None, hops: int = 0) -> None:
         """Name the publisher of the notifications queued after this (until the
-        next call): its actor (None: a feed without an actor) and feed id.  A
+        next call): its actor (None: a feed without an actor) and feed id; a
+        forwarded one's ``node`` and the ``hops`` it crossed before this node
+        too, when the peer knows the forwarding frames (``peer_routes``).  A
         call naming the same as the last one on this connection sends nothing."""
         what = "sender"
-        if (actor, feed) == self._sent_by:
+        if not hops or not self.peer_routes:
+            node, hops = None, 0
+        if (actor, feed, node, hops) == self._sent_by:
             return
         self._check_sending(what)
         if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
@@ -169,8 +174,17 @@ class Commands(ProtocolBase):
                 f"None, found {actor!r}"
             )
         self._check_uint(feed, "feed", what)
-        self._queue_sequenced(_SENDER, (actor, feed), what, data=False)
-        self._sent_by = (actor, feed)
+        fields = (actor, feed) if node is None else (actor, feed, node, hops)
+        self._queue_sequenced(_SENDER, fields, what, data=False)
+        self._sent_by = (actor, feed, node, hops)
+
+    def route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
+        """Tell the peer this node's place in the forwarding tree (ROUTE;
+        bus/spanning.py)."""
+        what = "route"
+        self._check_sending(what)
+        flags = (1 if active else 0) | (2 if forwards else 0)
+        self._queue_sequenced(_ROUTE, (root, list(path), flags), what, data=False)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.

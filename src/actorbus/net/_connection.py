@@ -332,9 +332,11 @@ class _Connection(Inbound):
             # (the read being handled holds a slice of the small buffer, not this)
             self.view = memoryview(bytearray(size))
         # queues every advertisement now; the party checks the link's permissions
-        party = self.net.router.attach(peer, self, link.permissions)
-        s = link.settings
-        party.carry_routes(self.send_routed, forward=s.forward, max_hops=s.max_hops)
+        settings = link.settings
+        party = self.net.router.attach(
+            peer, self, link.permissions, forward=settings.forward, max_hops=settings.max_hops
+        )
+        party.carry_routes(self.send_routed, forward=settings.forward, max_hops=settings.max_hops)
         self.party = self._unexpected_party = party
         self._drain(proto)
         proto.complete_logon()

@@ -44,6 +44,7 @@ __all__ = [
     "RequestAcknowledged",
     "RequestReceived",
     "Retracted",
+    "RouteAnnounced",
     "RoutedReceived",
     "SenderChanged",
     "SequenceGap",
@@ -314,6 +315,23 @@ class SenderChanged(Event):
 
     actor: str | None
     feed: int
+    #: (forwarded) the node it was sent on and the links it crossed before
+    #: the peer (None, 0: the peer's own)
+    node: str | None = None
+    hops: int = 0
+
+
+@dataclass(slots=True)
+class RouteAnnounced(Event):
+    """The peer's place in the forwarding tree (ROUTE; bus/spanning.py): the
+    ``root`` it follows, the ``path`` of node ids from it to the peer, whether
+    it holds this link in the tree (``active``) and whether it ``forwards``
+    on it at all."""
+
+    root: str
+    path: tuple[str, ...]
+    active: bool
+    forwards: bool
 
 
 @dataclass(slots=True)

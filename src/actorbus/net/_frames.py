@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ..bus.party import Role
-from ..bus.routed import KINDS, MAX_ROUTE, RoutedFrame
 from ..bus.subjects import Wildcard
 from ..config.schema import node_id_problem
 from ..errors import SubjectPatternError
@@ -46,6 +45,7 @@ from ._events import (
     RequestAcknowledged,
     RequestReceived,
     Retracted,
+    RouteAnnounced,
     RoutedReceived,
     SenderChanged,
     SequenceGap,
@@ -58,6 +58,7 @@ from ._protocol_base import (
     MAX_ACTOR_NAME,
     MAX_COUNT,
     MAX_KEY_ID,
+    MAX_ROUTE_PATH,
     ProtocolBase,
     Run,
     group_problem,
@@ -65,6 +66,7 @@ from ._protocol_base import (
     run_id_problem,
     show,
 )
+from ._routed_frames import routed_frame
 from ._wire import (
     ALL_ROLES,
     DIALECTS,
@@ -100,8 +102,6 @@ _BEFORE_LOGON: Final = frozenset(
 _HEARTBEAT_REPLY: Final = int(FrameType.HEARTBEAT_REPLY)
 _REQUEST_ACK: Final = int(FrameType.REQUEST_ACK)
 
-#: node ids of ROUTED frames a link remembers as checked
-_ROUTED_IDS_KEPT: Final = 4_096
 #: A refused pattern's rule is cut to this many characters in the error.
 _RULE_SHOWN: Final = 200
 
@@ -144,6 +144,7 @@ class FrameChecks(ProtocolBase):
             int(FrameType.GROUP_NOTIFY): self._on_group_notify,
             int(FrameType.SENDER): self._on_sender,
             int(FrameType.ROUTED): self._on_routed,
+            int(FrameType.ROUTE): self._on_route,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -673,7 +674,12 @@ class FrameChecks(ProtocolBase):
                 self._events.append(GroupNotificationReceived(key, group, frame[4]))
 
     def _on_sender(self, frame: _Frame) -> None:
-        self._length(frame, 4)
+        node, hops = None, 0
+        if len(frame) == 6:  # a forwarded sender: its node and the hops before
+            node = self._node_id(frame, 4)
+            hops = self._uint(frame, 5, "hops")
+        else:
+            self._length(frame, 4)
         actor = frame[2]
         if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
             raise self._malformed(
@@ -683,7 +689,25 @@ class FrameChecks(ProtocolBase):
             )
         feed = self._uint(frame, 3, "feed")
         if self._in_sequence(frame):
-            self._events.append(SenderChanged(actor, feed))
+            self._events.append(SenderChanged(actor, feed, node, hops))
+
+    def _on_route(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        root = self._node_id(frame, 2) if frame[2] != "" else ""
+        path = frame[3]
+        if type(path) is not tuple or len(path) > MAX_ROUTE_PATH:
+            raise self._malformed(
+                frame, f"path is {show(path)}, expected an array of at most {MAX_ROUTE_PATH}"
+            )
+        for node in path:
+            problem = node_id_problem(node) if type(node) is str else "not a str"
+            if problem is not None:
+                raise self._malformed(frame, f"path node {show(node)}: {problem}")
+        flags = self._uint(frame, 4, "flags")
+        if self._in_sequence(frame):
+            self.peer_routes = True
+            active, forwards = bool(flags & 1), bool(flags & 2)
+            self._events.append(RouteAnnounced(root, path, active, forwards))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)
@@ -735,56 +759,11 @@ class FrameChecks(ProtocolBase):
             self._events.append(CancelReceived(request_id))
 
     def _on_routed(self, frame: _Frame) -> None:
-        """A data message counted as NOTIFY is; its body stays bytes (forwarders
-        pass it on as it is).  The node ids already seen valid on this link are
-        not checked again (a bounded set)."""
-        if len(frame) != 10:
-            self._length(frame, 10)
-        kind, route_to, route_from, type_name, subject, request_id, repliers, body = frame[2:]
-        if type(kind) is not int or kind not in KINDS:
-            raise self._malformed(frame, f"kind is {show(kind)}, expected one of {KINDS}")
-        seen = self._routed_ids
-        if type(route_to) is not tuple or not route_from or type(route_from) is not tuple:
-            raise self._malformed(
-                frame, "route_to and route_from must be arrays, route_from not empty"
-            )
-        if len(route_to) > MAX_ROUTE or len(route_from) > MAX_ROUTE + 1:
-            raise self._malformed(frame, f"a route of more than {MAX_ROUTE} node ids")
-        for node in (*route_to, *route_from):
-            if node not in seen:
-                if type(node) is not str or node_id_problem(node) is not None:
-                    raise self._malformed(frame, f"a route holds {show(node)}, not a node id")
-                if len(seen) < _ROUTED_IDS_KEPT:
-                    seen.add(node)
-        if type(type_name) is not str or not type_name or type(subject) is not str:
-            raise self._malformed(
-                frame, "the type name and subject must be str, the type name not empty"
-            )
-        longest = self.settings.max_subject_length
-        if len(type_name) > longest or len(subject) > longest:
-            self._check_length(type_name, "type name")
-            self._check_length(subject, "subject")
-        if (
-            type(request_id) is not int
-            or type(repliers) is not int
-            or request_id < 0
-            or repliers < 0
-        ):
-            raise self._malformed(
-                frame,
-                f"request id {show(request_id)} and repliers {show(repliers)}: expected ints >= 0",
-            )
-        if type(body) is not bytes:
-            raise self._malformed(frame, f"body is {show(body)}, expected bin")
+        """A data message counted as NOTIFY is (checked by _routed_frames)."""
+        routed = routed_frame(frame, self._routed_ids, self.settings.max_subject_length)
         if self._in_sequence(frame):
             self.counters.messages_in += 1
-            self._events.append(
-                RoutedReceived(
-                    RoutedFrame(
-                        kind, route_to, route_from, type_name, subject, request_id, repliers, body
-                    )
-                )
-            )
+            self._events.append(RoutedReceived(routed))
 
     def _queue_notification(self, key: WireKey, body: WireValue) -> None:
         """Queue a notification: onto the newest run if it is on ``key``."""

@@ -53,6 +53,7 @@ from ._events import (
     GroupNotificationReceived,
     PatternSubscribed,
     PatternUnsubscribed,
+    RouteAnnounced,
     RoutedReceived,
     SenderChanged,
 )
@@ -409,9 +410,13 @@ class Inbound(Outbound):
         elif type(event) is GroupNotificationReceived:
             return self._group_notification(event)
         elif type(event) is SenderChanged:
-            # what the peer's node says of its own publisher; the node is this
-            # link's authenticated peer, one hop away
-            self.sent_by = Sender(self.peer or "?", event.actor, event.feed, 1)
+            # what the peer's node says of its own publisher (the node is this
+            # link's authenticated peer, one hop away) or of one it forwards
+            node = event.node or self.peer or "?"
+            self.sent_by = Sender(node, event.actor, event.feed, event.hops + 1)
+        elif type(event) is RouteAnnounced:
+            if party is not None:
+                party.route(event.root, event.path, event.active, event.forwards)
         elif type(event) is GroupChanged:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:

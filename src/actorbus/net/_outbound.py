@@ -91,6 +91,7 @@ from ._connection_base import (
     OP_REQUEST,
     OP_REQUEST_ACK,
     OP_RETRACT,
+    OP_ROUTE,
     OP_ROUTED,
     OP_SUBSCRIBE,
     OP_SUBSCRIBE_PATTERN,
@@ -263,6 +264,9 @@ class Outbound(ConnectionBase):
     def send_group(self, key: MessageKey, group: str, members: int) -> None:
         self._push((OP_GROUP, key, group, members), False)
 
+    def send_route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
+        self._push((OP_ROUTE, root, path, active, forwards), False)
+
     def send_group_notify(self, group: str, message: Message) -> None:
         # a data message: counted by the queue limit and, if it cannot go, dropped
         self._push((OP_GROUP_NOTIFY, group, message), True)
@@ -376,7 +380,7 @@ class Outbound(ConnectionBase):
         if first is not None:  # _drain's work for one item, without its loop
             if sender is not None and sender is not self.sent_from:
                 self.sent_from = sender
-                proto.sender(sender.actor, sender.feed)
+                proto.sender(sender.actor, sender.feed, sender.node, sender.hops)
             try:
                 self._command(proto, first)
             except (CodecError, UsageError) as exc:
@@ -588,7 +592,7 @@ class Outbound(ConnectionBase):
                         add = bodies.append
                     run_cls = None
                     self.sent_from = item
-                    proto.sender(item.actor, item.feed)
+                    proto.sender(item.actor, item.feed, item.node, item.hops)
                 # its item came in the same extend(): it is next, and only
                 # this drain pops
                 item = popleft()
@@ -700,6 +704,8 @@ class Outbound(ConnectionBase):
             proto.group(_wire_key(item[1]), item[2], item[3])
         elif op == OP_ROUTED:
             proto.routed(item[1])
+        elif op == OP_ROUTE:
+            proto.route(item[1], item[2], item[3], item[4])
         elif op == OP_SUBSCRIBE_PATTERN:
             wildcard = item[2]
             proto.subscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)

@@ -394,6 +394,7 @@ class LinkProtocol(Parser, Commands):
         self._handlers = self._frame_handlers()
         self._sinks = (None, None, None)  # see deliver_data_to
         self._sent_by = None
+        self.peer_routes = False
 
         # -- timers
         self._idle_since = now  # last time something arrived (or an unanswerable probe left)
