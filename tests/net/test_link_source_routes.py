@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodes.messages import Counter
 
+from actorbus import Bus
+from actorbus.config import ConnectionSettings, ServiceSettings
 from calculator_nodes import ENV, free_port
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "nodes" / "route_node.py"
@@ -279,3 +282,36 @@ def test_a_routed_request_that_times_out_is_cancelled_on_the_last_node(
     while held["cancelled"] < 1 and time.monotonic() < deadline:
         held = chain["D"].ask(cmd="held")
     assert held == {"held": 1, "cancelled": 1}
+
+
+def test_source_routes_cross_a_link_the_forwarding_tree_left_out() -> None:
+    """A triangle of forwarding nodes: the tree leaves one link out of feed
+    forwarding, and source routes still cross it (it is a direct link)."""
+    forward = {"forward": True}
+    buses = {name: Bus(node_id=name) for name in "ABC"}
+    try:
+        services = {
+            name: buses[name].listen(0, settings=ServiceSettings(**forward)) for name in "AB"
+        }
+        links = [
+            buses[a].connect("127.0.0.1", services[b].port, settings=ConnectionSettings(**forward))
+            for a, b in (("B", "A"), ("C", "A"), ("C", "B"))
+        ]
+        for link in links:
+            assert link.wait_logged_on(TIMEOUT)
+        # the tree's root is A (the least id); B's link to C is out of it
+        deadline = time.monotonic() + TIMEOUT
+        waiter = threading.Event()
+        while "C" not in buses["B"].router.spanning.view().blocked:
+            assert time.monotonic() < deadline, buses["B"].router.spanning.view()
+            waiter.wait(0.02)
+        inbox = buses["C"].inbox(Counter, "/routed")
+        feed = buses["A"].publisher(Counter, "/routed")
+        assert feed.publish(Counter("/routed", n=1), route_to=["B", "C"]) == 1
+        got = inbox.receive(TIMEOUT)
+        assert got is not None and got.n == 1
+        sender = inbox.feed.sender
+        assert sender is not None and sender.path == ("A", "B", "C") and sender.hops == 2
+    finally:
+        for bus in buses.values():
+            bus.close()

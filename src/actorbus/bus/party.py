@@ -690,8 +690,9 @@ class RemoteParty(Authorization):
         """This node's routed request leaves over this link: its replies and its
         bounce come back here (:meth:`reply`), and it fails if the link drops."""
         self._out[incoming.id] = incoming
-        if self._attached and self._send_routed is not None:
-            self._send_routed(frame)
+        send = self._send_routed
+        if send is not None:
+            send(frame)
         else:
             why = f"link to remote node {self.name} lost before the request left"
             self.reply(incoming.id, Reply(frame.subject, status=ReplyStatus.ERROR, reason=why), 1)
@@ -726,7 +727,12 @@ class RemoteParty(Authorization):
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
         self.router.spanning.gone(self)
-        self.suspend(f"link to remote node {self.name} lost: {reason}")
+        text = f"link to remote node {self.name} lost: {reason}"
+        self.suspend(text)
+        # source routes go over the link itself, tree or not: they end with it
+        self._send_routed = None
+        self.router.source_routes.detach(self)
+        self._fail_forwarded(None, text)  # source-routed requests that left here
 
     def suspend(self, reason: str) -> None:
         """The link stops carrying feeds, as :meth:`detach` says (``reason``:
@@ -748,12 +754,10 @@ class RemoteParty(Authorization):
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
         router.detach(self)
-        router.source_routes.detach(self)
         if reason == LEFT_TREE:
             reason = f"the link to remote node {self.name} {reason}"
         for rep in reps:
             self._fail_forwarded(rep, reason)
-        self._fail_forwarded(None, reason)  # source-routed requests that left here
         for feed in (*pubs, *reps, *subs, *reqs):
             feed.close()
         for handle in inbound:
