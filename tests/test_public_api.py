@@ -268,7 +268,10 @@ PINNED: dict[str, list[str]] = {
         "MAX_ROUTE",
         "RoutedFrame",
         "SourceRoutes",
+        "bodies_of",
         "check_route",
+        "joins",
+        "with_bodies",
     ],
     "actorbus.bus.router": ["PartyTransport", "RemoteParty", "Role", "Router"],
     "actorbus.bus.routing": [

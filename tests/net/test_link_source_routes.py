@@ -269,6 +269,40 @@ def test_forwarders_count_what_they_passed_on(chain: dict[str, RouteNode]) -> No
     assert c_after["routes"]["lost"] == c_before["routes"]["lost"] == 0
 
 
+def test_a_burst_goes_on_in_runs_in_order_and_every_message_counted(
+    chain: dict[str, RouteNode],
+) -> None:
+    """Routed notifications waiting together for a link go as runs (one frame,
+    passed on whole): all arrive, in order, each one counted."""
+    a_before = chain["A"].ask(cmd="stats")
+    b_before, c_before = chain["B"].ask(cmd="stats"), chain["C"].ask(cmd="stats")
+    count = 5_000
+    assert chain["A"].ask(cmd="publish", n=1_000, count=count, route=["B", "C", "D"]) == {
+        "sent": count
+    }
+    for n in range(1_000, 1_000 + count):
+        got = chain["D"].ask(cmd="received", timeout=TIMEOUT)
+        assert got["n"] == n and got["sender"][4] == ["A", "B", "C", "D"]
+    b_after, c_after = chain["B"].ask(cmd="stats"), chain["C"].ask(cmd="stats")
+    for before, after in ((b_before, b_after), (c_before, c_after)):
+        assert after["routes"]["forwarded"] - before["routes"]["forwarded"] == count
+        assert after["routes"]["bounced"] == before["routes"]["bounced"]
+    # A wrote the burst as runs (fewer frames than messages), and B passed each
+    # run on whole: no more frames to C than it got from A
+    a_after = chain["A"].ask(cmd="stats")
+    sent = [x - y for x, y in zip(a_after["frames"]["B"], a_before["frames"]["B"], strict=True)]
+    passed = [x - y for x, y in zip(b_after["frames"]["C"], b_before["frames"]["C"], strict=True)]
+    assert sent[0] == passed[0] == count
+    assert passed[1] <= sent[1] < count, (sent, passed)
+
+
+def test_each_message_of_a_run_bounces_on_its_own(chain: dict[str, RouteNode]) -> None:
+    a = chain["A"]
+    assert a.ask(cmd="publish", n=500, count=50, route=["B", "X"]) == {"sent": 50}
+    bounced = sorted(_bounce(a)["original_n"] for _ in range(50))
+    assert bounced == list(range(500, 550))
+
+
 def test_a_routed_request_that_times_out_is_cancelled_on_the_last_node(
     chain: dict[str, RouteNode],
 ) -> None:

@@ -363,6 +363,35 @@ def test_counters_and_data_queued() -> None:
     assert pipe.server.counters.messages_in == 10
 
 
+def test_a_routed_run_is_one_frame_numbered_and_counted_as_its_messages() -> None:
+    pipe = connected()
+    client, server = pipe.client, pipe.server
+    list(server.events())
+    seq = client.last_seq_sent
+    run = RoutedFrame(KIND_NOTIFY, ("server-node",), ("client-node",), *KEY, 0, 0, (b"1", b"2"))
+    client.routed(run)
+    client.routed(RoutedFrame(KIND_NOTIFY, ("server-node",), ("client-node",), *KEY, 0, 0, b"3"))
+    assert client.data_queued == 3 and client.last_seq_sent == seq + 3
+    data = client.data_to_send()
+    assert [f[0] for f in frames_of(data)] == [ROUTED, ROUTED]
+    server.receive_data(data, 0.0)
+    frames = [e.frame for e in server.events()]
+    assert [f.body for f in frames] == [(b"1", b"2"), b"3"]
+    assert frames[0] == run
+    assert server.counters.messages_in == 3 and server.last_seq_received == seq + 3
+    # a run too large for one frame goes in halves, each message numbered once
+    big = tuple(bytes([i]) * 600 for i in range(4))
+    small = connected(settings=LinkSettings(max_frame_size=2_000))
+    first = small.client.last_seq_sent
+    small.client.routed(RoutedFrame(KIND_NOTIFY, ("server-node",), ("c",), *KEY, 0, 0, big))
+    assert small.client.last_seq_sent == first + 4 and small.client.data_queued == 4
+    data = small.client.data_to_send()
+    assert len(frames_of(data)) == 2  # two halves of two
+    list(small.server.events())
+    small.server.receive_data(data, 0.0)
+    assert [e.frame.body for e in small.server.events()] == [big[:2], big[2:]]
+
+
 def test_heartbeat_frames_are_answered_and_counted() -> None:
     srv = accepted_server(is_known_type=all_types_known)
     assert feed(srv, (int(FrameType.HEARTBEAT),), (int(FrameType.HEARTBEAT_REPLY),)) == []
@@ -436,6 +465,8 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((ROUTED, 1, 0, ("B",), ("A",), "", "/s", 0, 0, b""), "the type name not empty"),
         ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", -1, 0, b""), "request id -1 and"),
         ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0, (1,)), r"body is \(1,\), expected bin"),
+        ((ROUTED, 1, 1, ("B",), ("A",), "T", "/s", 0, 0, (b"",)), r"body is \(b'',\), expected"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0, ()), r"body is \(\), expected bin"),
         ((ROUTED, 0, 0, ("B",), ("A",), "T", "/s", 0, 0, b""), "ROUTED frame: seq is 0"),
         ((KEY_DEF, -1, "T", "s"), "key id is -1"),
         ((KEY_DEF, 2**32, "T", "s"), "key id 4294967296 is above"),

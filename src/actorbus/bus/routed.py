@@ -46,7 +46,7 @@ from .._log import shown
 from ..errors import CodecError, Error, RequestError, UsageError
 from . import codec
 from ._stamp import stamped
-from .message import Message, MessageKey, Notification, Reply, ReplyStatus, Request, lookup_type
+from .message import MessageKey, Notification, Reply, ReplyStatus, Request, lookup_type
 from .permissions import Action
 from .requests import IncomingRequest, ReplyFeed, RequestFeed, RequestHandle
 from .scope import CAT_REMOTE, Scope
@@ -67,7 +67,10 @@ __all__ = [
     "MAX_ROUTE",
     "RoutedFrame",
     "SourceRoutes",
+    "bodies_of",
     "check_route",
+    "joins",
+    "with_bodies",
 ]
 
 #: what a routed frame carries (the ``kind`` element of the ROUTED frame)
@@ -100,8 +103,42 @@ class RoutedFrame(NamedTuple):
     request_id: int
     #: with a REPLY: how many repliers took the request (the acknowledgement), 0: none with it
     repliers: int
-    #: the message as the codec encodes it, never decoded on the way
-    body: bytes
+    #: the message as the codec encodes it, never decoded on the way; a run of
+    #: notifications on one route and key (NOTIFY): a tuple of them, in order
+    body: bytes | tuple[bytes, ...]
+
+
+def bodies_of(frame: RoutedFrame) -> tuple[bytes, ...]:
+    """The messages a frame carries: one, or a run's."""
+    body = frame.body
+    return (body,) if isinstance(body, bytes) else body
+
+
+def joins(frame: RoutedFrame, other: RoutedFrame) -> bool:
+    """Whether ``other`` may follow ``frame`` in one run: notifications both,
+    along the same route, on the same key."""
+    return (
+        frame.kind == KIND_NOTIFY
+        and other.kind == KIND_NOTIFY
+        and frame.subject == other.subject
+        and frame.route_to == other.route_to
+        and frame.route_from == other.route_from
+        and frame.type_name == other.type_name
+    )
+
+
+def with_bodies(frame: RoutedFrame, bodies: tuple[bytes, ...]) -> RoutedFrame:
+    """``frame`` carrying ``bodies`` (a run when more than one)."""
+    return RoutedFrame(
+        frame.kind,
+        frame.route_to,
+        frame.route_from,
+        frame.type_name,
+        frame.subject,
+        frame.request_id,
+        frame.repliers,
+        bodies if len(bodies) > 1 else bodies[0],
+    )
 
 
 class _Hop:
@@ -210,7 +247,7 @@ class SourceRoutes:
         me = self._router.node_id
         if not route_to:
             here = Sender(sender.node, sender.actor, sender.feed, 0, (me,))
-            return self._deliver(MessageKey.of(message), message, here, int(Scope.LOCAL_ONLY))
+            return self._deliver(MessageKey.of(message), [message], here, int(Scope.LOCAL_ONLY))
         frame = RoutedFrame(
             KIND_NOTIFY,
             route_to,
@@ -368,9 +405,10 @@ class SourceRoutes:
             self._bounce(frame, came, "unknown-node", f"node {me} lost its link to {target}: {exc}")
             return False
         if came is not None:
+            n = 1 if isinstance(frame.body, bytes) else len(frame.body)
             with self._lock:
-                self.forwarded += 1
-            hop.party.routed_forwarded += 1
+                self.forwarded += n
+            hop.party.routed_forwarded += n
         return True
 
     def _bounce(self, frame: RoutedFrame, came: _Hop | None, code: str, reason: str) -> None:
@@ -387,6 +425,10 @@ class SourceRoutes:
                 frame.route_from[0],
                 reason,
             )
+            return
+        if not isinstance(frame.body, bytes):  # a run: each message bounces
+            for body in frame.body:
+                self._bounce(with_bodies(frame, (body,)), came, code, reason)
             return
         with self._lock:
             self.bounced += 1
@@ -496,17 +538,18 @@ class SourceRoutes:
                 self._dropped(frame, f"unknown reply type {frame.type_name!r}")
             return
         try:
-            message: Any = codec.decode(cls, frame.body)
+            messages = [codec.decode(cls, body) for body in bodies_of(frame)]
         except CodecError as exc:
             self._dropped(frame, f"its body does not decode: {exc}")
             return
-        if message.subject != frame.subject:
+        message: Any = messages[0]
+        if any(m.subject != frame.subject for m in messages):
             self._dropped(frame, "its body's subject is not the frame's")
             return
         with self._lock:
-            self.delivered += 1
+            self.delivered += len(messages)
         if kind == KIND_NOTIFY:
-            self._deliver(MessageKey.of(message), message, sender, CAT_REMOTE)
+            self._deliver(MessageKey.of(message), messages, sender, CAT_REMOTE)
         elif kind == KIND_REQUEST:
             self._arrive_request(message, frame, sender)
         elif kind == KIND_REPLY:
@@ -526,8 +569,9 @@ class SourceRoutes:
             why,
         )
 
-    def _deliver(self, key: MessageKey, message: Message, sender: Sender, cat: int) -> int:
-        """To this node's subscribers of ``key`` that category ``cat`` matches."""
+    def _deliver(self, key: MessageKey, messages: list[Any], sender: Sender, cat: int) -> int:
+        """To this node's subscribers of ``key`` that category ``cat`` matches, in
+        order (a run's tasks queued into each mailbox in one go)."""
         entry = self._router.entries.get(key)
         if entry is None:
             return 0
@@ -538,12 +582,18 @@ class SourceRoutes:
         else:
             local, other = routes = stamped(source, sender)
             self._last_stamped = (source, sender, routes)
-        for put, claim, schedule, mailbox, deliver in local:
-            put((deliver, message))
-            if claim(0, False):
-                schedule(mailbox)
+        if len(messages) == 1:
+            message = messages[0]
+            for put, claim, schedule, mailbox, deliver in local:
+                put((deliver, message))
+                if claim(0, False):
+                    schedule(mailbox)
+        else:
+            for _put, _claim, _schedule, mailbox, deliver in local:
+                mailbox.post_each(deliver, messages)
         for route in other:
-            route(message)
+            for message in messages:
+                route(message)
         return len(local) + len(other)
 
     def _arrive_request(self, message: Request, frame: RoutedFrame, sender: Sender) -> None:

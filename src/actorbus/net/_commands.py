@@ -19,9 +19,9 @@ from typing import Final
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
-from ..bus.routed import RoutedFrame
+from ..bus.routed import RoutedFrame, with_bodies
 from ..bus.scope import FeedState, Scope
-from ..errors import SubjectPatternError, UsageError
+from ..errors import MessageTooLargeError, SubjectPatternError, UsageError
 from ._framing import ENCODE_ERRORS
 from ._protocol_base import MAX_ACTOR_NAME, MAX_COUNT, ProtocolBase, group_problem, show
 from ._wire import (
@@ -146,15 +146,39 @@ class Commands(ProtocolBase):
 
     def routed(self, frame: RoutedFrame) -> None:
         """Queue a source-routed message (ROUTED, bus/routed.py), a data message
-        counted as ``notify()``'s is; its body goes as the bytes it is."""
+        counted as ``notify()``'s is; its body goes as the bytes it is.  A run of
+        *n* notifications (a tuple of bodies) counts and is numbered as *n*, as
+        ``notify_many``'s; one too large for a frame goes in halves."""
         what = "routed"
         self._check_sending(what)
-        if type(frame.body) is not bytes or not frame.route_from:
+        body = frame.body
+        if not frame.route_from or not (
+            type(body) is bytes
+            or (type(body) is tuple and body and all(type(b) is bytes for b in body))
+        ):
             raise UsageError(
-                f"routed() takes a RoutedFrame with a bytes body and a route_from of at "
-                f"least the sender, found {frame!r}"
+                f"routed() takes a RoutedFrame with a bytes body (or a tuple of them) and "
+                f"a route_from of at least the sender, found {frame!r}"
             )
-        self._queue_sequenced(_ROUTED, tuple(frame), what, data=True)
+        if isinstance(body, bytes):
+            self._queue_sequenced(_ROUTED, tuple(frame), what, data=True)
+            return
+        n = len(body)
+        seq = self._tx_seq + 1
+        try:
+            if n > RUN_MAX:
+                raise MessageTooLargeError("more bodies than a run holds")
+            packed = self._encode((_ROUTED, seq, *frame), what)
+        except MessageTooLargeError:
+            if n == 1:
+                raise
+            half = n // 2
+            self.routed(with_bodies(frame, body[:half]))
+            self.routed(with_bodies(frame, body[half:]))
+            return
+        self._out.append(packed)
+        self._tx_seq = seq + n - 1
+        self._data_queued += n
 
     def sender(self, actor: str | None, feed: int, node: str | None = None, hops: int = 0) -> None:
         """Name the publisher of the notifications queued after this (until the

@@ -66,7 +66,7 @@ from ._protocol_base import (
     run_id_problem,
     show,
 )
-from ._routed_frames import routed_frame
+from ._routed_frames import routed_frame, with_bodies
 from ._wire import (
     ALL_ROLES,
     DIALECTS,
@@ -759,11 +759,28 @@ class FrameChecks(ProtocolBase):
             self._events.append(CancelReceived(request_id))
 
     def _on_routed(self, frame: _Frame) -> None:
-        """A data message counted as NOTIFY is (checked by _routed_frames)."""
+        """A data message counted as NOTIFY is; a run of *n* as *n*, numbered as
+        NOTIFY_RUN's (checked by _routed_frames)."""
         routed = routed_frame(frame, self._routed_ids, self.settings.max_subject_length)
-        if self._in_sequence(frame):
-            self.counters.messages_in += 1
-            self._events.append(RoutedReceived(routed))
+        bodies = routed.body
+        if isinstance(bodies, bytes):
+            if self._in_sequence(frame):
+                self.counters.messages_in += 1
+                self._events.append(RoutedReceived(routed))
+            return
+        seq, count, expected = frame[1], len(bodies), self._rx_seq + 1
+        if type(seq) is not int or seq < 1:
+            raise self._malformed(frame, f"seq is {show(seq)}, expected an int >= 1")
+        if seq > expected:
+            self.counters.gaps += 1
+            self._events.append(SequenceGap(expected, seq))
+        elif seq < expected:
+            self.counters.duplicates += min(expected - seq, count)
+            bodies = bodies[expected - seq :]
+        self._rx_seq = max(self._rx_seq, seq + count - 1)
+        if bodies:
+            self.counters.messages_in += len(bodies)
+            self._events.append(RoutedReceived(with_bodies(routed, bodies)))
 
     def _queue_notification(self, key: WireKey, body: WireValue) -> None:
         """Queue a notification: onto the newest run if it is on ``key``."""

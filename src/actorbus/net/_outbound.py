@@ -73,7 +73,7 @@ from typing import Any, Final
 
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
 from ..bus.party import Role
-from ..bus.routed import RoutedFrame
+from ..bus.routed import RoutedFrame, bodies_of
 from ..bus.scope import FeedState, Scope
 from ..bus.sender import Sender
 from ..bus.subjects import Wildcard
@@ -100,6 +100,7 @@ from ._connection_base import (
     ConnectionBase,
     locked,
 )
+from ._routed_frames import join_pending
 from .protocol import LinkProtocol, WireKey
 
 __all__ = ["ACK_DELAY", "TICK", "Outbound"]
@@ -634,6 +635,9 @@ class Outbound(ConnectionBase):
                     popleft()
                     count -= 1
                     item = (OP_REPLY_ACKED, item[1], following[2], item[2])
+            elif item[0] == OP_ROUTED and pending:  # routed notifications: one run
+                item, taken = join_pending(item, pending, count)
+                count -= taken
             try:
                 self._command(proto, item)
             except (CodecError, UsageError) as exc:
@@ -719,7 +723,8 @@ class Outbound(ConnectionBase):
             if self.proto is not None:
                 self.proto.request_ack(item[1], item[3])
             item = (OP_REPLY, item[1], item[2])
-        self.link.count_dropped(1)
+        routed = item[1] if item.__class__ is tuple and item[0] == OP_ROUTED else None
+        self.link.count_dropped(len(bodies_of(routed)) if routed is not None else 1)
         self._log.warning("link {}: a message is dropped, it cannot be sent: {}", self.name, exc)
         party = self.party
         op = item[0] if item.__class__ is tuple else None

@@ -5,17 +5,27 @@ never decodes it."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from ..bus.routed import KINDS, MAX_ROUTE, RoutedFrame
+from ..bus.routed import (
+    KIND_NOTIFY,
+    KINDS,
+    MAX_ROUTE,
+    RoutedFrame,
+    bodies_of,
+    joins,
+    with_bodies,
+)
 from ..config.schema import node_id_problem
 from ._framing import OverLimit, Reject
 from ._protocol_base import show
 
-__all__ = ["ROUTED_IDS_KEPT", "routed_frame"]
+__all__ = ["ROUTED_IDS_KEPT", "RUN_MAX", "join_pending", "routed_frame", "with_bodies"]
 
 #: node ids of ROUTED frames a link remembers as checked
 ROUTED_IDS_KEPT: Final = 4_096
+#: most notifications one ROUTED frame carries (as NOTIFY_RUN's)
+RUN_MAX: Final = 1_024
 _MALFORMED: Final = "malformed ROUTED frame"
 
 
@@ -58,6 +68,41 @@ def routed_frame(frame: tuple[object, ...], seen: set[str], longest: int) -> Rou
         raise _malformed(
             f"request id {show(request_id)} and repliers {show(repliers)}: expected ints >= 0"
         )
-    if type(body) is not bytes:
-        raise _malformed(f"body is {show(body)}, expected bin")
+    if type(body) is not bytes and not (
+        kind == KIND_NOTIFY
+        and type(body) is tuple
+        and 0 < len(body) <= RUN_MAX
+        and all(type(b) is bytes for b in body)
+    ):
+        raise _malformed(
+            f"body is {show(body)}, expected bin (or, a NOTIFY, an array of 1..{RUN_MAX} bins)"
+        )
     return RoutedFrame(kind, route_to, route_from, type_name, subject, request_id, repliers, body)
+
+
+def join_pending(
+    item: tuple[object, ...], pending: Any, most: int
+) -> tuple[tuple[object, ...], int]:
+    """(the drain) The routed notification ``item`` (``(OP_ROUTED, frame)``) with
+    the ones right behind it in ``pending`` that go along the same route on the
+    same key, at most ``most`` of them and ``RUN_MAX`` bodies in all, taken off
+    ``pending`` into one run: the item to encode, and how many were taken."""
+    first = item[1]
+    assert isinstance(first, RoutedFrame)
+    if first.kind != KIND_NOTIFY:
+        return item, 0
+    bodies = list(bodies_of(first))
+    taken = 0
+    while taken < most and pending:
+        following = pending[0]
+        if following.__class__ is not tuple or following[0] != item[0]:
+            break
+        frame = following[1]
+        if not joins(first, frame) or len(bodies) + len(bodies_of(frame)) > RUN_MAX:
+            break
+        pending.popleft()
+        taken += 1
+        bodies.extend(bodies_of(frame))
+    if not taken:
+        return item, 0
+    return (item[0], with_bodies(first, tuple(bodies))), taken

@@ -14,7 +14,9 @@ keeps each message with its sender), to ``Undeliverable`` on the system subject
 the request's sender path.  It prints ``{"ready": NODE}`` once its connections
 logged on, then answers one JSON line per command line read on stdin:
 
-* ``{"cmd": "publish", "subject": S, "n": N, "route": [...]}`` -> ``{"sent": k}``
+* ``{"cmd": "publish", "subject": S, "n": N, "count": C, "route": [...]}`` ->
+  ``{"sent": k}``: Counter(N), Counter(N + 1) ... C of them (default 1), as fast
+  as publish() returns
 * ``{"cmd": "request", "subject": S, "q": Q, "route": [...], "timeout": T}`` -> ``{"replies":
   [{"status", "reason", "value"}, ...]}`` (or ``{"raised": text}``)
 * ``{"cmd": "received", "subject": S, "timeout": T}`` -> the next Counter there:
@@ -106,9 +108,10 @@ def _run(
     cmd = command["cmd"]
     if cmd == "publish":
         subject = command.get("subject", "/routed")
-        sent = publishers[subject].publish(
-            Counter(subject, n=command["n"]), route_to=command["route"]
-        )
+        publish = publishers[subject].publish
+        sent = 0
+        for n in range(command["n"], command["n"] + command.get("count", 1)):  # a burst
+            sent += publish(Counter(subject, n=n), route_to=command["route"])
         return {"sent": sent}
     if cmd == "request":
         try:
@@ -168,7 +171,11 @@ def _run(
         return counts.get(timeout=10)
     if cmd == "stats":  # what bus.inspect() shows of this node and its links
         snap = bus.inspect()
+        counters = {link.peer_node: link.counters for link in bus.links}
         return {
+            "frames": {  # data messages and frames written, per link (Link.counters)
+                peer: [c.messages_out, c.frames_out] for peer, c in counters.items()
+            },
             "links": {
                 link.peer_node: {
                     "routed_forwarded": link.routed_forwarded,
