@@ -225,8 +225,8 @@ class LinkSettings(Settings):
         low=1,
         high=255,
         unit="hops",
-        doc="links a forwarded advertisement may cross from its origin; past it, it is "
-        "dropped and counted",
+        doc="links a forwarded advertisement (or a source-routed message) may cross from "
+        "its origin; past it, it is dropped and counted (a routed message bounces)",
     )
 
     def __post_init__(self) -> None:
