@@ -165,6 +165,7 @@ PINNED: dict[str, list[str]] = {
         "DeclarationError",
         "FeedState",
         "Field",
+        "ForwardingChanged",
         "Inbox",
         "IncomingRequest",
         "LinkLoggedOff",
@@ -260,6 +261,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.router": ["PartyTransport", "RemoteParty", "Role", "Router"],
     "actorbus.bus.routing": [
         "AckWaits",
+        "forward_fanout",
         "forward_publisher_up",
         "group_members",
         "horizon",
@@ -282,6 +284,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.system": [
         "AccessRefused",
         "ConnectionAccepted",
+        "ForwardingChanged",
         "LinkLoggedOff",
         "LinkLoggedOn",
         "SYSTEM_MESSAGES",
@@ -524,6 +527,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.inspection": [
         "ActorInfo",
         "DispatcherInfo",
+        "ForwardingInfo",
         "InspectNode",
         "LinkInfo",
         "NodeInspected",

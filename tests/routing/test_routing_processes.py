@@ -231,6 +231,15 @@ def test_100000_notifications_exactly_once_and_nothing_circulates(shape: str) ->
         threading.Event().wait(1.0)  # the publisher stopped a second ago
         assert _counters(n, t) == first  # no frame moved anywhere since
         assert tally.duplicates == 0 and len(tally.seen) == 100_000
+        # the ring's tree links A to T directly: B and C pass nothing on; the
+        # diamond's goes A-B-T: B passes each notification on once
+        forwarded = {
+            name: sum(link["forwarded"] for link in n[name].stats()["links"].values())
+            for name in ("B", "C")
+        }
+        assert forwarded == ({"B": 0, "C": 0} if shape == "ring" else {"B": 100_000, "C": 0})
+        snapshot = t.inspect()
+        assert snapshot.forwarding is not None and snapshot.forwarding.root == "A"
 
 
 def test_diamond_cut_one_path_traffic_goes_on_over_the_other() -> None:

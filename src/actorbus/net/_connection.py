@@ -119,6 +119,8 @@ class _Connection(Inbound):
             unknown_types=c.unknown_type + self.unknown,
             unexpected=party.unexpected if party is not None else 0,
             authz_refusals=party.refused if party is not None else 0,
+            forwarded=party.forwarded if party is not None else 0,
+            hop_limited=party.hop_limited if party is not None else 0,
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,

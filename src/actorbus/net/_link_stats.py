@@ -74,6 +74,11 @@ class LinkStats:
     #: Times the output queue went over ``message_queue_high_water`` and the
     #: publishers sending to the peer were told the link is congested.
     congestions: int = 0
+    #: (a forwarding link, docs/routing.md) data messages from the peer passed on
+    #: to other forwarding links, one per link; notifications and tree
+    #: announcements from it dropped past the link's ``maxHops``
+    forwarded: int = 0
+    hop_limited: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
