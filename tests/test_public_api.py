@@ -165,6 +165,7 @@ PINNED: dict[str, list[str]] = {
         "DeclarationError",
         "FeedState",
         "Field",
+        "ForwardingChanged",
         "Inbox",
         "IncomingRequest",
         "LinkLoggedOff",
@@ -276,6 +277,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.router": ["PartyTransport", "RemoteParty", "Role", "Router"],
     "actorbus.bus.routing": [
         "AckWaits",
+        "forward_fanout",
         "forward_publisher_up",
         "group_members",
         "horizon",
@@ -298,6 +300,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.bus.system": [
         "AccessRefused",
         "ConnectionAccepted",
+        "ForwardingChanged",
         "LinkLoggedOff",
         "LinkLoggedOn",
         "SYSTEM_MESSAGES",
@@ -541,6 +544,7 @@ PINNED: dict[str, list[str]] = {
     "actorbus.inspection": [
         "ActorInfo",
         "DispatcherInfo",
+        "ForwardingInfo",
         "InspectNode",
         "LinkInfo",
         "NodeInspected",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from actorbus import Bus, FeedState, Notification, Reply, ReplyStatus, Request, Scope, Wildcard
-from actorbus.bus import Permissions
+from actorbus.bus import SYSTEM_SUBJECT, ForwardingChanged, Permissions
 from actorbus.testing import InProcessLink, Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
@@ -82,6 +82,10 @@ def test_pubsub_and_feed_state_cross_two_forwarders(chain: Chain) -> None:
     assert [m[1].value for m in msgs if m[0] == "message"] == list(range(100))
     sender = s.sender
     assert (sender.node, sender.actor, sender.hops) == ("A", "pub", 3)
+    # B and C each passed the 100 on once
+    assert chain.links[0].party_a_on_b.forwarded == 100
+    assert chain.links[1].party_b_on_a.forwarded == 0  # nothing came back from C
+    assert chain.links[1].party_a_on_b.forwarded == 100
     p.update_feed_state(DOWN)
     sub.log.wait_for(lambda ev: sub.states() == [UP, DOWN])
     p.update_feed_state(UP)
@@ -313,10 +317,18 @@ def test_diamond_cut_one_path_traffic_goes_on_over_the_other() -> None:
         for i in range(100):
             p.publish(Tick("/t", value=i))
         _once(sub, 100)
+        changed = m.buses["D"].inbox(ForwardingChanged, SYSTEM_SUBJECT)
         m.links["A" + d_parent].close("cut")
         m.settled("A")
         sub.log.wait_for(lambda ev: sub.states()[-1:] == [UP] and DOWN in sub.states())
         assert m.buses["D"].router.spanning.view().parent != d_parent
+        # the cut path left the tree, the other joined (B may come back as D's child)
+        wanted = {(d_parent, False), (m.buses["D"].router.spanning.view().parent, True)}
+        told: set[tuple[str, bool]] = set()
+        while not wanted <= told:
+            x = changed.receive(5)
+            assert x is not None, told
+            told.add((x.peer_node, x.carrying))
         assert wait_until(p.is_feed_up, 5)
         for i in range(100, 200):
             p.publish(Tick("/t", value=i))

@@ -89,7 +89,7 @@ from .feeds import (
 )
 from .message import Message, MessageKey, Reply, ReplyStatus
 from .permissions import Action, Permissions
-from .routing import AckWaits, horizon
+from .routing import AckWaits, forward_fanout, horizon
 from .scope import CAT_FORWARD, CAT_REMOTE, FeedState, Scope
 from .sender import Sender
 from .spanning import LEFT_TREE
@@ -173,6 +173,11 @@ class RemoteParty(Authorization):
         self.category = CAT_FORWARD if forward else CAT_REMOTE
         #: forwarded requests' acknowledgements being added up (forwarding only)
         self._acks = AckWaits(self) if forward else None
+        #: (forwarding) data messages from the peer passed on to other forwarding
+        #: peers (one per peer it went to); notifications and announcements from
+        #: it dropped past ``max_hops``
+        self.forwarded = 0
+        self.hop_limited = 0
         self.name = name
         self.transport = transport
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
@@ -505,7 +510,7 @@ class RemoteParty(Authorization):
         if key is None:
             key = MessageKey.of(message)
         pub = self._advertised(key, "a notification")
-        if pub is None:
+        if pub is None or (self._acks is not None and not self._passes(pub, sender, 1)):
             return
         if sender is None:
             pub.publish(message)  # the proxy publisher: the bus's one publish loop
@@ -549,12 +554,23 @@ class RemoteParty(Authorization):
             for message in messages:
                 self.notify(message, key)
             return
+        if self._acks is not None and not self._passes(pub, sender, len(messages)):
+            return
         local, other = pub.routes if sender is None else self._routes_as(pub, sender)
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:
             for message in messages:
                 route(message)
+
+    def _passes(self, pub: PublishFeed[Any], sender: Sender | None, n: int) -> bool:
+        """(a forwarding party) False for ``n`` notifications past the link's
+        ``max_hops`` (dropped, counted); else counts those passed on."""
+        if sender is not None and sender.hops > self.max_hops:
+            self.hop_limited += n
+            return False
+        self.forwarded += n * forward_fanout(pub.routes[1])
+        return True
 
     def congested(self, congested: bool) -> None:
         """The transport's output queue to the peer went over its high-water mark
@@ -607,6 +623,7 @@ class RemoteParty(Authorization):
         if self._acks is not None:  # the hops it goes on to acknowledge first
             hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
         if hops:
+            self.forwarded += hops
             self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
         else:
             self.transport.send_request_ack(request_id, len(chosen))

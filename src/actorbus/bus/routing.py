@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AckWaits",
+    "forward_fanout",
     "forward_publisher_up",
     "group_members",
     "horizon",
@@ -64,6 +65,21 @@ def horizon(routes: Routes, pub: Any) -> Routes:
     transport = pub.remote.transport
     local, other = routes
     return local, tuple(r for r in other if getattr(r, "__self__", None) is not transport)
+
+
+#: the names of a transport's notification sends (a route that crosses a link)
+_LINK_SENDS = frozenset({"send_notify", "send_notify_from"})
+
+
+def forward_fanout(other: tuple[Any, ...]) -> int:
+    """How many of a forwarded proxy publisher's routes (``other``) go on to
+    another link (a transport's ``send_notify``, stamped or not)."""
+    n = 0
+    for route in other:
+        name = getattr(getattr(route, "func", route), "__name__", "")
+        if name in _LINK_SENDS:
+            n += 1
+    return n
 
 
 def forward_publisher_up(entry: Any, pub: PublishFeed[Any]) -> bool:

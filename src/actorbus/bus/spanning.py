@@ -42,7 +42,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import Error
 from .scope import CAT_FORWARD
+from .system import SYSTEM_SUBJECT, ForwardingChanged
 
 if TYPE_CHECKING:
     from .party import RemoteParty
@@ -149,6 +151,7 @@ class Spanning:
                 self.loops_refused += 1
             elif len(path) > party.max_hops:
                 self.hop_limited += 1
+                party.hop_limited += 1
             self._compute()
         self._settle()
 
@@ -206,6 +209,28 @@ class Spanning:
                     party.resume()
                 else:
                     party.suspend(LEFT_TREE)
+                self._tell(party, want)
+
+    def _tell(self, party: RemoteParty, carrying: bool) -> None:
+        """Publish the change on the system subject (when the node installed it)."""
+        publish = self._router.system_publish
+        if publish is None:
+            return
+        root, _, parent = self._best
+        try:
+            publish(
+                ForwardingChanged(
+                    SYSTEM_SUBJECT,
+                    peer_node=party.name,
+                    carrying=carrying,
+                    root=root,
+                    parent=parent.name if parent is not None else "",
+                    forwarded=party.forwarded,
+                    hop_limited=party.hop_limited,
+                )
+            )
+        except Error:  # the bus is closing: nobody is listening
+            pass
 
     # ------------------------------------------------------------------ inspect
     def view(self) -> TreeView:

@@ -21,6 +21,7 @@ __all__ = [
     "SYSTEM_SUBJECT",
     "AccessRefused",
     "ConnectionAccepted",
+    "ForwardingChanged",
     "LinkLoggedOff",
     "LinkLoggedOn",
     "ServiceStarted",
@@ -115,6 +116,22 @@ class Undeliverable(Notification, type_name="actorbus.Undeliverable"):
         return decode(cls, self.body)
 
 
+class ForwardingChanged(Notification, type_name="actorbus.ForwardingChanged"):
+    """A forwarding link started or stopped carrying feeds: the forwarding tree
+    changed (docs/routing.md).  When it stops, everything it carried went DOWN
+    here, as for a lost link; when it starts, both ends advertise anew."""
+
+    peer_node: str
+    #: True: the link carries feeds now; False: it left the tree
+    carrying: bool
+    #: the root this node follows and its peer toward it ("" at the root)
+    root: str
+    parent: str
+    #: the link's counters so far (``LinkStats.forwarded``, ``hop_limited``)
+    forwarded: int
+    hop_limited: int
+
+
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     ConnectionAccepted,
     ServiceStarted,
@@ -122,4 +139,5 @@ SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     LinkLoggedOff,
     AccessRefused,
     Undeliverable,
+    ForwardingChanged,
 )

@@ -121,6 +121,8 @@ class _Connection(Inbound):
             authz_refusals=party.refused if party is not None else 0,
             routed_forwarded=party.routed_forwarded if party is not None else 0,
             routed_bounced=party.routed_bounced if party is not None else 0,
+            forwarded=party.forwarded if party is not None else 0,
+            hop_limited=party.hop_limited if party is not None else 0,
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,

@@ -81,6 +81,11 @@ class LinkStats:
     #: bounced back to their sender (unknown next node, hop limit, refused by
     #: its permissions, a link that does not forward).
     routed_bounced: int = 0
+    #: (a forwarding link, docs/routing.md) data messages from the peer passed on
+    #: to other forwarding links, one per link; notifications and tree
+    #: announcements from it dropped past the link's ``maxHops``
+    forwarded: int = 0
+    hop_limited: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
