@@ -90,7 +90,7 @@ class Undeliverable(Notification, type_name="actorbus.Undeliverable"):
     #: why, for a human: the unknown next hop, the hop limit, the refusing rule ...
     reason: str
     #: one word for programs: "unknown-node", "hop-limit", "refused",
-    #: "not-forwarding" or "link-lost"
+    #: "not-forwarding" or "unknown-type"
     code: str
     #: the nodes still ahead when it bounced, the unreachable next hop first
     route_to: list[str]
