@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodes.messages import Counter
+from nodes.messages import Ask, Counter
 
-from actorbus import Bus
+from actorbus import Actor, Bus, ReplyStatus
 from actorbus.config import ConnectionSettings, ServiceSettings
 from calculator_nodes import ENV, free_port
 
@@ -346,6 +346,49 @@ def test_source_routes_cross_a_link_the_forwarding_tree_left_out() -> None:
         assert got is not None and got.n == 1
         sender = inbox.feed.sender
         assert sender is not None and sender.path == ("A", "B", "C") and sender.hops == 2
+    finally:
+        for bus in buses.values():
+            bus.close()
+
+
+class _Holder(Actor):
+    """Takes every Ask on /routed and never answers (a request in flight)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="holder")
+        self.took = threading.Event()
+
+    def startup(self) -> None:
+        self.replier(Ask, "/routed", on_request=lambda request: self.took.set())
+
+
+def test_a_routed_request_ends_with_an_error_when_its_first_link_drops() -> None:
+    buses = {name: Bus(node_id=name) for name in "ABC"}
+    try:
+        forward = ServiceSettings(forward=True)
+        b_service = buses["B"].listen(0, settings=forward)
+        c_service = buses["C"].listen(0)
+        a_to_b = buses["A"].connect("127.0.0.1", b_service.port)
+        b_to_c = buses["B"].connect(
+            "127.0.0.1", c_service.port, settings=ConnectionSettings(forward=True)
+        )
+        assert a_to_b.wait_logged_on(TIMEOUT) and b_to_c.wait_logged_on(TIMEOUT)
+        holder = _Holder()
+        buses["C"].register(holder)
+        buses["C"].startup(holder).wait(TIMEOUT)
+        replies: queue.SimpleQueue[list[Any]] = queue.SimpleQueue()
+        asking = threading.Thread(
+            target=lambda: replies.put(
+                buses["A"].request_all(Ask("/routed", q=1), 60.0, route_to=["B", "C"])
+            )
+        )
+        asking.start()
+        assert holder.took.wait(TIMEOUT)  # the request is at C, held
+        a_to_b.close("cut for the test")
+        (reply,) = replies.get(timeout=TIMEOUT)  # at once, not after 60 s
+        asking.join(TIMEOUT)
+        assert reply.status is ReplyStatus.ERROR
+        assert "link to remote node B lost" in reply.reason
     finally:
         for bus in buses.values():
             bus.close()
