@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ActorInfo",
     "DispatcherInfo",
+    "ForwardingInfo",
     "InspectNode",
     "LinkInfo",
     "NodeInspected",
@@ -129,6 +130,37 @@ class LinkInfo(Field, type_name="actorbus.LinkInfo"):
     authz_refusals: int
     """Actions the link's permissions refused the peer."""
     corrupt_frames: int
+    routed_forwarded: int = 0
+    """Source-routed messages this node passed on to the peer."""
+    routed_bounced: int = 0
+    """Source-routed messages from the peer this node bounced."""
+    forwarded: int = 0
+    """(a forwarding link) Data messages from the peer passed on to other
+    forwarding links, one per link (docs/routing.md)."""
+    hop_limited: int = 0
+    """(a forwarding link) Notifications and tree announcements from the peer
+    dropped past its ``maxHops``."""
+
+
+class ForwardingInfo(Field, type_name="actorbus.ForwardingInfo"):
+    """The forwarding tree as this node sees it (docs/routing.md)."""
+
+    root: str
+    """The node the tree grows from (the least node id this node knows of)."""
+    parent: str
+    """The peer toward the root ("" at the root or without forwarding links)."""
+    carrying: tuple[str, ...] = ()
+    """Forwarding peers whose link carries feeds."""
+    blocked: tuple[str, ...] = ()
+    """Forwarding peers whose link is out of the tree (or still deciding)."""
+    forwarded: int = 0
+    """Data messages passed from one forwarding link to another, in all."""
+    hop_limited: int = 0
+    """Notifications and announcements dropped past a link's ``maxHops``."""
+    loops_refused: int = 0
+    """Announcements that came back around a cycle (their path held this node)."""
+    changes: int = 0
+    """Times a link started or stopped carrying feeds."""
 
 
 class RequestCount(Field, type_name="actorbus.RequestCount"):
@@ -158,6 +190,16 @@ class NodeSnapshot(Field, type_name="actorbus.NodeSnapshot"):
     a peer's requests forwarded here are counted on the peer)."""
     requests: tuple[RequestCount, ...] = ()
     """The same, per key."""
+    routed_forwarded: int = 0
+    """Source-routed messages this node passed on (docs/routing.md)."""
+    routed_bounced: int = 0
+    """Source-routed messages this node could not pass on and bounced."""
+    routed_delivered: int = 0
+    """Source-routed messages (replies and bounces included) delivered here."""
+    routed_lost: int = 0
+    """Source-routed replies, cancels and bounces dropped (they never bounce)."""
+    forwarding: ForwardingInfo | None = None
+    """The forwarding tree (None for a node without forwarding links)."""
 
     def actor(self, name: str) -> ActorInfo | None:
         """The actor called ``name``, or None."""
@@ -243,6 +285,26 @@ def _link_info(link: Link) -> LinkInfo:
         auth_failures=c.auth_failures,
         authz_refusals=c.authz_refusals,
         corrupt_frames=c.corrupt_frames,
+        routed_forwarded=c.routed_forwarded,
+        routed_bounced=c.routed_bounced,
+        forwarded=c.forwarded,
+        hop_limited=c.hop_limited,
+    )
+
+
+def _forwarding(router: Router, links: tuple[LinkInfo, ...]) -> ForwardingInfo | None:
+    view = router.spanning.view()
+    if not view.carrying and not view.blocked:
+        return None
+    return ForwardingInfo(
+        root=view.root,
+        parent=view.parent,
+        carrying=view.carrying,
+        blocked=view.blocked,
+        forwarded=sum(x.forwarded for x in links),
+        hop_limited=sum(x.hop_limited for x in links),
+        loops_refused=view.loops_refused,
+        changes=view.changes,
     )
 
 
@@ -304,15 +366,22 @@ def snapshot(
         for t in local_topics(router, node_id)
     )
     outstanding, per_key = _requests(router)
+    routes = router.source_routes
+    link_infos = tuple(_link_info(link) for link in links)
     return NodeSnapshot(
         node=node_id,
         time=time.time(),
         actors=actors,
         dispatchers=dispatchers,
         feeds=feeds,
-        links=tuple(_link_info(link) for link in links),
+        links=link_infos,
         requests_outstanding=outstanding,
         requests=per_key,
+        routed_forwarded=routes.forwarded,
+        routed_bounced=routes.bounced,
+        routed_delivered=routes.delivered,
+        routed_lost=routes.lost,
+        forwarding=_forwarding(router, link_infos),
     )
 
 

@@ -34,7 +34,7 @@ import socket
 import ssl
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from . import _gc, inspection
@@ -383,20 +383,28 @@ class Bus:
         return feed
 
     def request_all(
-        self, message: Request, timeout: float, *, scope: Scope = Scope.LOCAL_AND_REMOTE
+        self,
+        message: Request,
+        timeout: float,
+        *,
+        scope: Scope = Scope.LOCAL_AND_REMOTE,
+        route_to: Iterable[str] | None = None,
     ) -> list[Reply]:
         """Send ``message`` and block until every replier finished or ``timeout``
         seconds passed; returns the replies in arrival order.  On timeout the last
         reply is an ERROR reply "timed out after …".  Raises RequestError at once
         when no replier is up, and UsageError instead of blocking when called on
         the only thread of a dispatcher a replier of the key is pinned to (that
-        replier could not answer until this call returned)."""
+        replier could not answer until this call returned).  ``route_to`` (node
+        ids) sends it along that source route to the repliers of the route's last
+        node (:meth:`RequestFeed.request`; docs/routing.md): an undeliverable
+        route ends with an ERROR reply naming the node and the reason."""
         if isinstance(message, Request):
             refuse_blocking_deadlock(self.router, MessageKey.of(message), None, "request_all")
         replies: queue.SimpleQueue[tuple[int, Reply]] = queue.SimpleQueue()
         feed = self._temporary_requestor(message, scope, lambda r, rep: replies.put((r, rep)))
         try:
-            feed.request(message, timeout=timeout)
+            feed.request(message, timeout=timeout, route_to=route_to)
             out: list[Reply] = []
             while True:
                 try:

@@ -205,10 +205,15 @@ class InProcessLink:
         *,
         permissions_a: Any = None,
         permissions_b: Any = None,
+        forward_a: bool = False,
+        forward_b: bool = False,
+        max_hops: int = 8,
     ) -> None:
         """``permissions_a``: what B may do at A (a ``Permissions``, None: all);
         ``permissions_b`` likewise at B: handed to ``router.attach`` as a TCP
-        link hands its own."""
+        link hands its own.  ``forward_a``: A forwards between this link and
+        its other forwarding links (the link setting ``forward``); ``forward_b``
+        likewise at B; ``max_hops`` both ends' ``maxHops``."""
         import queue
 
         router_a: Router = a.router if hasattr(a, "router") else a
@@ -219,8 +224,12 @@ class InProcessLink:
         # transport i sends into queue i, which the other side's party consumes
         self.transport_a = _QueueTransport(self._queues[0], name_a)
         self.transport_b = _QueueTransport(self._queues[1], name_b)
-        self.party_b_on_a = router_a.attach(name_b, self.transport_a, permissions_a)
-        self.party_a_on_b = router_b.attach(name_a, self.transport_b, permissions_b)
+        self.party_b_on_a = router_a.attach(
+            name_b, self.transport_a, permissions_a, forward=forward_a, max_hops=max_hops
+        )
+        self.party_a_on_b = router_b.attach(
+            name_a, self.transport_b, permissions_b, forward=forward_b, max_hops=max_hops
+        )
         for i, party in enumerate((self.party_a_on_b, self.party_b_on_a)):
             t = threading.Thread(
                 target=self._pump,
@@ -319,11 +328,16 @@ class _QueueTransport:
         self._q.put(("reply", (request_id, reply, None, self._seen_from(sender))))
 
     def _seen_from(self, sender: Any) -> Sender:
-        """``sender`` as the peer sees it: this side's node, one hop further."""
-        return Sender(self.node, sender.actor, sender.feed, sender.hops + 1)
+        """``sender`` as the peer sees it: one hop further, from this side's node
+        (or the node it was forwarded from)."""
+        node = sender.node if sender.hops else self.node
+        return Sender(node, sender.actor, sender.feed, sender.hops + 1)
 
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._q.put(("request_ack", (request_id, taken)))
+
+    def send_route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
+        self._q.put(("route", (root, tuple(path), active, forwards)))
 
     def send_reply(self, request_id: int, reply: Any) -> None:
         self._q.put(("reply", (request_id, reply)))

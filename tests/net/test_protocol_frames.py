@@ -12,6 +12,7 @@ import actorbus.net.protocol
 from actorbus import CodecError, FeedState, ReplyStatus, Scope, UsageError
 from actorbus.bus import codec
 from actorbus.bus._types import big_int_to_wire
+from actorbus.bus.routed import KIND_NOTIFY, RoutedFrame
 from actorbus.bus.router import Role
 from actorbus.config import LinkSettings
 from actorbus.errors import MessageTooLargeError, ProtocolError
@@ -35,6 +36,7 @@ from actorbus.net.protocol import (
 from actorbus.testing import all_types_known, encode_frame
 
 KEY = ("demo.DataPoint", "/demo")
+ROUTED = int(FrameType.ROUTED)
 OTHER = ("demo.DataPoint", "/other")
 REPLY_KEY = ("demo.Answer", "/demo")
 SECRET = ("XSecret", "/demo")  # a type the receiving node does not know
@@ -346,18 +348,48 @@ def test_counters_and_data_queued() -> None:
     client.cancel(1)
     client.notify_many(KEY, [(2,), (3,), (4,)])  # one NOTIFY_RUN frame, 3 messages
     client.group_notify(KEY, "g", (5,))
-    assert client.data_queued == 9
+    client.routed(RoutedFrame(KIND_NOTIFY, ("server-node",), ("client-node",), *KEY, 0, 0, b"x"))
+    assert client.data_queued == 10
     data = client.data_to_send()
     assert client.data_queued == 0
     assert client.data_to_send() == b""  # everything went out in one batch
-    assert client.counters.frames_out - before == 12
-    assert client.counters.messages_out == 9
+    assert client.counters.frames_out - before == 13
+    assert client.counters.messages_out == 10
     assert {f[0] for f in frames_of(data)} >= {int(t) for t in DATA_FRAME_TYPES}
     pipe.server.receive_data(data, 0.0)
-    assert len(list(pipe.server.events())) == 12
+    assert len(list(pipe.server.events())) == 13
     assert pipe.server.counters.frames_in - pipe.client.counters.frames_out == 0
     assert pipe.server.counters.bytes_in == pipe.client.counters.bytes_out
-    assert pipe.server.counters.messages_in == 9
+    assert pipe.server.counters.messages_in == 10
+
+
+def test_a_routed_run_is_one_frame_numbered_and_counted_as_its_messages() -> None:
+    pipe = connected()
+    client, server = pipe.client, pipe.server
+    list(server.events())
+    seq = client.last_seq_sent
+    run = RoutedFrame(KIND_NOTIFY, ("server-node",), ("client-node",), *KEY, 0, 0, (b"1", b"2"))
+    client.routed(run)
+    client.routed(RoutedFrame(KIND_NOTIFY, ("server-node",), ("client-node",), *KEY, 0, 0, b"3"))
+    assert client.data_queued == 3 and client.last_seq_sent == seq + 3
+    data = client.data_to_send()
+    assert [f[0] for f in frames_of(data)] == [ROUTED, ROUTED]
+    server.receive_data(data, 0.0)
+    frames = [e.frame for e in server.events()]
+    assert [f.body for f in frames] == [(b"1", b"2"), b"3"]
+    assert frames[0] == run
+    assert server.counters.messages_in == 3 and server.last_seq_received == seq + 3
+    # a run too large for one frame goes in halves, each message numbered once
+    big = tuple(bytes([i]) * 600 for i in range(4))
+    small = connected(settings=LinkSettings(max_frame_size=2_000))
+    first = small.client.last_seq_sent
+    small.client.routed(RoutedFrame(KIND_NOTIFY, ("server-node",), ("c",), *KEY, 0, 0, big))
+    assert small.client.last_seq_sent == first + 4 and small.client.data_queued == 4
+    data = small.client.data_to_send()
+    assert len(frames_of(data)) == 2  # two halves of two
+    list(small.server.events())
+    small.server.receive_data(data, 0.0)
+    assert [e.frame.body for e in small.server.events()] == [big[:2], big[2:]]
 
 
 def test_heartbeat_frames_are_answered_and_counted() -> None:
@@ -424,6 +456,18 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((int(FrameType.NOTIFY_RUN), True, 0, (1,)), "seq is True"),
         ((int(FrameType.NOTIFY_RUN), 1, 4, (1,)), "key id 4, which the peer never defined"),
         ((int(FrameType.NOTIFY_RUN), 1, 0), "NOTIFY_RUN frame: 3 elements, expected 4"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0), "ROUTED frame: 9 elements"),
+        ((ROUTED, 1, 5, ("B",), ("A",), "T", "/s", 0, 0, b""), "kind is 5, expected one of"),
+        ((ROUTED, 1, 0, ("B",), (), "T", "/s", 0, 0, b""), "route_from not empty"),
+        ((ROUTED, 1, 0, "B", ("A",), "T", "/s", 0, 0, b""), "must be arrays"),
+        ((ROUTED, 1, 0, ("B", ""), ("A",), "T", "/s", 0, 0, b""), "holds '', not a node id"),
+        ((ROUTED, 1, 0, ("B",), ("A", 7), "T", "/s", 0, 0, b""), "holds 7, not a node id"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "", "/s", 0, 0, b""), "the type name not empty"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", -1, 0, b""), "request id -1 and"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0, (1,)), r"body is \(1,\), expected bin"),
+        ((ROUTED, 1, 1, ("B",), ("A",), "T", "/s", 0, 0, (b"",)), r"body is \(b'',\), expected"),
+        ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0, ()), r"body is \(\), expected bin"),
+        ((ROUTED, 0, 0, ("B",), ("A",), "T", "/s", 0, 0, b""), "ROUTED frame: seq is 0"),
         ((KEY_DEF, -1, "T", "s"), "key id is -1"),
         ((KEY_DEF, 2**32, "T", "s"), "key id 4294967296 is above"),
         ((KEY_DEF, 1, "", "s"), "type name is empty"),

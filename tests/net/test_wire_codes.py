@@ -7,6 +7,14 @@ import re
 from pathlib import Path
 
 from actorbus import FeedState, ReplyStatus, Scope
+from actorbus.bus.routed import (
+    KIND_BOUNCE,
+    KIND_CANCEL,
+    KIND_NOTIFY,
+    KIND_REPLY,
+    KIND_REQUEST,
+    KINDS,
+)
 from actorbus.bus.router import Role
 from actorbus.net import PROTOCOL_VERSION
 from actorbus.net._wire import (
@@ -60,6 +68,8 @@ FRAME_TYPES = {
     "GROUP": 29,
     "GROUP_NOTIFY": 30,
     "SENDER": 31,
+    "ROUTED": 32,
+    "ROUTE": 33,
 }
 ROLE = {Role.PUBLISHER: 1, Role.SUBSCRIBER: 2, Role.REQUESTOR: 3, Role.REPLIER: 4}
 SCOPE = {Scope.LOCAL_ONLY: 0, Scope.LOCAL_AND_REMOTE: 1, Scope.REMOTE_ONLY: 2}
@@ -83,6 +93,7 @@ def test_frame_types() -> None:
         "CANCEL",
         "NOTIFY_RUN",
         "GROUP_NOTIFY",
+        "ROUTED",
     }
 
 
@@ -122,6 +133,13 @@ def test_reply_statuses() -> None:
     assert set(REPLY_STATUS_CODES) == set(ReplyStatus)
     assert {code: status for status, code in REPLY_STATUS.items()} == REPLY_STATUSES
     assert "`OK_FINAL=0`, `OK_CONTINUING=1`, `ERROR=2`" in PROTOCOL_MD.read_text()
+
+
+def test_routed_kinds() -> None:
+    kinds = (KIND_NOTIFY, KIND_REQUEST, KIND_REPLY, KIND_BOUNCE, KIND_CANCEL)
+    assert kinds == KINDS == (0, 1, 2, 3, 4)
+    line = "`NOTIFY=0`, `REQUEST=1`, `REPLY=2`, `BOUNCE=3`, `CANCEL=4`"
+    assert line in PROTOCOL_MD.read_text()
 
 
 def test_pattern_dialects() -> None:

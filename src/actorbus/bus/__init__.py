@@ -37,9 +37,11 @@ from .system import (
     SYSTEM_SUBJECT,
     AccessRefused,
     ConnectionAccepted,
+    ForwardingChanged,
     LinkLoggedOff,
     LinkLoggedOn,
     ServiceStarted,
+    Undeliverable,
 )
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "DeclarationError",
     "FeedState",
     "Field",
+    "ForwardingChanged",
     "Inbox",
     "IncomingRequest",
     "LinkLoggedOff",
@@ -75,6 +78,7 @@ __all__ = [
     "SocketAddress",
     "SubscribeFeed",
     "Topic",
+    "Undeliverable",
     "ValidationError",
     "Wildcard",
     "decode",

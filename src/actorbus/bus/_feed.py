@@ -16,7 +16,7 @@ them part of the bus core's internal interface, not of the public API (the
 public names of a feed are its methods and properties).  Who writes what:
 
 =================  ===========================================================
-``cat``            the feed category (0-2 :class:`Scope`, 3 from a remote
+``cat``            the feed category (0-2 :class:`Scope`, 3-4 from a remote
                    peer); set here once.  The router indexes counters and
                    routes with it.
 ``remote``         the :class:`~actorbus.bus.party.RemoteParty` of a proxy
@@ -188,7 +188,7 @@ class Feed(abc.ABC):
         self._key = key
         self._scope = scope
         self.remote = remote
-        self.cat = 3 if remote is not None else int(scope)
+        self.cat = int(getattr(remote, "category", 3)) if remote is not None else int(scope)
         self.post: Callable[..., None] = post if post is not None else _direct
         self.phase = _Phase.OPEN
         self.reported = False

@@ -26,6 +26,7 @@ from typing import Any
 
 from .feeds import Stamped, SubscribeFeed
 from .queues import _Rotation
+from .routing import horizon
 from .sender import Sender
 
 __all__ = ["Routes", "restamp", "stamped"]
@@ -38,7 +39,7 @@ def restamp(entry: Any) -> None:
     """(under the router lock) Remake every publisher's stamped routes of ``entry``."""
     routes = entry.routes
     for p in entry.pubs:
-        p.routes = stamped(routes[p.cat], p.stamp)
+        p.routes = stamped(horizon(routes[p.cat], p), p.stamp)
 
 
 def stamped(routes: Routes, sender: Sender) -> Routes:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol
 
 from ..errors import FeedStateError, UsageError
@@ -170,14 +170,22 @@ class PublishFeed(Feed, Generic[N]):
         """True when advertised, declared UP, and at least one subscriber is there."""
         return self.declared and self.reported
 
-    def publish(self, message: N) -> int:
+    def publish(self, message: N, *, route_to: Iterable[str] | None = None) -> int:
         """Send ``message`` to every in-scope subscriber of this key.
 
         Returns how many subscribers took it (local subscribers, inboxes and remote
         links — before subscriber conditions run): 0 means nobody was there, e.g.
-        between the last subscriber leaving and this publisher's DOWN status."""
+        between the last subscriber leaving and this publisher's DOWN status.
+
+        ``route_to`` (node ids) sends it along that source route instead, to the
+        subscribers on the route's last node (docs/routing.md, "Source routes and
+        bounces"): 1 when it left this node, 0 when it bounced here at once (the
+        :class:`~actorbus.bus.system.Undeliverable` is on the system subject);
+        an empty route delivers to this node's subscribers alone."""
         if not self.declared or type(message) is not self._mcls or message.subject != self._subject:
             self._publish_refused(message)
+        if route_to is not None:
+            return self._router.source_routes.publish(self.stamp, message, route_to)
         # One atomic read of this category's routes (see the router): subscribers
         # posting to a mailbox get its post inlined (``Mailbox.post_parts``: the
         # one place outside the mailbox that queues a task), the others
@@ -313,11 +321,11 @@ class WatchedPublishFeed(PublishFeed[N]):
         super().__init__(*args, **kwargs)
         self._watch = watch
 
-    def publish(self, message: N) -> int:
+    def publish(self, message: N, *, route_to: Iterable[str] | None = None) -> int:
         """Show ``message`` to the watch, then :meth:`PublishFeed.publish` it."""
         if self.declared and type(message) is self._mcls and message.subject == self._subject:
             self._watch(self, message)
-        return super().publish(message)
+        return super().publish(message, route_to=route_to)
 
 
 class OutputWatch(Protocol):

@@ -13,17 +13,18 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
   ``subscribe_pattern``, ``unsubscribe_pattern``, ``group``, ``group_notify``,
   ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
-  ``cancel``) as the peer's frames arrive, and ``detach(reason)`` when the
-  peer is gone.  ``backlogs(keys)`` tells it what holds the peer's undelivered
-  notifications (for input back-pressure); ``congested(True/False)`` is how it
-  says its output queue to the peer went over its high-water mark or drained
-  (publisher back-pressure: the publishers sending there learn it).  ``router.attach(name, transport,
-  permissions)`` may hand over the link's
+  ``cancel``; ``routed`` for source routes, after ``carry_routes``) as the
+  peer's frames arrive, and ``detach(reason)`` when the peer is gone.
+  ``backlogs(keys)`` tells it what holds the peer's undelivered notifications
+  (for input back-pressure); ``congested(True/False)`` is how it says its
+  output queue to the peer went over its high-water mark or drained (publisher
+  back-pressure: the publishers sending there learn it).  ``router.attach(name,
+  transport, permissions)`` may hand over the link's
   :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself
-  (below), so every transport gets the same authorization.  Around a batch of inbound calls
-  made on one thread it may call
-  the party's ``hold_deliveries()`` / ``release_deliveries()``, so the actors the
-  batch makes runnable are woken once it is done rather than one by one.
+  (below), so every transport gets the same authorization.  Around a batch of
+  inbound calls made on one thread it may call the party's
+  ``hold_deliveries()`` / ``release_deliveries()``, so the actors the batch
+  makes runnable are woken once it is done rather than one by one.
 
 Nothing else of the bus is a transport's business: no router internals, no
 feeds, no mailboxes, no dispatcher.  Inside, a party is made of ordinary feeds
@@ -61,18 +62,20 @@ first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
 and kind per period, with how many more like it), peer-supplied text escaped.
 
-``tests/bus`` joins two routers through :class:`actorbus.testing.InProcessLink`,
-an in-memory transport of a few dozen lines built on this seam alone.
+``tests/bus`` joins routers through :class:`actorbus.testing.InProcessLink`.
+A transport with ``send_route`` takes part in the forwarding tree
+(bus/spanning.py): it carries the peer's ``route(...)`` calls.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._log import shown
-from ..errors import Error, UsageError
+from ..errors import UsageError
+from ._authorize import Authorization
 from ._stamp import Routes, stamped
 from ._watch import PatternWatch
 from .feeds import (
@@ -84,14 +87,16 @@ from .feeds import (
     SubscribeFeed,
     _direct,
 )
-from .message import Message, MessageKey, Reply
-from .permissions import DEFAULT_DENY, Action, Permissions
-from .scope import CAT_REMOTE, FeedState, Scope
+from .message import Message, MessageKey, Reply, ReplyStatus
+from .permissions import Action, Permissions
+from .routing import AckWaits, forward_fanout, horizon
+from .scope import CAT_FORWARD, CAT_REMOTE, FeedState, Scope
 from .sender import Sender
+from .spanning import LEFT_TREE
 from .subjects import Wildcard
-from .system import SYSTEM_SUBJECT, AccessRefused
 
 if TYPE_CHECKING:
+    from .routed import RoutedFrame
     from .router import Router
 
 __all__ = [
@@ -100,10 +105,6 @@ __all__ = [
     "RemoteParty",
     "Role",
 ]
-
-#: AccessRefused notifications a party publishes at most (one per action and
-#: key); refusals past it are still counted and logged.
-MAX_REFUSALS_TOLD = 4_096
 
 
 #: most (key, sender) stamped route tables a party keeps
@@ -148,7 +149,7 @@ class PartyTransport(Protocol):
     def send_group_notify(self, group: str, message: Message) -> None: ...
 
 
-class RemoteParty:
+class RemoteParty(Authorization):
     """A remote peer as the router sees it (inbound side, called by the link).
 
     Made of proxy feeds of the "from remote" category: a proxy publisher/replier
@@ -161,8 +162,22 @@ class RemoteParty:
         name: str,
         transport: PartyTransport,
         permissions: Permissions | None = None,
+        *,
+        forward: bool = False,
+        max_hops: int = 8,
     ) -> None:
         self.router = router
+        #: the link's ``maxHops``: the farthest root of the forwarding tree it follows
+        self.max_hops = max_hops
+        #: the category of its proxies: forwarded (bus/routing.py) or from remote
+        self.category = CAT_FORWARD if forward else CAT_REMOTE
+        #: forwarded requests' acknowledgements being added up (forwarding only)
+        self._acks = AckWaits(self) if forward else None
+        #: (forwarding) data messages from the peer passed on to other forwarding
+        #: peers (one per peer it went to); notifications and announcements from
+        #: it dropped past ``max_hops``
+        self.forwarded = 0
+        self.hop_limited = 0
         self.name = name
         self.transport = transport
         self._pubs: dict[MessageKey, PublishFeed[Any]] = {}
@@ -202,6 +217,9 @@ class RemoteParty:
         self.refused = 0
         #: (action, key text) already reported with AccessRefused
         self._told: set[tuple[Action, str]] = set()
+        #: source-routed messages passed on to the peer, and ones from it bounced
+        self.routed_forwarded = self.routed_bounced = 0
+        self._send_routed: Callable[[RoutedFrame], None] | None = None
 
     def __repr__(self) -> str:
         return f"<RemoteParty {self.name}>"
@@ -210,7 +228,7 @@ class RemoteParty:
         return self.name
 
     # --------------------------------------------------- outbound (router -> peer)
-    def _tell(
+    def tell(
         self, key: MessageKey, role: Role, before: tuple[bool, bool], now: tuple[bool, bool]
     ) -> None:
         t = self.transport
@@ -249,12 +267,19 @@ class RemoteParty:
         peer_id = handle.peer_id
         if self._in.get(peer_id) is not handle:
             return
+        acks = self._acks
+        if acks is None or not acks.hold(peer_id, remaining, reply, sender):
+            self.send_reply_now(peer_id, remaining, reply, sender)
+
+    def send_reply_now(
+        self, peer_id: int, remaining: int, reply: Reply, sender: Sender | None
+    ) -> None:
         if sender is None:
             self.transport.send_reply(peer_id, reply)
         else:
             self.transport.send_reply_from(sender, peer_id, reply)
         if remaining == 0:
-            del self._in[peer_id]
+            self._in.pop(peer_id, None)
 
     # ---------------------------------------------------- inbound (peer -> router)
     def advertise(self, key: MessageKey, role: Role, up: bool) -> None:
@@ -453,7 +478,7 @@ class RemoteParty:
         pub = self._advertised(key, "a queue-group notification")
         if pub is None:
             return
-        if not self.router.group_notify(key, group, message, sender or pub.stamp):
+        if not self.router.group_notify(key, group, message, sender or pub.stamp, self):
             self._unexpected(
                 key,
                 f"sent a notification on {{key}} for queue group {group!r}, which has no "
@@ -485,7 +510,7 @@ class RemoteParty:
         if key is None:
             key = MessageKey.of(message)
         pub = self._advertised(key, "a notification")
-        if pub is None:
+        if pub is None or (self._acks is not None and not self._passes(pub, sender, 1)):
             return
         if sender is None:
             pub.publish(message)  # the proxy publisher: the bus's one publish loop
@@ -510,7 +535,7 @@ class RemoteParty:
         if cached is not None and cached[0] is source:
             self._last_stamped = (pub, sender, source, cached[1])
             return cached[1]
-        routes = stamped(source[CAT_REMOTE], sender)
+        routes = stamped(horizon(source[pub.cat], pub), sender)
         if len(self._stamped) >= _MAX_STAMPED:
             self._stamped.clear()
         self._stamped[pub._key, sender] = (source, routes)
@@ -529,12 +554,23 @@ class RemoteParty:
             for message in messages:
                 self.notify(message, key)
             return
+        if self._acks is not None and not self._passes(pub, sender, len(messages)):
+            return
         local, other = pub.routes if sender is None else self._routes_as(pub, sender)
         for _put, _claim, _schedule, mailbox, deliver in local:
             mailbox.post_each(deliver, messages)
         for route in other:
             for message in messages:
                 route(message)
+
+    def _passes(self, pub: PublishFeed[Any], sender: Sender | None, n: int) -> bool:
+        """(a forwarding party) False for ``n`` notifications past the link's
+        ``max_hops`` (dropped, counted); else counts those passed on."""
+        if sender is not None and sender.hops > self.max_hops:
+            self.hop_limited += n
+            return False
+        self.forwarded += n * forward_fanout(pub.routes[1])
+        return True
 
     def congested(self, congested: bool) -> None:
         """The transport's output queue to the peer went over its high-water mark
@@ -552,7 +588,7 @@ class RemoteParty:
             feed = self._pubs.get(key)
             if feed is None:
                 continue
-            local, other = feed.entry.routes[CAT_REMOTE]
+            local, other = horizon(feed.entry.routes[feed.cat], feed)
             boxes.extend(route[3] for route in local)
             for route in other:  # feeds of no actor: an Inbox's is watched too
                 backlog = getattr(getattr(route, "__self__", None), "_backlog", None)
@@ -583,7 +619,14 @@ class RemoteParty:
                     feed.subscribe()
                     self._reqs[key] = feed
         chosen = router.choose(feed, message)
-        self.transport.send_request_ack(request_id, len(chosen))
+        hops = 0
+        if self._acks is not None:  # the hops it goes on to acknowledge first
+            hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
+        if hops:
+            self.forwarded += hops
+            self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
+        else:
+            self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
             # come back before dispatch returns
@@ -594,6 +637,7 @@ class RemoteParty:
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
         if incoming is not None:
+            _hop_acked(incoming, taken)
             incoming.handle._remote_ack(incoming, taken)
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
@@ -630,19 +674,50 @@ class RemoteParty:
                 type(reply).__qualname__,
             )
             if repliers is not None:
+                _hop_acked(incoming, repliers)
                 incoming.handle._remote_ack(incoming, repliers)
             return
         if repliers is None:
             incoming.handle._reply_from(incoming, reply, sender)
         else:
+            _hop_acked(incoming, repliers)
             incoming.handle._remote_reply(incoming, reply, repliers, sender)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)
 
     def cancel(self, request_id: int) -> None:
+        if self._acks is not None:
+            self._acks.forget(request_id)
         handle = self._in.pop(request_id, None)
         if handle is not None:
             handle.cancel()
+
+    # ------------------------------------------------------------ source routes
+    def carry_routes(self, send: Callable[[RoutedFrame], None], **link: Any) -> None:
+        """The transport carries source routes with ``send`` (bus/routed.py;
+        ``link``: its ``forward`` and ``max_hops`` settings)."""
+        self._send_routed = send
+        self.router.source_routes.attach(self, send, **link)
+
+    def routed(self, frame: RoutedFrame) -> None:
+        """A source-routed frame from the peer: delivered here, passed on or bounced."""
+        self.router.source_routes.received(self, frame)
+
+    def send_routed_request(self, incoming: IncomingRequest[Any], frame: RoutedFrame) -> None:
+        """This node's routed request leaves over this link: its replies and its
+        bounce come back here (:meth:`reply`), and it fails if the link drops."""
+        self._out[incoming.id] = incoming
+        send = self._send_routed
+        if send is not None:
+            send(frame)
+        else:
+            why = f"link to remote node {self.name} lost before the request left"
+            self.reply(incoming.id, Reply(frame.subject, status=ReplyStatus.ERROR, reason=why), 1)
+
+    def routed_cancelled(self, incoming: IncomingRequest[Any]) -> bool:
+        """(bus/routed.py) Forget a cancelled or timed-out routed request; True if
+        it was still outstanding here."""
+        return self._out.pop(incoming.id, None) is not None
 
     def _unexpected(self, key: MessageKey, text: str) -> None:
         """Count something the peer should not have sent; log it at most once per
@@ -655,81 +730,30 @@ class RemoteParty:
             key,
         )
 
-    # ------------------------------------------------------------ authorization
-    def refusal(self, action: Action, key: MessageKey) -> str | None:
-        """(a question, not a frame) None when the peer may take ``action`` on
-        ``key``; else why not (the refusing rule), the refusal counted, logged and
-        reported exactly as the inbound calls do.  For a transport that tells its
-        peer why a message was refused before it makes the inbound call (which
-        checks again by itself, so asking is never needed for safety)."""
-        perm = self._perm
-        if perm is None:
-            return None
-        rule = perm.decide(action, key)
-        if rule is not None and rule.allow:
-            return None
-        why = str(rule) if rule is not None else DEFAULT_DENY
-        self._refuse(action, str(key), why)
-        return why
+    def route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
+        """The peer's place in the forwarding tree (bus/spanning.py)."""
+        self.router.spanning.heard(self, root, tuple(path), active, forwards)
 
-    def _permits(self, action: Action, key: MessageKey) -> bool:
-        """True if the permissions let the peer take ``action`` on ``key``; else
-        the refusal is counted, logged and reported."""
-        return self.refusal(action, key) is None
-
-    def _refuse(self, action: Action, what: str, rule: str) -> None:
-        self.refused += 1
-        self.router.peer_log.warning(
-            (self.name, "refused"),
-            "remote node {}: may not {} {}, refused by {}",
-            self.name,
-            action.value,
-            what,
-            rule,
-        )
-        told = (action, what)
-        if told in self._told or len(self._told) >= MAX_REFUSALS_TOLD:
-            return
-        self._told.add(told)
-        publish = self.router.system_publish
-        if publish is not None:
-            try:
-                publish(
-                    AccessRefused(
-                        SYSTEM_SUBJECT,
-                        peer_node=self.name,
-                        action=action.value,
-                        key=what,
-                        rule=rule,
-                    )
-                )
-            except Error:  # the bus is closing: nobody is listening
-                pass
-
-    def _narrowed(self, watch: PatternWatch, key: MessageKey) -> bool:
-        """(under the lock) True if ``watch``'s pattern may follow ``key``; the
-        first key a pattern is refused is reported once (for the pattern)."""
-        perm = self._perm
-        if perm is None:
-            return True
-        rule = perm.decide(Action.SUBSCRIBE, key)
-        if rule is not None and rule.allow:
-            return True
-        if not watch.narrowed:
-            watch.narrowed = True
-            what = f"{watch.message_class.__type_name__}:{shown(watch.wildcard.text)} (pattern)"
-            self._refuse(
-                Action.SUBSCRIBE,
-                what,
-                f"{rule if rule is not None else DEFAULT_DENY}; the pattern follows only "
-                f"the keys it allows (first held back: {key})",
-            )
-        return False
+    def resume(self) -> None:
+        """(the forwarding tree) The link carries feeds again: told all anew."""
+        self._attached = True
+        self.router.reattach(self)
 
     def detach(self, reason: str) -> None:
         """The link is gone: every feed it carried goes away (subscribers see DOWN,
         requests forwarded to the peer end with ERROR, the peer's requests are
         cancelled)."""
+        self.router.spanning.gone(self)
+        text = f"link to remote node {self.name} lost: {reason}"
+        self.suspend(text)
+        # source routes go over the link itself, tree or not: they end with it
+        self._send_routed = None
+        self.router.source_routes.detach(self)
+        self._fail_forwarded(None, text)  # source-routed requests that left here
+
+    def suspend(self, reason: str) -> None:
+        """The link stops carrying feeds, as :meth:`detach` says (``reason``:
+        the text requests end with); the forwarding tree's, or the link's end."""
         router = self.router
         with router.lock:
             if not self._attached:
@@ -747,19 +771,29 @@ class RemoteParty:
             reqs, self._reqs = list(self._reqs.values()), {}
             inbound, self._in = list(self._in.values()), {}
         router.detach(self)
-        text = f"link to remote node {self.name} lost: {reason}"
+        if reason == LEFT_TREE:
+            reason = f"the link to remote node {self.name} {reason}"
         for rep in reps:
-            self._fail_forwarded(rep, text)
+            self._fail_forwarded(rep, reason)
         for feed in (*pubs, *reps, *subs, *reqs):
             feed.close()
         for handle in inbound:
             handle.cancel()
 
-    def _fail_forwarded(self, rep: ReplyFeed[Any], reason: str) -> None:
-        for incoming in [i for i in self._out.values() if i.feed is rep]:
+    def _fail_forwarded(self, rep: ReplyFeed[Any] | None, reason: str) -> None:  # None: all
+        for incoming in [i for i in self._out.values() if rep is None or i.feed is rep]:
             self._out.pop(incoming.id, None)
+            _hop_acked(incoming, 1)  # its one ERROR
             if incoming.is_active:
                 incoming.handle._fail_remote(incoming, reason)
+
+
+def _hop_acked(incoming: IncomingRequest[Any], taken: int) -> None:
+    """A forwarding hop acknowledged a request forwarded here from another
+    forwarding party: that party adds it to its own acknowledgement."""
+    down = incoming.handle.feed.remote
+    if isinstance(down, RemoteParty) and down._acks is not None:
+        down._acks.acked(incoming, taken)
 
 
 def _ignore_message(message: Any, feed: Any) -> None:

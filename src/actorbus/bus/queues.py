@@ -143,6 +143,25 @@ class _Rotation:
         :meth:`deliver_from`)."""
         self.deliver_from(None, message)
 
+    def deliver_except(self, sender: Any, message: Any, transport: Any) -> None:
+        """Hand ``message`` to the next member not reached through ``transport``
+        (the forwarding party it came from: split horizon)."""
+        targets = self.targets
+        for _ in range(len(targets)):
+            turn = self.turn + 1
+            if turn >= len(targets):
+                turn = 0
+            self.turn = turn
+            target = targets[turn]
+            if isinstance(target, _LocalTarget):
+                target.post(target.run, (sender, message))
+                return
+            owner = getattr(target, "func", None)
+            if getattr(owner, "__self__", None) is not transport:
+                target(message)
+                return
+        self.group.keep_or_drop(self, sender, message)
+
     def deliver_from(self, sender: Any, message: Any) -> None:
         """Hand ``message`` to the next member."""
         targets = self.targets
@@ -218,6 +237,7 @@ class _Group:
         "reoffered",
         "rotations",
         "told",
+        "told_to",
         "totals",
     )
 
@@ -228,12 +248,14 @@ class _Group:
         #: set by the first local member that brings options (proxies bring none)
         self.config: QueueGroup | None = None
         self.members: list[Any] = []
-        #: per publisher category 0..3; 3 (remote origin) never holds a proxy
+        #: per publisher category 0..4; 3 (remote origin) never holds a proxy;
+        #: 4 (forwarded origin) holds the other forwarding parties' (bus/routing.py)
         self.rotations = (
             _Rotation(self, False),
             _Rotation(self, False),
             _Rotation(self, False),
             _Rotation(self, True),
+            _Rotation(self, False),
         )
         self.kept: collections.deque[tuple[_Rotation, Any, Any]] = collections.deque()
         #: notifications nobody could take (no member, nothing kept) — counted
@@ -244,6 +266,8 @@ class _Group:
         self.delivered_remote = 0
         #: the remote-capable local member count last told to remote parties
         self.told = 0
+        #: the count last told to each forwarding party (bus/routing.py)
+        self.told_to: dict[Any, int] = {}
 
     @property
     def keep(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -476,11 +476,23 @@ class RequestFeed(Feed, Generic[Q]):
         self._router.retract_requestor(self)
         self.phase = _Phase.OPEN
 
-    def request(self, message: Q, *, timeout: float | None = None) -> RequestHandle[Q]:
+    def request(
+        self,
+        message: Q,
+        *,
+        timeout: float | None = None,
+        route_to: Iterable[str] | None = None,
+    ) -> RequestHandle[Q]:
         """Send ``message`` to every in-scope replier that is up and whose condition
         accepts it.  Raises :class:`~actorbus.RequestError` at once when there is
         none.  With ``timeout`` (seconds), the request ends with an ERROR reply
-        "timed out after …" if repliers are still active then."""
+        "timed out after …" if repliers are still active then.
+
+        ``route_to`` (node ids) sends it along that source route instead, to the
+        repliers on the route's last node, whose replies come back the same way
+        (docs/routing.md, "Source routes and bounces"); where it cannot go on, the
+        request ends with an ERROR reply naming the node and the reason (at once,
+        :class:`~actorbus.RequestError`, when it cannot leave this node)."""
         if self.phase is not _PLACED:
             self._require(_PLACED, "request()")
         if type(message) is not self._mcls or message.subject != self._subject:
@@ -491,6 +503,8 @@ class RequestFeed(Feed, Generic[Q]):
             )
         if timeout is not None and timeout <= 0:
             raise UsageError(f"request() timeout must be > 0 seconds, found {timeout!r}")
+        if route_to is not None:
+            return self._router.source_routes.request(self, message, route_to, timeout)
         return self._router.request(self, message, timeout)
 
     def _deliver_reply(self, item: tuple[RequestHandle[Q], Reply, int, Sender | None]) -> object:
@@ -526,9 +540,15 @@ class WatchedRequestFeed(RequestFeed[Q]):
         super().__init__(*args, **kwargs)
         self._watch = watch
 
-    def request(self, message: Q, *, timeout: float | None = None) -> RequestHandle[Q]:
+    def request(
+        self,
+        message: Q,
+        *,
+        timeout: float | None = None,
+        route_to: Iterable[str] | None = None,
+    ) -> RequestHandle[Q]:
         """:meth:`RequestFeed.request`, then show the handle to the watch."""
-        handle = super().request(message, timeout=timeout)
+        handle = super().request(message, timeout=timeout, route_to=route_to)
         self._watch(self, handle)
         return handle
 

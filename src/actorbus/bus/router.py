@@ -34,7 +34,8 @@ Remote peers
 A peer appears to the router as a :class:`~actorbus.bus.party.RemoteParty`,
 made by :meth:`Router.attach` for a transport: the seam every transport joins
 the bus through (:mod:`actorbus.bus.party`).  The router tells the parties
-about each change of a key's aggregated remote-capable advertisement.
+about each change of a key's aggregated remote-capable advertisement; a
+forwarding party (:mod:`actorbus.bus.routing`) its own aggregate.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Any
 
 from .._log import RateLimitedLog
 from ..errors import RequestError, UsageError
+from ._congestion import Congestion
 from ._stamp import restamp as _restamp
 from ._stamp import stamped as _stamped
 from ._timeouts import RequestTimeouts
@@ -63,8 +65,11 @@ from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
-from .scope import CAT_REMOTE, MATCH, MATCHING
+from .routed import SourceRoutes
+from .routing import forward_publisher_up, horizon, sync_remote, tell_group, tell_new_party
+from .scope import CAT_FORWARD, CAT_REMOTE, CATEGORIES, MATCH, MATCHING
 from .sender import Sender
+from .spanning import Spanning
 from .subjects import Wildcard, WildcardIndex
 
 #: Lines a remote peer can make the bus log go out at most once per this many
@@ -83,6 +88,8 @@ _NO_ROUTES: _Routes = ((), ())
 
 class _Entry:
     __slots__ = (
+        "fwd_pub",
+        "fwd_rep",
         "groups",
         "key",
         "pubs",
@@ -104,19 +111,22 @@ class _Entry:
         self.subs: list[SubscribeFeed[Any]] = []
         self.repliers: tuple[ReplyFeed[Any], ...] = ()
         self.requestors: list[RequestFeed[Any]] = []
-        self.routes: list[_Routes] = [_NO_ROUTES] * 4
-        self.up_pubs = [0, 0, 0, 0]
-        self.subs_n = [0, 0, 0, 0]
+        self.routes: list[_Routes] = [_NO_ROUTES] * CATEGORIES
+        self.up_pubs = [0] * CATEGORIES
+        self.subs_n = [0] * CATEGORIES
         #: plain subscribers only (no wildcard, no queue member): what a proxy
         #: publisher tells its peer with SUBSCRIBE (wildcards and groups cross as
         #: patterns and group counts instead)
-        self.xsubs_n = [0, 0, 0, 0]
-        self.up_reps = [0, 0, 0, 0]
+        self.xsubs_n = [0] * CATEGORIES
+        self.up_reps = [0] * CATEGORIES
         #: queue groups on this key, by name (:mod:`actorbus.bus.queues`)
         self.groups: dict[str, _Group] = {}
         #: (advertised, up) last told to remote parties, per role
         self.remote_pub = (False, False)
         self.remote_rep = (False, False)
+        #: the same, per forwarding party (bus/routing.py), when not (False, False)
+        self.fwd_pub: dict[RemoteParty, tuple[bool, bool]] = {}
+        self.fwd_rep: dict[RemoteParty, tuple[bool, bool]] = {}
 
     def empty(self) -> bool:
         """No feed needs the entry: what is left only follows patterns (a
@@ -143,7 +153,7 @@ def _any(counts: list[int], cats: tuple[int, ...]) -> bool:
     return False
 
 
-class Router:
+class Router(Congestion):
     """Routes messages by key between feeds; computes and reports feed state.
 
     **Shared within the bus core** (its internal interface, named without a
@@ -181,6 +191,10 @@ class Router:
         self.lock = threading.RLock()
         self.entries: dict[MessageKey, _Entry] = {}
         self._parties: list[RemoteParty] = []
+        #: how many of them forward (bus/routing.py)
+        self._forwarding = 0
+        #: this node's share of the forwarding tree (bus/spanning.py)
+        self.spanning = Spanning(self)
         self.requests: dict[int, RequestHandle[Any]] = {}
         #: request timeouts (one timer for all; see _timeouts.py), None without a timer
         self._timeouts = RequestTimeouts(self.requests, schedule) if schedule is not None else None
@@ -199,16 +213,16 @@ class Router:
         self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
         #: publishes a system notification (AccessRefused); the node installs it
         self.system_publish: Callable[[Notification], object] | None = None
-        #: this node's id, named by the Sender of every message sent here (the
-        #: node sets it)
+        #: this node's id, named by the Sender of every message sent here (node sets it)
         self.node_id = ""
         #: feed ids, unique per bus
         self.feed_ids = itertools.count(1)
-        #: transports whose parties said their output queue is congested, and how
-        #: many publishers are marked congested (see :meth:`_congestion`)
-        #: (by id: a transport need not be hashable)
+        #: transports whose parties said their output queue is congested (by id: a
+        #: transport need not be hashable), and how many publishers are marked
         self._congested: dict[int, Any] = {}
         self._congested_pubs = 0
+        #: routed messages this node sends, passes on or delivers (bus/routed.py)
+        self.source_routes = SourceRoutes(self)
 
     # ------------------------------------------------------------------ entries
     def entry_for(self, key: MessageKey) -> _Entry:
@@ -282,13 +296,12 @@ class Router:
         with self.lock:
             entry = self._live_entry(feed)
             entry.pubs.append(feed)
-            feed.routes = _stamped(entry.routes[feed.cat], feed.stamp)
+            feed.routes = _stamped(horizon(entry.routes[feed.cat], feed), feed.stamp)
             feed.reported = False
             if self._congested:
                 self._recongest(entry)
-            counts = entry.subs_n if feed.cat != CAT_REMOTE else entry.xsubs_n
-            self._report(feed, _any(counts, MATCHING[feed.cat]))
-            self._sync_remote_pub(entry)
+            self._report(feed, self._publisher_up(entry, feed))
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     def retract_publisher(self, feed: PublishFeed[Any]) -> None:
         with self.lock:
@@ -303,14 +316,14 @@ class Router:
                 feed.declared = False
                 entry.up_pubs[feed.cat] -= 1
                 self._refresh_subscribers(entry)
-            self._sync_remote_pub(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     def publisher_state(self, feed: PublishFeed[Any]) -> None:
         with self.lock:
             entry = feed.entry
             entry.up_pubs[feed.cat] += 1 if feed.declared else -1
             self._refresh_subscribers(entry)
-            self._sync_remote_pub(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.PUBLISHER)
 
     # --------------------------------------------------------------- subscribers
     def place_subscriber(self, feed: SubscribeFeed[Any]) -> None:
@@ -491,21 +504,23 @@ class Router:
         _restamp(entry)
         if self._congested or self._congested_pubs:
             self._recongest(entry)
-        n = group.remote_members()
-        if n != group.told:
-            group.told = n
-            for party in self._parties:
-                party.transport.send_group(entry.key, group.name, n)
+        tell_group(self._parties, entry.key, group)
 
-    def group_notify(self, key: MessageKey, name: str, message: Message, sender: Sender) -> bool:
+    def group_notify(
+        self, key: MessageKey, name: str, message: Message, sender: Sender, party: Any = None
+    ) -> bool:
         """(a party) A notification another node chose this node's group for:
-        one local member gets it.  False when no such group is here."""
+        one local member gets it (or, from forwarding ``party``, one member
+        past another forwarding party).  False when no such group is here."""
         entry = self.entries.get(key)
         group = entry.groups.get(name) if entry is not None else None
         if group is None:
             return False
         group.delivered_remote += 1
-        group.rotations[CAT_REMOTE].deliver_from(sender, message)
+        if party is not None and party.category == CAT_FORWARD:
+            group.rotations[CAT_FORWARD].deliver_except(sender, message, party.transport)
+        else:
+            group.rotations[CAT_REMOTE].deliver_from(sender, message)
         return True
 
     # Route tables are replaced, never changed in place (publishers read them
@@ -513,7 +528,7 @@ class Router:
     def _add_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
         inline, route, cat = feed._inline, feed.route, feed.cat
-        for c in range(4):
+        for c in range(CATEGORIES):
             if MATCH[c][cat]:
                 local, other = routes[c]
                 if inline is not None:
@@ -528,7 +543,7 @@ class Router:
     def _drop_route(self, entry: _Entry, feed: SubscribeFeed[Any]) -> None:
         routes = list(entry.routes)
         inline, cat = feed._inline, feed.cat
-        for c in range(4):
+        for c in range(CATEGORIES):
             if MATCH[c][cat]:
                 local, other = routes[c]
                 if inline is not None:
@@ -551,7 +566,7 @@ class Router:
         with self.lock:
             entry = self._live_entry(feed)
             entry.repliers = (*entry.repliers, feed)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     def retract_replier(self, feed: ReplyFeed[Any]) -> None:
         with self.lock:
@@ -561,14 +576,14 @@ class Router:
                 feed.declared = False
                 entry.up_reps[feed.cat] -= 1
                 self._refresh_requestors(entry)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     def replier_state(self, feed: ReplyFeed[Any]) -> None:
         with self.lock:
             entry = feed.entry
             entry.up_reps[feed.cat] += 1 if feed.declared else -1
             self._refresh_requestors(entry)
-            self._sync_remote_rep(entry)
+            sync_remote(self._parties, self._forwarding, entry, Role.REPLIER)
 
     # ---------------------------------------------------------------- requestors
     def place_requestor(self, feed: RequestFeed[Any]) -> None:
@@ -616,10 +631,17 @@ class Router:
 
     def _refresh_publishers(self, entry: _Entry) -> None:
         for p in entry.pubs:
-            # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
-            # plain subscribers only (see _Entry.xsubs_n)
-            counts = entry.subs_n if p.cat != CAT_REMOTE else entry.xsubs_n
-            self._report(p, _any(counts, MATCHING[p.cat]))
+            self._report(p, self._publisher_up(entry, p))
+
+    @staticmethod
+    def _publisher_up(entry: _Entry, p: PublishFeed[Any]) -> bool:
+        # a proxy publisher's state is what it tells its peer as SUBSCRIBE:
+        # plain subscribers only (see _Entry.xsubs_n), its own peer's never
+        if p.cat < CAT_REMOTE:
+            return _any(entry.subs_n, MATCHING[p.cat])
+        if p.cat == CAT_REMOTE:
+            return _any(entry.xsubs_n, MATCHING[CAT_REMOTE])
+        return forward_publisher_up(entry, p)
 
     def _refresh_requestors(self, entry: _Entry) -> None:
         counts = entry.up_reps
@@ -635,6 +657,8 @@ class Router:
         for r in feed.entry.repliers:
             if r.declared and match[r.cat] and (r.condition is None or r._accepts(message)):
                 chosen.append(r)
+        if feed.cat == CAT_FORWARD:  # split horizon: never back to the requestor's peer
+            return [r for r in chosen if r.remote is not feed.remote]
         return chosen
 
     def request(
@@ -696,87 +720,49 @@ class Router:
 
     # ------------------------------------------------------------ remote parties
     def attach(
-        self, name: str, transport: PartyTransport, permissions: Permissions | None = None
+        self,
+        name: str,
+        transport: PartyTransport,
+        permissions: Permissions | None = None,
+        *,
+        forward: bool = False,
+        max_hops: int = 8,
     ) -> RemoteParty:
         """Add a remote peer; it is told every remote-capable advertisement now and
         every change from then on.  ``permissions``: what the peer may publish,
         subscribe to, request and reply on (None: everything); the party checks
-        them (bus/party.py, "Authorization")."""
-        party = RemoteParty(self, name, transport, permissions)
-        with self.lock:
-            self._parties.append(party)
-            for entry in self.entries.values():
-                adv, up = entry.remote_pub
-                if adv:
-                    transport.send_advertise(entry.key, Role.PUBLISHER, up)
-                adv, up = entry.remote_rep
-                if adv:
-                    transport.send_advertise(entry.key, Role.REPLIER, up)
-                for group in entry.groups.values():
-                    if group.told:
-                        transport.send_group(entry.key, group.name, group.told)
-            for cls, wild in self._patterns:
-                transport.send_subscribe_pattern(cls, wild)
+        them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
+        forwarded to and from the other forwarding peers (bus/routing.py), once
+        the forwarding tree lets the link carry feeds (bus/spanning.py)."""
+        party = RemoteParty(self, name, transport, permissions, forward=forward, max_hops=max_hops)
+        if forward and self.spanning.join(party):
+            return party
+        self.reattach(party)
         return party
 
-    def _sync_remote_pub(self, entry: _Entry) -> None:
-        local = [p for p in entry.pubs if p.remote is None and p.scope.remote_capable]
-        now = (bool(local), any(p.declared for p in local))
-        if now != entry.remote_pub:
-            before, entry.remote_pub = entry.remote_pub, now
-            for party in self._parties:
-                party._tell(entry.key, Role.PUBLISHER, before, now)
-
-    def _sync_remote_rep(self, entry: _Entry) -> None:
-        local = [r for r in entry.repliers if r.remote is None and r.scope.remote_capable]
-        now = (bool(local), any(r.declared for r in local))
-        if now != entry.remote_rep:
-            before, entry.remote_rep = entry.remote_rep, now
-            for party in self._parties:
-                party._tell(entry.key, Role.REPLIER, before, now)
+    def reattach(self, party: RemoteParty) -> None:
+        """(attach; a party the forwarding tree resumes) Tell it everything."""
+        transport = party.transport
+        with self.lock:
+            self._parties.append(party)
+            if party.category == CAT_FORWARD:
+                self._forwarding += 1
+            tell_new_party(party, self.entries.values(), Role.PUBLISHER, Role.REPLIER)
+            for cls, wild in self._patterns:
+                transport.send_subscribe_pattern(cls, wild)
 
     def detach(self, party: RemoteParty) -> None:
         with self.lock:
             if party in self._parties:
                 self._parties.remove(party)
+                if party.category == CAT_FORWARD:
+                    self._forwarding -= 1
+                    for entry in self.entries.values():
+                        entry.fwd_pub.pop(party, None)
+                        entry.fwd_rep.pop(party, None)
             # (its proxies' routes go next, and the publishers they held congested
             # are recomputed then: _congested_pubs)
             self._congested.pop(id(party.transport), None)
-
-    # --------------------------------------------------------------- congestion
-    def set_congestion(self, party: RemoteParty, congested: bool) -> None:
-        """(the transport's thread) ``party``'s output queue went over its high-water
-        mark (``congested``) or back under its low-water mark: every publisher
-        whose routes reach that transport (the party's proxy subscribers) is
-        marked, and told on change (``PublishFeed.congestion_changed``).  The
-        publish loop is untouched: the mark is made here, when routes or
-        congestion change, never per message."""
-        with self.lock:
-            if not party._attached:
-                return
-            transport = party.transport
-            if congested:
-                self._congested[id(transport)] = transport
-            else:
-                self._congested.pop(id(transport), None)
-            for key in list(party._subs):
-                entry = self.entries.get(key)
-                if entry is not None:
-                    self._recongest(entry)
-
-    def _recongest(self, entry: _Entry) -> None:
-        """(under the lock) Mark each publisher of ``entry`` congested when a route
-        of its category reaches a congested transport (a proxy subscriber's
-        route is its transport's ``send_notify``)."""
-        congested = self._congested
-        routes = entry.routes
-        for p in entry.pubs:
-            now = bool(congested) and any(
-                id(getattr(r, "__self__", None)) in congested for r in routes[p.cat][1]
-            )
-            if now is not p._congested:
-                self._congested_pubs += 1 if now else -1
-                p.congestion_changed(now)
 
     # ------------------------------------------------------------------ inspect
     def repliers(self, key: MessageKey) -> tuple[ReplyFeed[Any], ...]:
@@ -788,12 +774,6 @@ class Router:
 
     def feeds(self, key: MessageKey) -> dict[str, int]:
         """How many feeds of each role are placed for ``key`` (for tests and tools)."""
-        entry = self.entries.get(key)
-        if entry is None:
-            return {"publishers": 0, "subscribers": 0, "repliers": 0, "requestors": 0}
-        return {
-            "publishers": len(entry.pubs),
-            "subscribers": len(entry.subs),
-            "repliers": len(entry.repliers),
-            "requestors": len(entry.requestors),
-        }
+        e = self.entries.get(key) or _Entry(key)
+        n = (len(e.pubs), len(e.subs), len(e.repliers), len(e.requestors))
+        return dict(zip(("publishers", "subscribers", "repliers", "requestors"), n, strict=True))

@@ -11,6 +11,10 @@ sending actor's name (None for a feed without an actor) and the feed's id
 (unique per bus).  A message that came over a link names the node it came from
 (the link's authenticated peer), with ``hops`` 1, and the actor and feed the
 peer's node said sent it (a transport that does not say gives None and 0).
+A source-routed message (docs/routing.md, "Source routes and bounces") names
+its origin node, the links it crossed as ``hops`` and the nodes it crossed as
+``path`` (its route-from list: the origin first, this node last); every other
+message has an empty ``path``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ class Sender(NamedTuple):
     feed: int
     #: links crossed: 0 for this node's own feeds
     hops: int
+    #: the nodes a source-routed message crossed, origin first and this node
+    #: last (its route-from list); empty for every other message
+    path: tuple[str, ...] = ()
 
 
 def sender_of(node: str, owner: object, feed_id: int, remote: object | None) -> Sender:

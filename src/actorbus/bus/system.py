@@ -12,16 +12,20 @@ there too, by the node itself.
 
 from __future__ import annotations
 
-from .message import Notification
+from ..errors import CodecError
+from .codec import decode
+from .message import Message, Notification, lookup_type
 
 __all__ = [
     "SYSTEM_MESSAGES",
     "SYSTEM_SUBJECT",
     "AccessRefused",
     "ConnectionAccepted",
+    "ForwardingChanged",
     "LinkLoggedOff",
     "LinkLoggedOn",
     "ServiceStarted",
+    "Undeliverable",
 ]
 
 #: the reserved subject of every system notification.
@@ -75,10 +79,65 @@ class AccessRefused(Notification, type_name="actorbus.AccessRefused"):
     rule: str
 
 
+class Undeliverable(Notification, type_name="actorbus.Undeliverable"):
+    """A source-routed message could not be delivered: the bounce, delivered to
+    its sender's node (docs/routing.md, "Source routes and bounces").  The
+    original message travels in it undecoded (``body``, the codec's bytes of the
+    ``type_name`` class); :meth:`original` decodes it."""
+
+    #: the node that could not pass the message on (where it bounced)
+    node: str
+    #: why, for a human: the unknown next hop, the hop limit, the refusing rule ...
+    reason: str
+    #: one word for programs: "unknown-node", "hop-limit", "refused",
+    #: "not-forwarding" or "unknown-type"
+    code: str
+    #: the nodes still ahead when it bounced, the unreachable next hop first
+    route_to: list[str]
+    #: the nodes it crossed, its origin first and ``node`` last
+    route_from: list[str]
+    #: the original message's type name and subject
+    type_name: str
+    original_subject: str
+    #: the original message as the codec encodes it
+    body: bytes
+    #: True when the original was a request (its requestor got an ERROR reply)
+    request: bool
+
+    def original(self) -> Message:
+        """The original message, decoded (raises ``CodecError`` when its class
+        is not defined in this process)."""
+        cls = lookup_type(self.type_name)
+        if cls is None or not issubclass(cls, Message):
+            raise CodecError(
+                f"Undeliverable.original(): no message class named {self.type_name!r} "
+                f"is defined in this process; import the module that declares it"
+            )
+        return decode(cls, self.body)
+
+
+class ForwardingChanged(Notification, type_name="actorbus.ForwardingChanged"):
+    """A forwarding link started or stopped carrying feeds: the forwarding tree
+    changed (docs/routing.md).  When it stops, everything it carried went DOWN
+    here, as for a lost link; when it starts, both ends advertise anew."""
+
+    peer_node: str
+    #: True: the link carries feeds now; False: it left the tree
+    carrying: bool
+    #: the root this node follows and its peer toward it ("" at the root)
+    root: str
+    parent: str
+    #: the link's counters so far (``LinkStats.forwarded``, ``hop_limited``)
+    forwarded: int
+    hop_limited: int
+
+
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     ConnectionAccepted,
     ServiceStarted,
     LinkLoggedOn,
     LinkLoggedOff,
     AccessRefused,
+    Undeliverable,
+    ForwardingChanged,
 )

@@ -213,6 +213,21 @@ class LinkSettings(Settings):
         "link is congested, and told again below half of it (-1 = half of "
         "`messageQueueBytes`, 32 MiB when that is 0; 0 = never tell)",
     )
+    forward: bool = setting(
+        False,
+        check=bool_check,
+        unit="boolean",
+        row=_boolean,
+        doc="forward feeds between this link and the node's other forwarding links/gateway clients",
+    )
+    max_hops: int = setting(
+        8,
+        low=1,
+        high=255,
+        unit="hops",
+        doc="links a forwarded advertisement (or a source-routed message) may cross from "
+        "its origin; past it, it is dropped and counted (a routed message bounces)",
+    )
 
     def __post_init__(self) -> None:
         Settings.__post_init__(self)

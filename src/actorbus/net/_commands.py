@@ -19,8 +19,9 @@ from typing import Final
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame, with_bodies
 from ..bus.scope import FeedState, Scope
-from ..errors import SubjectPatternError, UsageError
+from ..errors import MessageTooLargeError, SubjectPatternError, UsageError
 from ._framing import ENCODE_ERRORS
 from ._protocol_base import MAX_ACTOR_NAME, MAX_COUNT, ProtocolBase, group_problem, show
 from ._wire import (
@@ -59,6 +60,8 @@ _UNSUBSCRIBE_PATTERN: Final = int(FrameType.UNSUBSCRIBE_PATTERN)
 _GROUP: Final = int(FrameType.GROUP)
 _GROUP_NOTIFY: Final = int(FrameType.GROUP_NOTIFY)
 _SENDER: Final = int(FrameType.SENDER)
+_ROUTED: Final = int(FrameType.ROUTED)
+_ROUTE: Final = int(FrameType.ROUTE)
 
 
 class Commands(ProtocolBase):
@@ -141,12 +144,52 @@ class Commands(ProtocolBase):
         kid = self._key_id(key, what)
         self._queue_sequenced(_GROUP_NOTIFY, (kid, group, body), what, data=True, key=key)
 
-    def sender(self, actor: str | None, feed: int) -> None:
+    def routed(self, frame: RoutedFrame) -> None:
+        """Queue a source-routed message (ROUTED, bus/routed.py), a data message
+        counted as ``notify()``'s is; its body goes as the bytes it is.  A run of
+        *n* notifications (a tuple of bodies) counts and is numbered as *n*, as
+        ``notify_many``'s; one too large for a frame goes in halves."""
+        what = "routed"
+        self._check_sending(what)
+        body = frame.body
+        if not frame.route_from or not (
+            type(body) is bytes
+            or (type(body) is tuple and body and all(type(b) is bytes for b in body))
+        ):
+            raise UsageError(
+                f"routed() takes a RoutedFrame with a bytes body (or a tuple of them) and "
+                f"a route_from of at least the sender, found {frame!r}"
+            )
+        if isinstance(body, bytes):
+            self._queue_sequenced(_ROUTED, tuple(frame), what, data=True)
+            return
+        n = len(body)
+        seq = self._tx_seq + 1
+        try:
+            if n > RUN_MAX:
+                raise MessageTooLargeError("more bodies than a run holds")
+            packed = self._encode((_ROUTED, seq, *frame), what)
+        except MessageTooLargeError:
+            if n == 1:
+                raise
+            half = n // 2
+            self.routed(with_bodies(frame, body[:half]))
+            self.routed(with_bodies(frame, body[half:]))
+            return
+        self._out.append(packed)
+        self._tx_seq = seq + n - 1
+        self._data_queued += n
+
+    def sender(self, actor: str | None, feed: int, node: str | None = None, hops: int = 0) -> None:
         """Name the publisher of the notifications queued after this (until the
-        next call): its actor (None: a feed without an actor) and feed id.  A
+        next call): its actor (None: a feed without an actor) and feed id; a
+        forwarded one's ``node`` and the ``hops`` it crossed before this node
+        too, when the peer knows the forwarding frames (``peer_routes``).  A
         call naming the same as the last one on this connection sends nothing."""
         what = "sender"
-        if (actor, feed) == self._sent_by:
+        if not hops or not self.peer_routes:
+            node, hops = None, 0
+        if (actor, feed, node, hops) == self._sent_by:
             return
         self._check_sending(what)
         if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
@@ -155,8 +198,17 @@ class Commands(ProtocolBase):
                 f"None, found {actor!r}"
             )
         self._check_uint(feed, "feed", what)
-        self._queue_sequenced(_SENDER, (actor, feed), what, data=False)
-        self._sent_by = (actor, feed)
+        fields = (actor, feed) if node is None else (actor, feed, node, hops)
+        self._queue_sequenced(_SENDER, fields, what, data=False)
+        self._sent_by = (actor, feed, node, hops)
+
+    def route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
+        """Tell the peer this node's place in the forwarding tree (ROUTE;
+        bus/spanning.py)."""
+        what = "route"
+        self._check_sending(what)
+        flags = (1 if active else 0) | (2 if forwards else 0)
+        self._queue_sequenced(_ROUTE, (root, list(path), flags), what, data=False)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.

@@ -119,6 +119,10 @@ class _Connection(Inbound):
             unknown_types=c.unknown_type + self.unknown,
             unexpected=party.unexpected if party is not None else 0,
             authz_refusals=party.refused if party is not None else 0,
+            routed_forwarded=party.routed_forwarded if party is not None else 0,
+            routed_bounced=party.routed_bounced if party is not None else 0,
+            forwarded=party.forwarded if party is not None else 0,
+            hop_limited=party.hop_limited if party is not None else 0,
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,
@@ -330,7 +334,11 @@ class _Connection(Inbound):
             # (the read being handled holds a slice of the small buffer, not this)
             self.view = memoryview(bytearray(size))
         # queues every advertisement now; the party checks the link's permissions
-        party = self.net.router.attach(peer, self, link.permissions)
+        settings = link.settings
+        party = self.net.router.attach(
+            peer, self, link.permissions, forward=settings.forward, max_hops=settings.max_hops
+        )
+        party.carry_routes(self.send_routed, forward=settings.forward, max_hops=settings.max_hops)
         self.party = self._unexpected_party = party
         self._drain(proto)
         proto.complete_logon()

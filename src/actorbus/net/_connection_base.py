@@ -49,6 +49,8 @@ __all__ = [
     "OP_REQUEST",
     "OP_REQUEST_ACK",
     "OP_RETRACT",
+    "OP_ROUTE",
+    "OP_ROUTED",
     "OP_SUBSCRIBE",
     "OP_SUBSCRIBE_PATTERN",
     "OP_UNSUBSCRIBE",
@@ -88,9 +90,15 @@ OP_SUBSCRIBE_PATTERN: Final = 11
 OP_UNSUBSCRIBE_PATTERN: Final = 12
 OP_GROUP: Final = 13
 OP_GROUP_NOTIFY: Final = 14
+#: a source-routed message (bus/routed.py), a data message
+OP_ROUTED: Final = 16
+#: this node's place in the forwarding tree (ROUTE)
+OP_ROUTE: Final = 15
 #: opcodes of data messages (those the queue limit and the dropped counter count;
 #: a notification, queued as the message itself, is one too).
-DATA_OPS: Final = frozenset({OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL, OP_GROUP_NOTIFY})
+DATA_OPS: Final = frozenset(
+    {OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL, OP_GROUP_NOTIFY, OP_ROUTED}
+)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

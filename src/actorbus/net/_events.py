@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..bus.message import ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame
 from ..bus.scope import FeedState, Scope
 from ..bus.subjects import Wildcard
 from ._wire import WireKey, WireValue
@@ -43,6 +44,8 @@ __all__ = [
     "RequestAcknowledged",
     "RequestReceived",
     "Retracted",
+    "RouteAnnounced",
+    "RoutedReceived",
     "SenderChanged",
     "SequenceGap",
     "Subscribed",
@@ -312,3 +315,28 @@ class SenderChanged(Event):
 
     actor: str | None
     feed: int
+    #: (forwarded) the node it was sent on and the links it crossed before
+    #: the peer (None, 0: the peer's own)
+    node: str | None = None
+    hops: int = 0
+
+
+@dataclass(slots=True)
+class RouteAnnounced(Event):
+    """The peer's place in the forwarding tree (ROUTE; bus/spanning.py): the
+    ``root`` it follows, the ``path`` of node ids from it to the peer, whether
+    it holds this link in the tree (``active``) and whether it ``forwards``
+    on it at all."""
+
+    root: str
+    path: tuple[str, ...]
+    active: bool
+    forwards: bool
+
+
+@dataclass(slots=True)
+class RoutedReceived(Event):
+    """A source-routed message (ROUTED): the frame as the bus's source routes take
+    it (:class:`~actorbus.bus.routed.RoutedFrame`), its body never decoded here."""
+
+    frame: RoutedFrame

@@ -45,6 +45,8 @@ from ._events import (
     RequestAcknowledged,
     RequestReceived,
     Retracted,
+    RouteAnnounced,
+    RoutedReceived,
     SenderChanged,
     SequenceGap,
     Subscribed,
@@ -56,6 +58,7 @@ from ._protocol_base import (
     MAX_ACTOR_NAME,
     MAX_COUNT,
     MAX_KEY_ID,
+    MAX_ROUTE_PATH,
     ProtocolBase,
     Run,
     group_problem,
@@ -63,6 +66,7 @@ from ._protocol_base import (
     run_id_problem,
     show,
 )
+from ._routed_frames import routed_frame, with_bodies
 from ._wire import (
     ALL_ROLES,
     DIALECTS,
@@ -139,6 +143,8 @@ class FrameChecks(ProtocolBase):
             int(FrameType.GROUP): self._on_group,
             int(FrameType.GROUP_NOTIFY): self._on_group_notify,
             int(FrameType.SENDER): self._on_sender,
+            int(FrameType.ROUTED): self._on_routed,
+            int(FrameType.ROUTE): self._on_route,
         }
 
     def _dispatch(self, frame: object) -> None:
@@ -668,7 +674,12 @@ class FrameChecks(ProtocolBase):
                 self._events.append(GroupNotificationReceived(key, group, frame[4]))
 
     def _on_sender(self, frame: _Frame) -> None:
-        self._length(frame, 4)
+        node, hops = None, 0
+        if len(frame) == 6:  # a forwarded sender: its node and the hops before
+            node = self._node_id(frame, 4)
+            hops = self._uint(frame, 5, "hops")
+        else:
+            self._length(frame, 4)
         actor = frame[2]
         if actor is not None and (type(actor) is not str or len(actor) > MAX_ACTOR_NAME):
             raise self._malformed(
@@ -678,7 +689,25 @@ class FrameChecks(ProtocolBase):
             )
         feed = self._uint(frame, 3, "feed")
         if self._in_sequence(frame):
-            self._events.append(SenderChanged(actor, feed))
+            self._events.append(SenderChanged(actor, feed, node, hops))
+
+    def _on_route(self, frame: _Frame) -> None:
+        self._length(frame, 5)
+        root = self._node_id(frame, 2) if frame[2] != "" else ""
+        path = frame[3]
+        if type(path) is not tuple or len(path) > MAX_ROUTE_PATH:
+            raise self._malformed(
+                frame, f"path is {show(path)}, expected an array of at most {MAX_ROUTE_PATH}"
+            )
+        for node in path:
+            problem = node_id_problem(node) if type(node) is str else "not a str"
+            if problem is not None:
+                raise self._malformed(frame, f"path node {show(node)}: {problem}")
+        flags = self._uint(frame, 4, "flags")
+        if self._in_sequence(frame):
+            self.peer_routes = True
+            active, forwards = bool(flags & 1), bool(flags & 2)
+            self._events.append(RouteAnnounced(root, path, active, forwards))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)
@@ -728,6 +757,30 @@ class FrameChecks(ProtocolBase):
         if self._in_sequence(frame):
             self.counters.messages_in += 1
             self._events.append(CancelReceived(request_id))
+
+    def _on_routed(self, frame: _Frame) -> None:
+        """A data message counted as NOTIFY is; a run of *n* as *n*, numbered as
+        NOTIFY_RUN's (checked by _routed_frames)."""
+        routed = routed_frame(frame, self._routed_ids, self.settings.max_subject_length)
+        bodies = routed.body
+        if isinstance(bodies, bytes):
+            if self._in_sequence(frame):
+                self.counters.messages_in += 1
+                self._events.append(RoutedReceived(routed))
+            return
+        seq, count, expected = frame[1], len(bodies), self._rx_seq + 1
+        if type(seq) is not int or seq < 1:
+            raise self._malformed(frame, f"seq is {show(seq)}, expected an int >= 1")
+        if seq > expected:
+            self.counters.gaps += 1
+            self._events.append(SequenceGap(expected, seq))
+        elif seq < expected:
+            self.counters.duplicates += min(expected - seq, count)
+            bodies = bodies[expected - seq :]
+        self._rx_seq = max(self._rx_seq, seq + count - 1)
+        if bodies:
+            self.counters.messages_in += len(bodies)
+            self._events.append(RoutedReceived(with_bodies(routed, bodies)))
 
     def _queue_notification(self, key: WireKey, body: WireValue) -> None:
         """Queue a notification: onto the newest run if it is on ``key``."""

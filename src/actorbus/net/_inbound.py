@@ -53,6 +53,8 @@ from ._events import (
     GroupNotificationReceived,
     PatternSubscribed,
     PatternUnsubscribed,
+    RouteAnnounced,
+    RoutedReceived,
     SenderChanged,
 )
 from ._outbound import ACK_DELAY, TICK, Outbound
@@ -97,6 +99,7 @@ _DATA_EVENTS: Final = frozenset(
         ReplyReceived,
         RequestAcknowledged,
         CancelReceived,
+        RoutedReceived,
     }
 )
 _UNRESOLVED: Final[Any] = object()
@@ -376,6 +379,9 @@ class Inbound(Outbound):
         elif type(event) is CancelReceived:
             if party is not None:
                 party.cancel(event.request_id)
+        elif type(event) is RoutedReceived:
+            if party is not None:
+                party.routed(event.frame)
         elif type(event) is Advertised:
             key = self._key_of(event.key, _FAMILY[event.role])
             if key is not None and party is not None:
@@ -404,9 +410,13 @@ class Inbound(Outbound):
         elif type(event) is GroupNotificationReceived:
             return self._group_notification(event)
         elif type(event) is SenderChanged:
-            # what the peer's node says of its own publisher; the node is this
-            # link's authenticated peer, one hop away
-            self.sent_by = Sender(self.peer or "?", event.actor, event.feed, 1)
+            # what the peer's node says of its own publisher (the node is this
+            # link's authenticated peer, one hop away) or of one it forwards
+            node = event.node or self.peer or "?"
+            self.sent_by = Sender(node, event.actor, event.feed, event.hops + 1)
+        elif type(event) is RouteAnnounced:
+            if party is not None:
+                party.route(event.root, event.path, event.active, event.forwards)
         elif type(event) is GroupChanged:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:

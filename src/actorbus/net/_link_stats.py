@@ -74,6 +74,18 @@ class LinkStats:
     #: Times the output queue went over ``message_queue_high_water`` and the
     #: publishers sending to the peer were told the link is congested.
     congestions: int = 0
+    #: Source-routed messages this node passed on to the peer (docs/routing.md,
+    #: "Source routes and bounces").
+    routed_forwarded: int = 0
+    #: Source-routed messages from the peer this node could not pass on and
+    #: bounced back to their sender (unknown next node, hop limit, refused by
+    #: its permissions, a link that does not forward).
+    routed_bounced: int = 0
+    #: (a forwarding link, docs/routing.md) data messages from the peer passed on
+    #: to other forwarding links, one per link; notifications and tree
+    #: announcements from it dropped past the link's ``maxHops``
+    forwarded: int = 0
+    hop_limited: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

@@ -73,6 +73,7 @@ from typing import Any, Final
 
 from ..bus.message import Message, MessageKey, Reply, ReplyStatus
 from ..bus.party import Role
+from ..bus.routed import RoutedFrame, bodies_of
 from ..bus.scope import FeedState, Scope
 from ..bus.sender import Sender
 from ..bus.subjects import Wildcard
@@ -90,6 +91,8 @@ from ._connection_base import (
     OP_REQUEST,
     OP_REQUEST_ACK,
     OP_RETRACT,
+    OP_ROUTE,
+    OP_ROUTED,
     OP_SUBSCRIBE,
     OP_SUBSCRIBE_PATTERN,
     OP_UNSUBSCRIBE,
@@ -97,6 +100,7 @@ from ._connection_base import (
     ConnectionBase,
     locked,
 )
+from ._routed_frames import join_pending
 from .protocol import LinkProtocol, WireKey
 
 __all__ = ["ACK_DELAY", "TICK", "Outbound"]
@@ -261,9 +265,17 @@ class Outbound(ConnectionBase):
     def send_group(self, key: MessageKey, group: str, members: int) -> None:
         self._push((OP_GROUP, key, group, members), False)
 
+    def send_route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
+        self._push((OP_ROUTE, root, path, active, forwards), False)
+
     def send_group_notify(self, group: str, message: Message) -> None:
         # a data message: counted by the queue limit and, if it cannot go, dropped
         self._push((OP_GROUP_NOTIFY, group, message), True)
+
+    def send_routed(self, frame: RoutedFrame) -> None:
+        """A source-routed message (bus/routed.py), queued as it is: its body is
+        the codec's bytes already, a forwarder's never decoded."""
+        self._push((OP_ROUTED, frame), True)
 
     # ------------------------------------------- direct writes (a sending thread)
 
@@ -369,7 +381,7 @@ class Outbound(ConnectionBase):
         if first is not None:  # _drain's work for one item, without its loop
             if sender is not None and sender is not self.sent_from:
                 self.sent_from = sender
-                proto.sender(sender.actor, sender.feed)
+                proto.sender(sender.actor, sender.feed, sender.node, sender.hops)
             try:
                 self._command(proto, first)
             except (CodecError, UsageError) as exc:
@@ -581,7 +593,7 @@ class Outbound(ConnectionBase):
                         add = bodies.append
                     run_cls = None
                     self.sent_from = item
-                    proto.sender(item.actor, item.feed)
+                    proto.sender(item.actor, item.feed, item.node, item.hops)
                 # its item came in the same extend(): it is next, and only
                 # this drain pops
                 item = popleft()
@@ -623,6 +635,9 @@ class Outbound(ConnectionBase):
                     popleft()
                     count -= 1
                     item = (OP_REPLY_ACKED, item[1], following[2], item[2])
+            elif item[0] == OP_ROUTED and pending:  # routed notifications: one run
+                item, taken = join_pending(item, pending, count)
+                count -= taken
             try:
                 self._command(proto, item)
             except (CodecError, UsageError) as exc:
@@ -691,6 +706,10 @@ class Outbound(ConnectionBase):
             proto.group_notify((cls.__type_name__, message.subject), item[1], body)
         elif op == OP_GROUP:
             proto.group(_wire_key(item[1]), item[2], item[3])
+        elif op == OP_ROUTED:
+            proto.routed(item[1])
+        elif op == OP_ROUTE:
+            proto.route(item[1], item[2], item[3], item[4])
         elif op == OP_SUBSCRIBE_PATTERN:
             wildcard = item[2]
             proto.subscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)
@@ -704,7 +723,8 @@ class Outbound(ConnectionBase):
             if self.proto is not None:
                 self.proto.request_ack(item[1], item[3])
             item = (OP_REPLY, item[1], item[2])
-        self.link.count_dropped(1)
+        routed = item[1] if item.__class__ is tuple and item[0] == OP_ROUTED else None
+        self.link.count_dropped(len(bodies_of(routed)) if routed is not None else 1)
         self._log.warning("link {}: a message is dropped, it cannot be sent: {}", self.name, exc)
         party = self.party
         op = item[0] if item.__class__ is tuple else None

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_GROUP",
     "MAX_KEY_ID",
     "MAX_REASON",
+    "MAX_ROUTE_PATH",
     "MAX_RUN_ID",
     "Failure",
     "ProtocolBase",
@@ -61,6 +62,8 @@ MAX_KEY_ID: Final = 0xFFFF_FFFF
 MAX_GROUP: Final = 256
 #: Longest actor name a SENDER frame may carry, in characters.
 MAX_ACTOR_NAME: Final = 256
+#: Most node ids a ROUTE frame's path may hold (a tree deeper than any maxHops).
+MAX_ROUTE_PATH: Final = 255
 
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
@@ -192,6 +195,8 @@ class ProtocolBase:
     _in_feeds: set[tuple[int, Role]]
     _in_patterns: set[tuple[str, int, str]]
     _in_groups: set[tuple[int, str]]
+    #: node ids of the peer's ROUTED frames already checked (bounded)
+    _routed_ids: set[str]
     _unpacker: msgpack.Unpacker
     _buffered: int
     _frame_len: int
@@ -200,8 +205,11 @@ class ProtocolBase:
     _unpackb: Callable[[bytes | bytearray | memoryview], object]
     #: (request, reply, request_ack) data sinks, or Nones (``deliver_data_to``)
     _sinks: tuple[Callable[..., bool] | None, ...]
-    #: the (actor, feed) the last SENDER frame sent named (``sender()``)
-    _sent_by: tuple[str | None, int] | None
+    #: the (actor, feed, node, hops) the last SENDER frame sent named (``sender()``)
+    _sent_by: tuple[str | None, int, str | None, int] | None
+    #: the peer sent a ROUTE frame: it knows the forwarding frames (a forwarded
+    #: sender's node and hops go in SENDER)
+    peer_routes: bool
 
     # -- timers
     _idle_since: float

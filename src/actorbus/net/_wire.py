@@ -106,7 +106,10 @@ class FrameType(IntEnum):
     UNSUBSCRIBE_PATTERN = 28  # [28, seq, type_name, dialect, text]
     GROUP = 29  # [29, seq, key_id, group, members]  members 0: none left
     GROUP_NOTIFY = 30  # [30, seq, key_id, group, body]  for one member of the group
-    SENDER = 31  # [31, seq, actor, feed]  who sends the notifications that follow
+    SENDER = 31  # [31, seq, actor, feed, (node, hops)]  who sends the notifications that follow
+    # [32, seq, kind, route_to, route_from, type_name, subject, request_id, repliers, body]
+    ROUTED = 32  # a source-routed message (bus/routed.py); body: the codec's bytes
+    ROUTE = 33  # [33, seq, root, [node, ...], flags]  the forwarding tree (docs/routing.md)
 
 
 #: Frame types at or above this carry a sequence number as element 1.
@@ -122,6 +125,7 @@ DATA_FRAME_TYPES: Final = frozenset(
         FrameType.CANCEL,
         FrameType.NOTIFY_RUN,
         FrameType.GROUP_NOTIFY,
+        FrameType.ROUTED,
     }
 )
 

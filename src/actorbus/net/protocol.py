@@ -385,6 +385,7 @@ class LinkProtocol(Parser, Commands):
         self._in_feeds = set()
         self._in_patterns = set()
         self._in_groups = set()
+        self._routed_ids = set()
         self._buffered = 0  # bytes fed to the unpacker and not consumed yet
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
@@ -393,6 +394,7 @@ class LinkProtocol(Parser, Commands):
         self._handlers = self._frame_handlers()
         self._sinks = (None, None, None)  # see deliver_data_to
         self._sent_by = None
+        self.peer_routes = False
 
         # -- timers
         self._idle_since = now  # last time something arrived (or an unanswerable probe left)

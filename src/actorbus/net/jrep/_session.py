@@ -120,7 +120,11 @@ class Session(ClientSide):
     async def run(self) -> None:
         """(loop) The WebSocket handler: serve the client until the session ends."""
         gateway = self.gateway
-        self.party = gateway.router.attach(self.name, self, gateway.session_permissions)
+        # a client's session forwards (docs/routing.md): what one client
+        # publishes reaches the others and the node's forwarding links
+        self.party = gateway.router.attach(
+            self.name, self, gateway.session_permissions, forward=True
+        )
         writer = self.loop.create_task(self._write_loop())
         reason = "the client closed the connection"
         try:
