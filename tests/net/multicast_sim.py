@@ -1,6 +1,8 @@
 """A simulated multicast segment for the sans-IO channel protocol: every
-datagram a node sends reaches every other node after a random latency, unless
-the test's ``drop`` rule says it is lost on the way to that node.  Time is the
+datagram a node sends reaches every other node after that path's latency
+(drawn once per pair of nodes from ``latency``, as receivers sit nearer or
+farther; datagrams on one path keep their order, as on a LAN), unless the
+test's ``drop`` rule says it is lost on the way to that node.  Time is the
 simulation's own (no clock, no sleep)."""
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SimNet:
         self.rng = random.Random(self.seed)
         self._queue: list[tuple[float, int, int, bytes]] = []
         self._order = itertools.count()
+        self._paths: dict[tuple[int, int], float] = {}
 
     def add(self, name: str, *, publish: bool = True) -> int:
         node = ChannelProtocol(
@@ -62,7 +65,10 @@ class SimNet:
                 for dst in range(len(self.nodes)):
                     if dst == src or self.drop(src, dst, decoded):
                         continue
-                    at = self.now + self.rng.uniform(low, high)
+                    path = self._paths.get((src, dst))
+                    if path is None:
+                        path = self._paths[src, dst] = self.rng.uniform(low, high)
+                    at = self.now + path
                     heapq.heappush(self._queue, (at, next(self._order), dst, datagram))
 
     def _collect(self) -> None:

@@ -69,7 +69,7 @@ __all__ = [
 #: most sequence numbers one NAK asks for
 MAX_REQUEST = 4_096
 #: the group size the NAK delay's distribution is shaped for
-_GROUP_ESTIMATE = 1_000
+_GROUP_ESTIMATE = 100
 #: streams ended by BYE remembered, so their replayed datagrams do not rejoin
 _MAX_CLOSED = 1_024
 
@@ -247,6 +247,11 @@ class ReceiverProtocol:
     def streams(self) -> dict[int, str]:
         """The streams followed: stream -> the publisher node's name."""
         return {s: st.name for s, st in self._streams.items()}
+
+    @property
+    def held(self) -> int:
+        """Datagrams held past gaps, all streams together."""
+        return sum(len(st.buffer) for st in self._streams.values())
 
     def expected(self, stream: int) -> int | None:
         st = self._streams.get(stream)
