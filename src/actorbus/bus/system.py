@@ -21,6 +21,8 @@ __all__ = [
     "ConnectionAccepted",
     "LinkLoggedOff",
     "LinkLoggedOn",
+    "MulticastLoss",
+    "MulticastNagging",
     "ServiceStarted",
 ]
 
@@ -75,10 +77,40 @@ class AccessRefused(Notification, type_name="actorbus.AccessRefused"):
     rule: str
 
 
+class MulticastLoss(Notification, type_name="actorbus.MulticastLoss"):
+    """Datagrams of a multicast publisher are lost for good: they left its
+    retransmit cache before this node could recover them (docs/multicast.md).
+    Delivery from that publisher resumes with the datagram after ``last``;
+    the messages they carried are not delivered."""
+
+    channel: str
+    #: the publishing node's name, as its announcements give it
+    publisher: str
+    #: the publisher's stream (per run): ``%016x``
+    stream: str
+    #: the first and last sequence numbers lost (datagrams, inclusive)
+    first: int
+    last: int
+
+
+class MulticastNagging(Notification, type_name="actorbus.MulticastNagging"):
+    """A multicast channel asked for more than ``limit`` retransmissions within
+    ``window`` seconds (the nagging monitor, docs/multicast.md): it stopped
+    asking for retransmissions and delivering data until the application calls
+    ``resume()`` on the channel (or closes it)."""
+
+    channel: str
+    requested: int
+    limit: int
+    window: float
+
+
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     ConnectionAccepted,
     ServiceStarted,
     LinkLoggedOn,
     LinkLoggedOff,
     AccessRefused,
+    MulticastLoss,
+    MulticastNagging,
 )

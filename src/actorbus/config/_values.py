@@ -467,7 +467,7 @@ def multicast_group_problem(value: object) -> str | None:
 
 
 def _subject_patterns(field: str) -> _Setting:
-    expected = "expected a comma list of subjects or subject patterns ('/prices/>', '/a/*/c')"
+    expected = "expected a comma list of subjects or subject patterns ('/prices/...', '/a/*/c', 'prices.**')"
 
     def parse(text: str) -> tuple[str, ...]:
         items = _split_list(text)

@@ -619,7 +619,7 @@ class MulticastSettings(Settings):
         check=strings_check,
         unit="comma list",
         row=_subject_patterns,
-        doc="the subjects (or patterns: `/prices/>`) whose notifications this node publishes "
+        doc="the subjects (or patterns: `/prices/...`, `prices.*`) whose notifications this node publishes "
         "on the channel; empty: the node only receives",
     )
     datagram_size: int = setting(

@@ -1,0 +1,155 @@
+"""Reliable multicast over real sockets, in network namespaces on one bridged
+segment (tests/reliability/multicast_netns.py), each node its own process:
+random loss injected by iptables on the receiving side, loss outlasting the
+retransmit cache, receivers and publishers killed.  Figures in docs/reliability.md."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from multicast_netns import McNode, segment
+from reliability_netns import Host
+from reliability_support import record
+
+GROUP = "239.255.42.1"
+PORT = 45_100
+
+
+@contextlib.contextmanager
+def nodes(
+    hosts: list[Host], *extra: str, pub_extra: tuple[str, ...] = ()
+) -> Iterator[list[McNode]]:
+    """A publisher on hosts[0] and a subscriber on each other host, all following it."""
+    made = [McNode(hosts[0], "pub", "pub", GROUP, PORT, *extra, *pub_extra)]
+    try:
+        made += [McNode(h, "sub", f"sub{i}", GROUP, PORT, *extra) for i, h in enumerate(hosts[1:])]
+        for node in made:
+            node.expect("ready")
+        for node in made[1:]:
+            node.send(cmd="wait_up", timeout=20)
+            assert node.expect("up")["states"] == ["UP"]
+        yield made
+    finally:
+        for node in made:
+            node.stop()
+
+
+def _check_exact(report: dict[str, object], published: int) -> None:
+    lost = sum(b - a + 1 for a, b in report["lost"])  # type: ignore[union-attr]
+    assert report["duplicates"] == 0, report
+    assert report["reordered"] == 0, report
+    # every number is delivered, or inside a range reported lost: nothing vanishes
+    assert report["delivered"] + lost == published, report  # type: ignore[operator]
+    assert report["last"] == published or lost, report
+
+
+@pytest.mark.slow
+def test_5000_messages_per_second_for_60_s_at_5_percent_loss_to_3_receivers() -> None:
+    rate, seconds = 5000, 60
+    with segment("r", 4) as hosts:
+        for host in hosts[1:]:
+            host.random_loss(0.05)
+        with nodes(hosts) as (pub, *subs):
+            pub.send(cmd="start", rate=rate, seconds=seconds)
+            done = pub.expect("done", timeout=seconds * 3)
+            published = done["published"]
+            assert published == rate * seconds
+            reports = []
+            for sub in subs:
+                sub.send(cmd="report", until=published, timeout=60)
+                reports.append(sub.expect("report", timeout=90))
+    channel = done["channel"]
+    for report in reports:
+        assert report["lost"] == [], report
+        assert report["delivered"] == published, report
+        assert report["duplicates"] == 0 and report["reordered"] == 0, report
+    naks = channel["pub_naks_received"]
+    record(
+        "multicast_5000_per_s_60_s_5pct_loss_3_receivers",
+        sent=published,
+        delivered=sum(r["delivered"] for r in reports),
+        dropped_reported=0,
+        duplicates=0,
+        reordered=0,
+        unrecovered=sum(published - r["delivered"] for r in reports),
+        seconds=done["seconds"],
+        naks=naks,
+        retransmitted=channel["pub_retransmitted"],
+        naks_sent=[r["channel"]["naks_sent"] for r in reports],
+        naks_suppressed=[r["channel"]["naks_suppressed"] for r in reports],
+    )
+
+
+@pytest.mark.slow
+def test_loss_outlasting_the_cache_is_reported_exactly() -> None:
+    """A receiver cut off for 1.5 s while the publisher's cache holds 0.2 s of
+    messages: the numbers it missed are reported lost, exactly, and delivery
+    resumes; the other receiver loses nothing."""
+    rate = 1000
+    # ~100 bytes a datagram: a cache of ~200 messages
+    small = ("cache_bytes=20000",)
+    with segment("c", 3) as hosts:
+        with nodes(hosts, *small) as (pub, cut, whole):
+            pub.send(cmd="start", rate=rate, seconds=4)
+            cut.send(cmd="report", until=1000, timeout=20)
+            cut.expect("report")
+            hosts[1].blackhole(hosts[0], True)
+            whole.send(cmd="report", until=2500, timeout=20)
+            whole.expect("report")
+            hosts[1].blackhole(hosts[0], False)
+            published = pub.expect("done", timeout=30)["published"]
+            cut.send(cmd="report", until=published, timeout=30)
+            report = cut.expect("report", timeout=40)
+            whole.send(cmd="report", until=published, timeout=30)
+            other = whole.expect("report", timeout=40)
+    lost = sum(b - a + 1 for a, b in report["lost"])
+    assert lost > 500, report  # the blackhole outlasted the cache
+    _check_exact(report, published)
+    assert report["channel"]["lost_datagrams"] == lost
+    assert other["delivered"] == published and other["lost"] == [], other
+    record(
+        "multicast_loss_past_the_cache",
+        sent=published,
+        delivered=report["delivered"],
+        dropped_reported=lost,
+        duplicates=0,
+        reordered=0,
+        lost_ranges=len(report["lost"]),
+    )
+
+
+@pytest.mark.slow
+def test_a_receiver_killed_and_restarted_and_a_publisher_killed() -> None:
+    """A receiver killed mid-stream and started again follows the stream from the
+    next announcement, in order, no duplicate; the others lose nothing.  The
+    publisher killed: every receiver's feed goes DOWN (heartbeats stop)."""
+    with segment("k", 3) as hosts:
+        with nodes(hosts, "publisher_timeout=1.0") as (pub, victim, other):
+            pub.send(cmd="start", rate=1000, seconds=5)
+            victim.send(cmd="report", until=1000, timeout=20)
+            assert victim.expect("report")["delivered"] >= 1000
+            victim.kill()
+            again = McNode(hosts[1], "sub", "sub0-again", GROUP, PORT, "publisher_timeout=1.0")
+            try:
+                again.expect("ready")
+                again.send(cmd="wait_up", timeout=20)
+                again.expect("up")
+                published = pub.expect("done", timeout=30)["published"]
+                again.send(cmd="report", until=1, timeout=5)
+                late = again.expect("report")
+                other.send(cmd="report", until=published, timeout=30)
+                whole = other.expect("report", timeout=40)
+                pub.kill()
+                for node in (again, other):
+                    node.send(cmd="report", until=10**9, timeout=4)
+                    states = node.expect("report", timeout=10)["states"]
+                    assert states[-1] == "DOWN", states
+            finally:
+                again.stop()
+    assert late["duplicates"] == 0 and late["reordered"] == 0 and late["lost"] == [], late
+    assert late["gaps"] <= 1, late  # it starts wherever it joined
+    assert 0 < late["delivered"] < published
+    assert whole["delivered"] == published and whole["lost"] == [], whole
+    record("multicast_receiver_restarted", sent=published, delivered=whole["delivered"])
