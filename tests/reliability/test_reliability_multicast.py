@@ -90,20 +90,19 @@ def test_loss_outlasting_the_cache_is_reported_exactly() -> None:
     rate = 1000
     # ~100 bytes a datagram: a cache of ~200 messages
     small = ("cache_bytes=20000",)
-    with segment("c", 3) as hosts:
-        with nodes(hosts, *small) as (pub, cut, whole):
-            pub.send(cmd="start", rate=rate, seconds=4)
-            cut.send(cmd="report", until=1000, timeout=20)
-            cut.expect("report")
-            hosts[1].blackhole(hosts[0], True)
-            whole.send(cmd="report", until=2500, timeout=20)
-            whole.expect("report")
-            hosts[1].blackhole(hosts[0], False)
-            published = pub.expect("done", timeout=30)["published"]
-            cut.send(cmd="report", until=published, timeout=30)
-            report = cut.expect("report", timeout=40)
-            whole.send(cmd="report", until=published, timeout=30)
-            other = whole.expect("report", timeout=40)
+    with segment("c", 3) as hosts, nodes(hosts, *small) as (pub, cut, whole):
+        pub.send(cmd="start", rate=rate, seconds=4)
+        cut.send(cmd="report", until=1000, timeout=20)
+        cut.expect("report")
+        hosts[1].blackhole(hosts[0], True)
+        whole.send(cmd="report", until=2500, timeout=20)
+        whole.expect("report")
+        hosts[1].blackhole(hosts[0], False)
+        published = pub.expect("done", timeout=30)["published"]
+        cut.send(cmd="report", until=published, timeout=30)
+        report = cut.expect("report", timeout=40)
+        whole.send(cmd="report", until=published, timeout=30)
+        other = whole.expect("report", timeout=40)
     lost = sum(b - a + 1 for a, b in report["lost"])
     assert lost > 500, report  # the blackhole outlasted the cache
     _check_exact(report, published)
