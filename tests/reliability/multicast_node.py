@@ -9,8 +9,9 @@ attribute (``cache_bytes=100000``, ``nak_delay=0.02``).
   gaps and the numbers they skipped) and logs the feed's states.  ``report``
   answers with ``report`` (those figures, the lost ranges reported, the
   channel's counters), once ``until`` numbers were delivered or accounted
-  lost, or ``timeout`` s passed; ``wait_up`` answers ``up`` once the feed was
-  UP (the publisher's announcement heard), or after ``timeout`` s.
+  lost, or ``timeout`` s passed; ``wait_state`` answers ``state`` once the
+  feed's last state is ``state`` (``UP``: the publisher's announcement was
+  heard), or after ``timeout`` s.
 * ``pub`` — on ``start`` (``rate`` messages/s for ``seconds``, ``pad`` bytes
   each), a thread publishes ``Seq`` 1, 2, 3 ... on ``/mc/seq`` paced per
   millisecond; then ``done`` (``published``, ``seconds``, the channel's
@@ -112,10 +113,11 @@ def run_sub(bus: Bus, channel: Any) -> None:
     start_actors(bus, watcher)
     emit("ready", stream=f"{channel.stream:016x}")
     for command in _commands():
-        if command["cmd"] == "wait_up":
+        if command["cmd"] == "wait_state":
+            want = command["state"]
             with watcher.changed:
-                watcher.changed.wait_for(lambda: "UP" in watcher.states, command["timeout"])
-            emit("up", states=watcher.states)
+                watcher.changed.wait_for(lambda: watcher.states[-1:] == [want], command["timeout"])
+            emit("state", states=watcher.states)
         elif command["cmd"] == "report":
             until, deadline = command.get("until", 0), time.monotonic() + command.get("timeout", 0)
             with watcher.changed:

@@ -28,8 +28,8 @@ def nodes(
         for node in made:
             node.expect("ready")
         for node in made[1:]:
-            node.send(cmd="wait_up", timeout=20)
-            assert node.expect("up")["states"] == ["UP"]
+            node.send(cmd="wait_state", state="UP", timeout=20)
+            assert node.expect("state")["states"] == ["UP"]
         yield made
     finally:
         for node in made:
@@ -124,29 +124,27 @@ def test_a_receiver_killed_and_restarted_and_a_publisher_killed() -> None:
     """A receiver killed mid-stream and started again follows the stream from the
     next announcement, in order, no duplicate; the others lose nothing.  The
     publisher killed: every receiver's feed goes DOWN (heartbeats stop)."""
-    with segment("k", 3) as hosts:
-        with nodes(hosts, "publisher_timeout=1.0") as (pub, victim, other):
-            pub.send(cmd="start", rate=1000, seconds=5)
-            victim.send(cmd="report", until=1000, timeout=20)
-            assert victim.expect("report")["delivered"] >= 1000
-            victim.kill()
-            again = McNode(hosts[1], "sub", "sub0-again", GROUP, PORT, "publisher_timeout=1.0")
-            try:
-                again.expect("ready")
-                again.send(cmd="wait_up", timeout=20)
-                again.expect("up")
-                published = pub.expect("done", timeout=30)["published"]
-                again.send(cmd="report", until=1, timeout=5)
-                late = again.expect("report")
-                other.send(cmd="report", until=published, timeout=30)
-                whole = other.expect("report", timeout=40)
-                pub.kill()
-                for node in (again, other):
-                    node.send(cmd="report", until=10**9, timeout=4)
-                    states = node.expect("report", timeout=10)["states"]
-                    assert states[-1] == "DOWN", states
-            finally:
-                again.stop()
+    with segment("k", 3) as hosts, nodes(hosts, "publisher_timeout=1.0") as (pub, victim, other):
+        pub.send(cmd="start", rate=1000, seconds=5)
+        victim.send(cmd="report", until=1000, timeout=20)
+        assert victim.expect("report")["delivered"] >= 1000
+        victim.kill()
+        again = McNode(hosts[1], "sub", "sub0-again", GROUP, PORT, "publisher_timeout=1.0")
+        try:
+            again.expect("ready")
+            again.send(cmd="wait_state", state="UP", timeout=20)
+            assert again.expect("state")["states"] == ["UP"]
+            published = pub.expect("done", timeout=30)["published"]
+            again.send(cmd="report", until=1, timeout=5)
+            late = again.expect("report")
+            other.send(cmd="report", until=published, timeout=30)
+            whole = other.expect("report", timeout=40)
+            pub.kill()
+            for node in (again, other):
+                node.send(cmd="wait_state", state="DOWN", timeout=10)
+                assert node.expect("state", timeout=20)["states"] == ["UP", "DOWN"]
+        finally:
+            again.stop()
     assert late["duplicates"] == 0 and late["reordered"] == 0 and late["lost"] == [], late
     assert late["gaps"] <= 1, late  # it starts wherever it joined
     assert 0 < late["delivered"] < published

@@ -574,20 +574,15 @@ class JrepClientSettings(Settings):
 # ================================================================= multicast
 
 
-def _group_check(value: Any) -> str | None:
-    return multicast_group_problem(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MulticastSettings(Settings):
-    """A reliable multicast channel: one IPv4 multicast group and port, the
-    subjects sent on it, and the timers and limits of its NAK recovery
-    (``multicast.NAME.KEY``; docs/multicast.md).  Every node of a channel
-    should use the same ``datagram_size`` and secret."""
+    """A reliable multicast channel (``multicast.NAME.KEY``; docs/multicast.md): its
+    group and port, the subjects sent on it, the timers and limits of its NAK
+    recovery.  Every node of a channel should use the same secret."""
 
     group: str = setting(
         "239.255.77.1",
-        check=_group_check,
+        check=multicast_group_problem,
         unit="IPv4 multicast address",
         row=_multicast_group,
         doc="the multicast group the channel sends to and joins",
@@ -630,9 +625,7 @@ class MulticastSettings(Settings):
         doc="largest datagram sent (1,472 fits a 1,500-byte MTU); a larger message is "
         "split into segments",
     )
-    max_message_size: int = setting(
-        1 << 20, low=1, unit="bytes", doc="largest message sent or reassembled"
-    )
+    max_message_size: int = setting(1 << 20, low=1, unit="bytes", doc="largest message")
     cache_bytes: int = setting(
         16 << 20,
         low=0,
@@ -658,7 +651,7 @@ class MulticastSettings(Settings):
         ms=True,
         low=0.001,
         unit="seconds",
-        doc="a publisher heard from for this long is gone: its feeds go DOWN",
+        doc="a publisher not heard from for this long is gone: its feeds go DOWN",
     )
     announce_interval: float = setting(
         1.0,
@@ -728,15 +721,6 @@ class MulticastSettings(Settings):
         row=_secret_file,
         doc="a file holding the channel's secret: every datagram carries a MAC keyed from it",
     )
-
-    @property
-    def nagging_enabled(self) -> bool:
-        """The nagging monitor runs: none of its three settings is 0."""
-        return (
-            self.nagging_window_interval > 0
-            and self.nagging_check_interval > 0
-            and self.nagging_max_retransmissions > 0
-        )
 
 
 # ================================================================= docs
