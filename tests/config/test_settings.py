@@ -174,6 +174,7 @@ def test_the_settings_module_exports() -> None:
         "GatewaySettings",
         "JrepClientSettings",
         "LinkSettings",
+        "MulticastSettings",
         "ServiceSettings",
         "SettingInfo",
         "default_of",

@@ -201,6 +201,8 @@ class MulticastChannel:
         self._stop = False
         self._resume = False
         self.counters: dict[str, int] = {
+            "notifications_sent": 0,
+            "state_records_sent": 0,
             "unknown_type": 0,
             "undecodable": 0,
             "send_errors": 0,
@@ -289,6 +291,7 @@ class MulticastChannel:
             now = self._clock()
             record = msgpack.packb([_STATE, key.type_name, key.subject, up])
             self.protocol.send(record, now)
+            self.counters["state_records_sent"] += 1
             if self.protocol.publisher is not None:
                 self.protocol.publisher.announce(self._state_locked(), now)
             self._flush_locked()
@@ -302,6 +305,7 @@ class MulticastChannel:
             if self._stop:
                 return
             self.protocol.send(record, self._clock())
+            self.counters["notifications_sent"] += 1
             self._flush_locked()
 
     def _state_locked(self) -> bytes:

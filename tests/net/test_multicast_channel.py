@@ -1,0 +1,117 @@
+"""Multicast channels between buses in one process, over real UDP sockets on
+the loopback interface with TTL 0 (nothing leaves the host; a random group and
+port per test keep parallel runs apart): notifications sent once reach every
+subscribing node through normal feeds and callbacks, feed state UP and DOWN
+over the channel, the secret's MAC, the properties keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+from nodes.messages import Counter
+from nodes.support import buses, started
+
+from actorbus import FeedState
+from actorbus.config import load_config
+from actorbus.config.settings import MulticastSettings
+from actorbus.testing import Recorder
+
+UP, DOWN = FeedState.UP, FeedState.DOWN
+
+
+def channel_settings(**changes: object) -> MulticastSettings:
+    rng = random.SystemRandom()
+    return dataclasses.replace(
+        MulticastSettings(
+            group=f"239.255.{rng.randrange(1, 255)}.{rng.randrange(1, 255)}",
+            port=rng.randrange(20_000, 60_000),
+            interface="127.0.0.1",
+            ttl=0,
+            subjects=("/mc/...",),
+        ),
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+def test_notifications_are_sent_once_and_reach_every_subscribing_node_with_feed_state() -> None:
+    settings = channel_settings()
+    with buses("pub", "sub1", "sub2") as (pub_bus, *subs):
+        channels = [bus.join_multicast("prices", settings) for bus in (pub_bus, *subs)]
+        recorders = [Recorder(f"r{i}") for i in range(2)]
+        for bus, recorder in zip(subs, recorders, strict=True):
+            started(bus, recorder)
+            recorder.subscribe(Counter, "/mc/a")
+        publisher = pub_bus.publisher(Counter, "/mc/a")
+        off_channel = pub_bus.publisher(Counter, "/elsewhere")
+        for recorder in recorders:
+            recorder.log.wait_for(lambda ev, r=recorder: r.states() == [UP])  # type: ignore[misc]
+        for n in range(200):
+            publisher.publish(Counter("/mc/a", n=n))
+            off_channel.publish(Counter("/elsewhere", n=n))
+        for recorder in recorders:
+            got = recorder.log.wait_count("message", 200)
+            assert [e[1].n for e in got if e[0] == "message"] == list(range(200))
+        # publish status on a channel: one subscriber, the channel, however many receive
+        assert publisher.publish(Counter("/mc/a", n=200)) == 1
+        stats = channels[0].stats()
+        assert stats["notifications_sent"] == 201  # once each, for two receiving nodes
+        assert stats["pub_messages_sent"] == 201 + stats["state_records_sent"]
+        publisher.update_feed_state(DOWN)
+        for recorder in recorders:
+            recorder.log.wait_for(lambda ev, r=recorder: r.states() == [UP, DOWN])  # type: ignore[misc]
+        publisher.update_feed_state(UP)
+        for recorder in recorders:
+            recorder.log.wait_for(lambda ev, r=recorder: r.states() == [UP, DOWN, UP])  # type: ignore[misc]
+        channels[0].close()  # a BYE: DOWN at once, no timeout
+        for recorder in recorders:
+            recorder.log.wait_for(lambda ev, r=recorder: r.states()[-1:] == [DOWN], timeout=2)  # type: ignore[misc]
+        for channel in channels[1:]:
+            assert channel.stats()["refused_mac"] == 0
+        assert off_channel.publish(Counter("/elsewhere", n=0)) == 0  # not on the channel
+
+
+def test_a_channel_with_a_secret_refuses_datagrams_without_its_mac() -> None:
+    settings = channel_settings()
+    secret = b"0123456789abcdef0123"
+    with buses("pub", "friend", "stranger") as (pub_bus, friend_bus, stranger_bus):
+        pub_bus.join_multicast("c", settings, secret=secret)
+        friend_bus.join_multicast("c", settings, secret=secret)
+        stranger = stranger_bus.join_multicast("c", settings)
+        friend, other = Recorder("friend"), Recorder("stranger")
+        started(friend_bus, friend)
+        started(stranger_bus, other)
+        friend.subscribe(Counter, "/mc/s")
+        other.subscribe(Counter, "/mc/s")
+        publisher = pub_bus.publisher(Counter, "/mc/s")
+        friend.log.wait_for(lambda ev: friend.states() == [UP])
+        publisher.publish(Counter("/mc/s", n=1))
+        friend.log.wait_count("message", 1)
+        stats = stranger.stats()
+        assert stats["refused_mac"] >= 2  # the announcement and the data, at least
+        assert other.log.of("message") == [] and other.states() == []
+
+
+def test_the_properties_keys_open_a_channel_at_start(tmp_path: Path) -> None:
+    s = channel_settings()
+    path = tmp_path / "node.properties"
+    path.write_text(
+        "actorbus.multicasts=feed\n"
+        f"actorbus.multicast.feed.group={s.group}\n"
+        f"actorbus.multicast.feed.port={s.port}\n"
+        "actorbus.multicast.feed.interface=127.0.0.1\n"
+        "actorbus.multicast.feed.ttl=0\n"
+        "actorbus.multicast.feed.subjects=/mc/...\n"
+        "actorbus.multicast.feed.heartbeatInterval=50\n"
+    )
+    config = load_config(path)
+    assert config.multicasts[0].settings == dataclasses.replace(s, heartbeat_interval=0.05)
+    with buses("a", config=config) as (a,), buses("b") as (b,):
+        assert [c.name for c in a.net.multicasts] == ["feed"]
+        b.join_multicast("feed", s)
+        recorder = Recorder("r")
+        started(b, recorder)
+        recorder.subscribe(Counter, "/mc/x")
+        a.publisher(Counter, "/mc/x").publish(Counter("/mc/x", n=0))
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
