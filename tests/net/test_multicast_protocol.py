@@ -491,3 +491,22 @@ def test_a_channel_with_a_secret_drops_replays_forgeries_and_its_own_datagrams()
     sub.receive(dg.encode_data(8, 1, 1, 0, 1, b"x", dg.channel_key(b"guess", S.group, S.port)), 0.1)
     assert sub.counters["refused_mac"] == 2
     assert sub.next_event() is None
+
+
+def test_a_channel_sends_each_nak_once_also_when_its_publisher_has_nothing_to_send() -> None:
+    pub = ChannelProtocol(S, name="pub", stream=7, key=None, now=0.0)
+    sub = ChannelProtocol(S, name="sub", stream=9, key=None, now=0.0)  # it publishes too
+    pub.tick(0.0)
+    sub.tick(0.0)
+    sub.datagrams_to_send()
+    pub.send(b"a", 0.0)
+    pub.send(b"b", 0.0)
+    raws = pub.datagrams_to_send()
+    assert [type(dg.decode(x, None)) for x in raws] == [dg.Heartbeat, dg.Announce, dg.Data, dg.Data]
+    for raw in raws[:2] + raws[3:]:  # a is lost
+        sub.receive(raw, 0.0)
+    now = sub.next_deadline()
+    sub.tick(now)
+    naks = [dg.decode(x, None) for x in sub.datagrams_to_send()]
+    assert [type(n) for n in naks] == [dg.Nak]
+    assert sub.datagrams_to_send() == []

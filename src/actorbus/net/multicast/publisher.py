@@ -151,10 +151,11 @@ class PublisherProtocol:
 
     def datagrams_to_send(self) -> list[bytes]:
         out = self._out
-        if out:
-            self._out = []
-            self.counters["datagrams_sent"] += len(out)
-            self.counters["bytes_sent"] += sum(map(len, out))
+        if not out:
+            return []  # (a fresh list: the caller may append to what it gets)
+        self._out = []
+        self.counters["datagrams_sent"] += len(out)
+        self.counters["bytes_sent"] += sum(map(len, out))
         return out
 
     def next_stamp(self) -> int:
