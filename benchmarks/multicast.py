@@ -11,10 +11,12 @@ interface with TTL 0 (a random group and port), so nothing leaves the machine.
   last message.
 * **TCP link**: the same source publishing to the same number of sinks, each
   linked to it over TCP (the source sends each notification once per link).
-* **raw UDP multicast**: a sender writes the multicast source's datagrams (the
-  same bytes, ``N`` of them) with bare ``sendto``; each receiver counts what it
-  reads with bare ``recv`` — no sequencing, no recovery, no bus: the ceiling
-  of the network path.  Its rate is what the slowest receiver read per second.
+* **raw UDP multicast**: a sender writes the datagrams a channel's source sends
+  for ``N`` notifications published at once (the same bytes: runs of
+  notifications, numbered) with bare ``sendto``; each receiver counts what it
+  reads with bare ``recv`` — no sequencing, no recovery, no decoding, no bus:
+  the ceiling of the network path.  Its rate is the notifications the
+  datagrams the slowest receiver read carry, per second.
 
 Budgets: the channel's rate with 1 receiver >= 0.5x raw UDP multicast, and with
 3 receivers >= 2x the TCP link's delivered rate.
@@ -41,7 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Row, print_table, row
 
 from actorbus import Actor, Bus, FeedState, Notification
+from actorbus.bus import codec
 from actorbus.config.settings import MulticastSettings
+from actorbus.net.multicast.channel import ChannelProtocol
+from actorbus.net.multicast.transport import pack_notifications
 
 SUBJECT = "/bench/mc"
 N = 20_000
@@ -156,16 +161,16 @@ def role_tcp_source(n: int, *ports: int) -> None:
 
 
 def _raw_datagrams(n: int) -> list[bytes]:
-    """The datagrams a channel's source sends for ``n`` Ticks (the same bytes)."""
-    import msgpack
-
-    from actorbus.bus import codec
-    from actorbus.net.multicast.channel import ChannelProtocol
-
+    """The datagrams a channel's source sends for ``n`` Ticks published at once
+    (the same bytes: notifications packed into runs, then numbered)."""
     proto = ChannelProtocol(_settings("239.255.0.1", 1), name="raw", stream=1, key=None, now=0.0)
-    for i in range(n):
-        body = codec.encode(Tick(SUBJECT, value=i, payload=PAYLOAD))
-        proto.send(msgpack.packb([0, Tick.__type_name__, SUBJECT, body]), 0.0)
+    assert proto.publisher is not None
+    items = [
+        (Tick.__type_name__, SUBJECT, codec.encode(Tick(SUBJECT, value=i, payload=PAYLOAD)))
+        for i in range(n)
+    ]
+    for record in pack_notifications(items, proto.publisher.segment_size):
+        proto.send(record, 0.0)
     return proto.datagrams_to_send()
 
 
@@ -198,7 +203,7 @@ def role_raw_source(n: int, group: str, port: int, receivers: int) -> None:
     send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
     send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
-    _say("READY")
+    _say("READY", len(datagrams))
     sys.stdin.readline()
     to = (group, port)
     sendto = send.sendto
@@ -268,7 +273,7 @@ def _measure(kind: str, n: int, receivers: int) -> float:
                 s.expect("READY")
             source = _Proc(f"{kind}-source", n, group, port, receivers)
         procs.append(source)
-        source.expect("READY")
+        ready = source.expect("READY")
         if kind != "raw":
             for s in sinks:
                 s.expect("UP")  # it follows the source's feed (a channel: its announcement heard)
@@ -278,8 +283,9 @@ def _measure(kind: str, n: int, receivers: int) -> float:
     finally:
         for p in procs:
             p.close()
-    if kind == "raw":
-        return min(int(d[1]) / ((int(d[0]) - t0) / 1e9) for d in done)
+    if kind == "raw":  # datagrams read, in the notifications they carry
+        per_datagram = n / int(ready[0])
+        return min(int(d[1]) * per_datagram / ((int(d[0]) - t0) / 1e9) for d in done)
     return n / ((max(int(d[0]) for d in done) - t0) / 1e9)
 
 

@@ -522,7 +522,7 @@ PINNED: dict[str, list[str]] = {
         "ReceiverEvent",
         "ReceiverProtocol",
     ],
-    "actorbus.net.multicast.transport": ["MulticastChannel"],
+    "actorbus.net.multicast.transport": ["MulticastChannel", "pack_notifications"],
     "actorbus.net.node": ["DEFAULT_SELECTOR", "NodeNet"],
     "actorbus.net.protocol": [
         "Advertised",

@@ -57,7 +57,8 @@ def test_notifications_are_sent_once_and_reach_every_subscribing_node_with_feed_
         assert publisher.publish(Counter("/mc/a", n=200)) == 1
         stats = channels[0].stats()
         assert stats["notifications_sent"] == 201  # once each, for two receiving nodes
-        assert stats["pub_messages_sent"] == 201 + stats["state_records_sent"]
+        # runs of notifications: at most one reliable message each
+        assert stats["pub_messages_sent"] - stats["state_records_sent"] <= 201
         publisher.update_feed_state(DOWN)
         for recorder in recorders:
             recorder.log.wait_for(lambda ev, r=recorder: r.states() == [UP, DOWN])  # type: ignore[misc]

@@ -45,7 +45,8 @@ class Watcher(Actor):
         super().__init__(name="mc-watcher")
         self.stats = SeqStats()
         self.states: list[str] = []
-        self.lost: list[tuple[int, int]] = []
+        #: (first datagram, last datagram, notifications) of each loss reported
+        self.lost: list[tuple[int, int, int]] = []
         self.changed = threading.Condition()
 
     def startup(self) -> None:
@@ -64,11 +65,11 @@ class Watcher(Actor):
 
     def _lost(self, message: MulticastLoss, feed: Any) -> None:
         with self.changed:
-            self.lost.append((message.first, message.last))
+            self.lost.append((message.first, message.last, message.messages))
             self.changed.notify_all()
 
     def accounted(self) -> int:
-        return self.stats.delivered + sum(b - a + 1 for a, b in self.lost)
+        return self.stats.delivered + sum(max(m, 0) for _, _, m in self.lost)
 
 
 def _settings(group: str, port: int, interface: str, extra: list[str]) -> MulticastSettings:
@@ -131,6 +132,7 @@ def run_sub(bus: Bus, channel: Any) -> None:
                     duplicates=s.duplicates,
                     reordered=s.reordered,
                     gaps=s.gaps,
+                    missing=s.missing,
                     states=watcher.states,
                     lost=watcher.lost,
                     channel=channel.stats(),

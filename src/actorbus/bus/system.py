@@ -80,8 +80,10 @@ class AccessRefused(Notification, type_name="actorbus.AccessRefused"):
 class MulticastLoss(Notification, type_name="actorbus.MulticastLoss"):
     """Datagrams of a multicast publisher are lost for good: they left its
     retransmit cache before this node could recover them (docs/multicast.md).
-    Delivery from that publisher resumes with the datagram after ``last``;
-    the messages they carried are not delivered."""
+    Delivery from that publisher resumes with the datagram after ``last``; the
+    notifications they carried are not delivered.  Published when the next
+    notification from that publisher arrives (which says how many were lost)
+    or when it goes away."""
 
     channel: str
     #: the publishing node's name, as its announcements give it
@@ -91,6 +93,9 @@ class MulticastLoss(Notification, type_name="actorbus.MulticastLoss"):
     #: the first and last sequence numbers lost (datagrams, inclusive)
     first: int
     last: int
+    #: the notifications they carried (-1: the publisher went away before a
+    #: later notification told how many)
+    messages: int
 
 
 class MulticastNagging(Notification, type_name="actorbus.MulticastNagging"):

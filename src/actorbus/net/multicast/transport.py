@@ -73,9 +73,39 @@ if TYPE_CHECKING:
     from ...bus.router import Router
     from ...bus.sender import Sender
 
-__all__ = ["MulticastChannel"]
+__all__ = ["MulticastChannel", "pack_notifications"]
 
-_NOTIFY, _STATE = 0, 1
+_STATE, _RUN = 1, 2
+#: msgpack bytes a run spends around each notification's fields, at most
+_ITEM_OVERHEAD = 16
+#: (type name, subject) pairs whose key a receiving channel remembers
+_MAX_KEYS = 4_096
+
+
+def pack_notifications(
+    items: list[tuple[str, str, bytes]], limit: int, first: int = 0
+) -> list[bytes]:
+    """Notifications ``(type name, subject, body)`` as the channel's run records
+    ``[2, number of the run's first notification, [(type, subject, body), ...]]``,
+    numbered from ``first``: consecutive ones together while a record stays
+    within ``limit`` bytes (one datagram's segment), a larger one alone (it is
+    segmented)."""
+    records: list[bytes] = []
+    run: list[tuple[str, str, bytes]] = []
+    size = 16
+    for item in items:
+        need = len(item[0]) + len(item[1]) + len(item[2]) + _ITEM_OVERHEAD
+        if run and size + need > limit:
+            records.append(msgpack.packb([_RUN, first, run]))
+            first += len(run)
+            run, size = [], 16
+        run.append(item)
+        size += need
+    if run:
+        records.append(msgpack.packb([_RUN, first, run]))
+    return records
+
+
 #: datagrams read per wake-up before the timers run and the bus is told
 _READ_BATCH = 256
 
@@ -148,13 +178,18 @@ class _Inbound(_Outbound):
 class _Remote:
     """A publisher stream as the receiving node follows it."""
 
-    __slots__ = ("keys", "name", "party")
+    __slots__ = ("keys", "loss", "name", "next_number", "party", "stream")
 
-    def __init__(self, name: str, party: RemoteParty) -> None:
+    def __init__(self, stream: int, name: str, party: RemoteParty) -> None:
+        self.stream = stream
         self.name = name
         self.party = party
         #: the keys it advertised, and whether each is UP
         self.keys: dict[MessageKey, bool] = {}
+        #: the number of the next notification expected from it (None: none yet)
+        self.next_number: int | None = None
+        #: the datagrams lost since the last run, not reported yet: (first, last)
+        self.loss: tuple[int, int] | None = None
 
 
 class MulticastChannel:
@@ -191,6 +226,13 @@ class MulticastChannel:
         self._feeds: dict[MessageKey, bool] = {}
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
+        #: notifications published, not yet handed to the protocol
+        self._pending: list[tuple[str, str, bytes]] = []
+        #: notifications numbered so far (the next run's first number)
+        self._numbered = 0
+        publisher = self.protocol.publisher
+        self._run_limit = publisher.segment_size if publisher is not None else 0
+        self._keys: dict[tuple[str, str], MessageKey | None] = {}
         self._remotes: dict[int, _Remote] = {}
         self._party: RemoteParty | None = None
         self._recv: socket.socket | None = None
@@ -203,6 +245,7 @@ class MulticastChannel:
         self.counters: dict[str, int] = {
             "notifications_sent": 0,
             "state_records_sent": 0,
+            "lost_notifications": 0,
             "unknown_type": 0,
             "undecodable": 0,
             "send_errors": 0,
@@ -289,6 +332,7 @@ class MulticastChannel:
             if self._stop:
                 return
             now = self._clock()
+            self._send_pending_locked(now)  # what was published before the change goes first
             record = msgpack.packb([_STATE, key.type_name, key.subject, up])
             self.protocol.send(record, now)
             self.counters["state_records_sent"] += 1
@@ -298,15 +342,29 @@ class MulticastChannel:
         self._wake()
 
     def publish(self, message: Message) -> None:
-        """Send one notification on the channel (the router calls this through the party)."""
-        body = self._codec.encode(message)
-        record = msgpack.packb([_NOTIFY, type(message).__type_name__, message.subject, body])
+        """Queue one notification for the channel (the router calls this through
+        the party); the channel's thread sends what is queued when it wakes, the
+        notifications queued meanwhile packed into as few datagrams as fit."""
+        item = (type(message).__type_name__, message.subject, self._codec.encode(message))
         with self._lock:
             if self._stop:
                 return
-            self.protocol.send(record, self._clock())
+            pending = self._pending
+            pending.append(item)
             self.counters["notifications_sent"] += 1
-            self._flush_locked()
+            if len(pending) > 1:
+                return  # the wake-up of the first is on its way
+        self._wake()
+
+    def _send_pending_locked(self, now: float) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        send = self.protocol.send
+        for record in pack_notifications(pending, self._run_limit, self._numbered):
+            send(record, now)
+        self._numbered += len(pending)
 
     def _state_locked(self) -> bytes:
         state: bytes = msgpack.packb(
@@ -353,6 +411,7 @@ class MulticastChannel:
                 batch = self._read(recv)
                 with self._lock:
                     now = self._clock()
+                    self._send_pending_locked(now)
                     if self._resume:
                         self._resume = False
                         self.protocol.receiver.resume(now)
@@ -407,7 +466,7 @@ class MulticastChannel:
                     party = self._router.attach(
                         f"{event.name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
                     )
-                    remotes[event.stream] = _Remote(event.name, party)
+                    remotes[event.stream] = _Remote(event.stream, event.name, party)
                 elif kind is Announced:
                     remote = remotes.get(event.stream)
                     if remote is not None:
@@ -415,19 +474,14 @@ class MulticastChannel:
                 elif kind is Gone:
                     remote = remotes.pop(event.stream, None)
                     if remote is not None:
+                        self._report_loss(remote, -1)
                         remote.party.detach(f"multicast publisher {remote.name} {event.reason}")
                 elif kind is LostRange:
                     remote = remotes.get(event.stream)
-                    self._system(
-                        MulticastLoss(
-                            SYSTEM_SUBJECT,
-                            channel=self.name,
-                            publisher=remote.name if remote else "",
-                            stream=f"{event.stream:016x}",
-                            first=event.first,
-                            last=event.first + event.length - 1,
-                        )
-                    )
+                    if remote is not None:
+                        last = event.first + event.length - 1
+                        first = event.first if remote.loss is None else remote.loss[0]
+                        remote.loss = (first, last)
                 elif kind is Nagging:
                     logger.warning(
                         "multicast channel {}: {} retransmissions requested within {} s "
@@ -450,36 +504,88 @@ class MulticastChannel:
             for party in held:
                 party.release_deliveries()
 
+    def _report_loss(self, remote: _Remote, messages: int) -> None:
+        """Publish the loss held for ``remote``, now that ``messages`` is known
+        (-1: the stream ended before a later notification said)."""
+        if remote.loss is None:
+            return
+        first, last = remote.loss
+        remote.loss = None
+        self.counters["lost_notifications"] += max(messages, 0)
+        self._system(
+            MulticastLoss(
+                SYSTEM_SUBJECT,
+                channel=self.name,
+                publisher=remote.name,
+                stream=f"{remote.stream:016x}",
+                first=first,
+                last=last,
+                messages=messages,
+            )
+        )
+
     def _system(self, message: Notification) -> None:
         if self._publish_system is not None:
             self._publish_system(message)
 
     def _key(self, type_name: Any, subject: Any) -> MessageKey | None:
-        cls = lookup_type(type_name) if isinstance(type_name, str) else None
-        if cls is None or not issubclass(cls, Message) or not isinstance(subject, str):
+        try:
+            key = self._keys[type_name, subject]
+        except (KeyError, TypeError):
+            cls = lookup_type(type_name) if isinstance(type_name, str) else None
+            if cls is None or not issubclass(cls, Message) or not isinstance(subject, str):
+                key = None
+            else:
+                key = MessageKey(cls, subject)
+                if len(self._keys) >= _MAX_KEYS:
+                    self._keys.clear()
+                self._keys[type_name, subject] = key
+        if key is None:
             self.counters["unknown_type"] += 1
-            return None
-        return MessageKey(cls, subject)
+        return key
 
     def _delivered(self, remote: _Remote, payload: bytes) -> None:
         try:
             record = msgpack.unpackb(payload, use_list=False, raw=False)
-            kind, type_name, subject, value = record
-        except (ValueError, TypeError, msgpack.UnpackException):
+            kind = record[0]
+            if kind == _RUN:
+                _, number, items = record
+                expected = remote.next_number
+                if expected is not None and number != expected:
+                    self._report_loss(remote, number - expected)
+                elif remote.loss is not None:
+                    self._report_loss(remote, 0)  # only state records were lost
+                remote.next_number = number + len(items)
+                self._notify_run(remote, items)
+            elif kind == _STATE:
+                _, type_name, subject, up = record
+                key = self._key(type_name, subject)
+                if key is not None:
+                    self._state(remote, key, up if up is None else bool(up))
+        except (ValueError, TypeError, IndexError, msgpack.UnpackException):
             self.counters["undecodable"] += 1
-            return
-        key = self._key(type_name, subject)
-        if key is None:
-            return
-        if kind == _NOTIFY and isinstance(value, bytes):
+
+    def _notify_run(self, remote: _Remote, items: Any) -> None:
+        """A run's notifications to the party, consecutive ones on one key together."""
+        decode = self._codec.decode
+        messages: list[Message] = []
+        key: MessageKey | None = None
+        last: tuple[Any, Any] | None = None
+        for type_name, subject, body in items:
+            if (type_name, subject) != last:
+                if messages and key is not None:
+                    remote.party.notify_run(messages, key)
+                messages = []
+                last = (type_name, subject)
+                key = self._key(type_name, subject)
+            if key is None:
+                continue
             try:
-                message = self._codec.decode(key.message_class, value)
-            except Exception:
+                messages.append(decode(key.message_class, body))
+            except Exception:  # a body this node's class cannot read: count it, go on
                 self.counters["undecodable"] += 1
-                return
-            remote.party.notify(message, key)
-        elif kind == _STATE:
-            self._state(remote, key, value if value is None else bool(value))
+        if messages and key is not None:
+            remote.party.notify_run(messages, key)
 
     def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
         before = remote.keys.get(key)
