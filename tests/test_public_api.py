@@ -522,7 +522,11 @@ PINNED: dict[str, list[str]] = {
         "ReceiverEvent",
         "ReceiverProtocol",
     ],
-    "actorbus.net.multicast.transport": ["MulticastChannel", "pack_notifications"],
+    "actorbus.net.multicast.transport": [
+        "MulticastChannel",
+        "notification_item",
+        "pack_notifications",
+    ],
     "actorbus.net.node": ["DEFAULT_SELECTOR", "NodeNet"],
     "actorbus.net.protocol": [
         "Advertised",

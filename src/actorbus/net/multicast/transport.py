@@ -64,7 +64,7 @@ from ...bus.party import RemoteParty, Role
 from ...bus.subjects import Wildcard
 from ...bus.system import SYSTEM_SUBJECT, MulticastLoss, MulticastNagging
 from ...config.settings import MulticastSettings
-from ...errors import UsageError
+from ...errors import CodecError, MessageTooLargeError, UsageError
 from . import datagram as dg
 from .channel import ChannelProtocol, new_stream
 from .receiver import Announced, Delivered, Gone, Joined, LostRange, Nagging
@@ -73,37 +73,62 @@ if TYPE_CHECKING:
     from ...bus.router import Router
     from ...bus.sender import Sender
 
-__all__ = ["MulticastChannel", "pack_notifications"]
+__all__ = ["MulticastChannel", "notification_item", "pack_notifications"]
 
-_STATE, _RUN = 1, 2
-#: msgpack bytes a run spends around each notification's fields, at most
-_ITEM_OVERHEAD = 16
+_STATE, _RUN = 1, 2  # (_RUN is written as the byte 0x02 in _run_record)
+#: bytes of a run record before its items, at most
+_RUN_HEAD = 16
 #: (type name, subject) pairs whose key a receiving channel remembers
 _MAX_KEYS = 4_096
 
 
-def pack_notifications(
-    items: list[tuple[str, str, bytes]], limit: int, first: int = 0
-) -> list[bytes]:
-    """Notifications ``(type name, subject, body)`` as the channel's run records
-    ``[2, number of the run's first notification, [(type, subject, body), ...]]``,
+def notification_item(message: Message, max_size: int) -> bytes:
+    """One notification as a run holds it: the msgpack array ``[type name,
+    subject, body]``, the body embedded as the codec's wire form (so a receiver
+    unpacks a whole run at once)."""
+    try:
+        item: bytes = msgpack.packb(
+            [type(message).__type_name__, message.subject, codec.to_wire(message)],
+            default=codec.pack_default,
+        )
+    except ValueError as exc:  # lone surrogates; msgpack's size and depth limits
+        raise CodecError(f"cannot encode {type(message).__qualname__}: {exc}") from exc
+    if len(item) > max_size:
+        raise MessageTooLargeError(
+            f"{type(message).__qualname__} on subject {message.subject!r} encodes to "
+            f"{len(item)} bytes, over the channel's maxMessageSize of {max_size}; send less "
+            f"data per message or raise maxMessageSize on every node of the channel"
+        )
+    return item
+
+
+def pack_notifications(items: list[bytes], limit: int, first: int = 0) -> list[bytes]:
+    """Notifications (:func:`notification_item` each) as the channel's run
+    records ``[2, number of the run's first notification, [item, ...]]``,
     numbered from ``first``: consecutive ones together while a record stays
     within ``limit`` bytes (one datagram's segment), a larger one alone (it is
     segmented)."""
     records: list[bytes] = []
-    run: list[tuple[str, str, bytes]] = []
-    size = 16
+    run: list[bytes] = []
+    size = _RUN_HEAD
     for item in items:
-        need = len(item[0]) + len(item[1]) + len(item[2]) + _ITEM_OVERHEAD
-        if run and size + need > limit:
-            records.append(msgpack.packb([_RUN, first, run]))
+        if run and size + len(item) > limit:
+            records.append(_run_record(first, run))
             first += len(run)
-            run, size = [], 16
+            run, size = [], _RUN_HEAD
         run.append(item)
-        size += need
+        size += len(item)
     if run:
-        records.append(msgpack.packb([_RUN, first, run]))
+        records.append(_run_record(first, run))
     return records
+
+
+def _run_record(first: int, items: list[bytes]) -> bytes:
+    """``[2, first, [items]]`` in msgpack, the items (msgpack values already) as they are."""
+    n = len(items)
+    array = bytes([0x90 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+    head: bytes = msgpack.packb(first)
+    return b"\x93\x02" + head + array + b"".join(items)
 
 
 #: datagrams read per wake-up before the timers run and the bus is told
@@ -220,14 +245,13 @@ class MulticastChannel:
             settings, name=node_id, stream=new_stream(), key=key, now=self._clock()
         )
         self._matches = _subject_matcher(settings.subjects)
-        self._codec = codec.Codec(max_size=settings.max_message_size)
         self._lock = threading.Lock()
         #: keys this node publishes on the channel -> UP (None: retracted)
         self._feeds: dict[MessageKey, bool] = {}
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
         #: notifications published, not yet handed to the protocol
-        self._pending: list[tuple[str, str, bytes]] = []
+        self._pending: list[bytes] = []
         #: notifications numbered so far (the next run's first number)
         self._numbered = 0
         publisher = self.protocol.publisher
@@ -345,7 +369,7 @@ class MulticastChannel:
         """Queue one notification for the channel (the router calls this through
         the party); the channel's thread sends what is queued when it wakes, the
         notifications queued meanwhile packed into as few datagrams as fit."""
-        item = (type(message).__type_name__, message.subject, self._codec.encode(message))
+        item = notification_item(message, self.settings.max_message_size)
         with self._lock:
             if self._stop:
                 return
@@ -546,7 +570,9 @@ class MulticastChannel:
 
     def _delivered(self, remote: _Remote, payload: bytes) -> None:
         try:
-            record = msgpack.unpackb(payload, use_list=False, raw=False)
+            record = msgpack.unpackb(
+                payload, use_list=False, raw=False, ext_hook=codec.ext_hook, strict_map_key=True
+            )
             kind = record[0]
             if kind == _RUN:
                 _, number, items = record
@@ -567,9 +593,9 @@ class MulticastChannel:
 
     def _notify_run(self, remote: _Remote, items: Any) -> None:
         """A run's notifications to the party, consecutive ones on one key together."""
-        decode = self._codec.decode
         messages: list[Message] = []
         key: MessageKey | None = None
+        decode: Any = None
         last: tuple[Any, Any] | None = None
         for type_name, subject, body in items:
             if (type_name, subject) != last:
@@ -578,11 +604,13 @@ class MulticastChannel:
                 messages = []
                 last = (type_name, subject)
                 key = self._key(type_name, subject)
-            if key is None:
+                # (codec.from_wire, without its call: the run's hot loop)
+                decode = key.message_class.__wire_decode__ if key is not None else None
+            if decode is None:
                 continue
             try:
-                messages.append(decode(key.message_class, body))
-            except Exception:  # a body this node's class cannot read: count it, go on
+                messages.append(decode(body))
+            except CodecError:  # a body this node's class cannot read: count it, go on
                 self.counters["undecodable"] += 1
         if messages and key is not None:
             remote.party.notify_run(messages, key)
