@@ -96,7 +96,7 @@ class _Sink(Actor):
             self.done.set()
 
 
-def _run_sink(bus: Bus, n: int, ready: str) -> None:
+def _run_sink(bus: Bus, n: int, ready: str, channel: Any = None) -> None:
     sink = _Sink(n)
     bus.register(sink)
     bus.startup(sink).wait(10)
@@ -106,13 +106,14 @@ def _run_sink(bus: Bus, n: int, ready: str) -> None:
     _say("UP")
     if not sink.done.wait(TIMEOUT):
         raise SystemExit(f"sink: only {sink.count} of {n} notifications arrived")
-    _say("DONE", sink.t_last)
+    naks = channel.stats()["naks_sent"] if channel is not None else 0
+    _say("DONE", sink.t_last, naks)
 
 
 def role_mc_sink(n: int, group: str, port: int) -> None:
     with Bus(node_id=f"sink-{os.getpid()}") as bus:
-        bus.join_multicast("bench", _settings(group, port))
-        _run_sink(bus, n, "READY")
+        channel = bus.join_multicast("bench", _settings(group, port))
+        _run_sink(bus, n, "READY", channel)
 
 
 def role_tcp_sink(n: int) -> None:
@@ -252,7 +253,7 @@ def _group() -> tuple[str, int]:
     return f"239.255.{rng.randrange(1, 255)}.{rng.randrange(1, 255)}", rng.randrange(20_000, 60_000)
 
 
-def _measure(kind: str, n: int, receivers: int) -> float:
+def _measure(kind: str, n: int, receivers: int) -> tuple[float, int]:
     """Delivered notifications per second at the slowest of ``receivers`` sinks."""
     group, port = _group()
     procs: list[_Proc] = []
@@ -281,20 +282,28 @@ def _measure(kind: str, n: int, receivers: int) -> float:
             p.close()
     if kind == "raw":  # datagrams read, in the notifications they carry
         per_datagram = n / int(ready[0])
-        return min(int(d[1]) * per_datagram / ((int(d[0]) - t0) / 1e9) for d in done)
-    return n / ((max(int(d[0]) for d in done) - t0) / 1e9)
+        rate = min(int(d[1]) * per_datagram / ((int(d[0]) - t0) / 1e9) for d in done)
+        return rate, 0
+    return n / ((max(int(d[0]) for d in done) - t0) / 1e9), sum(int(d[1]) for d in done)
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=N)
+    parser.add_argument("--rounds", type=int, default=3, help="best of this many runs each")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     n = args.n
     rows: list[Row] = []
     rates: dict[tuple[str, int], float] = {}
-    for receivers in (1, 3):
-        for kind in ("mc", "tcp", "raw"):
-            rates[kind, receivers] = _measure(kind, n, receivers)
+    naks: dict[int, int] = {}
+    for _round in range(args.rounds):  # interleaved: a burst of load hits all alike
+        for receivers in (1, 3):
+            for kind in ("mc", "tcp", "raw"):
+                rate, asked = _measure(kind, n, receivers)
+                if rate > rates.get((kind, receivers), 0.0):
+                    rates[kind, receivers] = rate
+                    if kind == "mc":
+                        naks[receivers] = asked
     for receivers in (1, 3):
         mc = rates["mc", receivers]
         raw = rates["raw", receivers]
@@ -308,7 +317,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 baseline_value=raw,
                 budget=">= 0.5x raw UDP multicast" if receivers == 1 else "",
                 ok=mc >= 0.5 * raw if receivers == 1 else None,
-                note=f"{n} notifications; raw: what its slowest receiver read, no recovery",
+                note=f"{n} notifications, best of {args.rounds}; the channel's receivers sent "
+                f"{naks[receivers]} NAKs; raw: what its slowest receiver read, no recovery",
             )
         )
         rows.append(
