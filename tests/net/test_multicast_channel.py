@@ -10,10 +10,11 @@ import dataclasses
 import random
 from pathlib import Path
 
+import pytest
 from nodes.messages import Counter
 from nodes.support import buses, started
 
-from actorbus import FeedState
+from actorbus import FeedState, UsageError
 from actorbus.config import load_config
 from actorbus.config.settings import MulticastSettings
 from actorbus.testing import Recorder
@@ -116,3 +117,10 @@ def test_the_properties_keys_open_a_channel_at_start(tmp_path: Path) -> None:
         recorder.subscribe(Counter, "/mc/x")
         a.publisher(Counter, "/mc/x").publish(Counter("/mc/x", n=0))
         recorder.log.wait_for(lambda ev: recorder.states() == [UP])
+
+
+def test_an_interface_that_is_not_an_ipv4_address_is_refused_with_the_fix() -> None:
+    with buses("a") as (a,):
+        with pytest.raises(UsageError, match="IPv4 address of a local interface"):
+            a.join_multicast("c", channel_settings(interface="eth0"))
+        assert a.net.multicasts == ()

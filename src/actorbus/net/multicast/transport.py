@@ -241,8 +241,14 @@ class MulticastChannel:
         self._publish_system = publish_system
         key = None if secret is None else dg.channel_key(secret, settings.group, settings.port)
         self._clock = time.monotonic
+        # a node with no subjects to publish only receives: no heartbeats, no announcements
         self.protocol = ChannelProtocol(
-            settings, name=node_id, stream=new_stream(), key=key, now=self._clock()
+            settings,
+            name=node_id,
+            stream=new_stream(),
+            key=key,
+            now=self._clock(),
+            publish=bool(settings.subjects),
         )
         self._matches = _subject_matcher(settings.subjects)
         self._lock = threading.Lock()
@@ -289,7 +295,12 @@ class MulticastChannel:
     def open(self) -> None:
         """Bind, join the group, attach to the bus and start the channel's thread."""
         s = self.settings
-        self._recv, self._send = _sockets(s)
+        try:
+            self._recv, self._send = _sockets(s)
+        except BaseException:
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
         self._party = self._router.attach(f"multicast:{self.name}", _Outbound(self))
         self._thread = threading.Thread(
             target=self._run, name=f"actorbus-multicast-{self.name}", daemon=True
@@ -655,8 +666,6 @@ class MulticastChannel:
 
 def _sockets(s: MulticastSettings) -> tuple[socket.socket, socket.socket]:
     """The receiving socket (bound to the port, joined to the group) and the sending one."""
-    group = socket.inet_aton(s.group)
-    interface = socket.inet_aton(s.interface) if s.interface else struct.pack("!I", 0)
     if s.interface:
         try:
             ipaddress.IPv4Address(s.interface)
@@ -665,6 +674,8 @@ def _sockets(s: MulticastSettings) -> tuple[socket.socket, socket.socket]:
                 f"multicast interface {s.interface!r}: expected the IPv4 address of a local "
                 f"interface (ip -4 addr shows them)"
             ) from None
+    group = socket.inet_aton(s.group)
+    interface = socket.inet_aton(s.interface) if s.interface else struct.pack("!I", 0)
     recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
