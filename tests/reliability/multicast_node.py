@@ -11,7 +11,9 @@ attribute (``cache_bytes=100000``, ``nak_delay=0.02``).
   channel's counters), once ``until`` numbers were delivered or accounted
   lost, or ``timeout`` s passed; ``wait_state`` answers ``state`` once the
   feed's last state is ``state`` (``UP``: the publisher's announcement was
-  heard), or after ``timeout`` s.
+  heard), or after ``timeout`` s; ``wait_nagging`` answers ``nagging`` once a
+  ``MulticastNagging`` came (or after ``timeout`` s), ``resume`` resumes the
+  channel.
 * ``pub`` — on ``start`` (``rate`` messages/s for ``seconds``, ``pad`` bytes
   each), a thread publishes ``Seq`` 1, 2, 3 ... on ``/mc/seq`` paced per
   millisecond; then ``done`` (``published``, ``seconds``, the channel's
@@ -34,7 +36,7 @@ from reliability_node import emit
 from reliability_support import Seq, SeqStats, start_actors
 
 from actorbus import Actor, Bus
-from actorbus.bus.system import SYSTEM_SUBJECT, MulticastLoss
+from actorbus.bus.system import SYSTEM_SUBJECT, MulticastLoss, MulticastNagging
 from actorbus.config.settings import MulticastSettings
 
 SUBJECT = "/mc/seq"
@@ -47,11 +49,18 @@ class Watcher(Actor):
         self.states: list[str] = []
         #: (first datagram, last datagram, notifications) of each loss reported
         self.lost: list[tuple[int, int, int]] = []
+        self.nagging: list[int] = []
         self.changed = threading.Condition()
 
     def startup(self) -> None:
         self.subscribe(Seq, SUBJECT, on_message=self._message, on_status=self._state)
         self.subscribe(MulticastLoss, SYSTEM_SUBJECT, on_message=self._lost)
+        self.subscribe(MulticastNagging, SYSTEM_SUBJECT, on_message=self._nagging)
+
+    def _nagging(self, message: MulticastNagging, feed: Any) -> None:
+        with self.changed:
+            self.nagging.append(message.requested)
+            self.changed.notify_all()
 
     def _message(self, message: Seq, feed: Any) -> None:
         with self.changed:
@@ -119,6 +128,13 @@ def run_sub(bus: Bus, channel: Any) -> None:
             with watcher.changed:
                 watcher.changed.wait_for(lambda: watcher.states[-1:] == [want], command["timeout"])
             emit("state", states=watcher.states)
+        elif command["cmd"] == "wait_nagging":
+            with watcher.changed:
+                watcher.changed.wait_for(lambda: bool(watcher.nagging), command["timeout"])
+            emit("nagging", nagging=watcher.nagging, channel=channel.stats())
+        elif command["cmd"] == "resume":
+            channel.resume()
+            emit("resumed")
         elif command["cmd"] == "report":
             until, deadline = command.get("until", 0), time.monotonic() + command.get("timeout", 0)
             with watcher.changed:
@@ -135,6 +151,7 @@ def run_sub(bus: Bus, channel: Any) -> None:
                     missing=s.missing,
                     states=watcher.states,
                     lost=watcher.lost,
+                    nagging=watcher.nagging,
                     channel=channel.stats(),
                 )
 

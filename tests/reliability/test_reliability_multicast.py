@@ -157,3 +157,58 @@ def test_a_receiver_killed_and_restarted_and_a_publisher_killed() -> None:
     assert 0 < late["delivered"] < published
     assert whole["delivered"] == published and whole["lost"] == [], whole
     record("multicast_receiver_restarted", sent=published, delivered=whole["delivered"])
+
+
+@pytest.mark.slow
+def test_the_nagging_monitor_flags_a_lossy_receiver_and_the_application_resumes_it() -> None:
+    """A receiver losing 20 % asks for more than 20 retransmissions a second: its
+    channel is flagged (MulticastNagging), stops asking and delivering; resumed,
+    it asks again and gets what the cache still holds, the rest reported lost;
+    the other receiver, without the monitor, loses nothing."""
+    nagging = ("nagging_window_interval=1.0", "nagging_check_interval=0.1",
+               "nagging_max_retransmissions=20")  # fmt: skip
+    with segment("n", 3) as hosts:
+        hosts[1].random_loss(0.2)
+        pub = McNode(hosts[0], "pub", "pub", GROUP, PORT, "cache_bytes=30000")
+        lossy = McNode(hosts[1], "sub", "lossy", GROUP, PORT, *nagging)
+        fine = McNode(hosts[2], "sub", "fine", GROUP, PORT)
+        made = [pub, lossy, fine]
+        try:
+            for node in made:
+                node.expect("ready")
+            for node in (lossy, fine):
+                node.send(cmd="wait_state", state="UP", timeout=20)
+                node.expect("state")
+            pub.send(cmd="start", rate=1000, seconds=6)
+            lossy.send(cmd="wait_nagging", timeout=20)
+            flagged = lossy.expect("nagging", timeout=30)
+            assert flagged["nagging"] and flagged["nagging"][0] > 20, flagged
+            lossy.send(cmd="report", timeout=0)
+            before = lossy.expect("report")
+            lossy.send(cmd="report", timeout=0)
+            still = lossy.expect("report")  # nothing more is delivered while flagged
+            hosts[1].run("iptables", "-w", "-F", "INPUT")  # the loss stops
+            lossy.send(cmd="resume")
+            lossy.expect("resumed")
+            published = pub.expect("done", timeout=30)["published"]
+            lossy.send(cmd="report", until=published, timeout=30)
+            after = lossy.expect("report", timeout=40)
+            fine.send(cmd="report", until=published, timeout=30)
+            whole = fine.expect("report", timeout=40)
+        finally:
+            for node in made:
+                node.stop()
+    # the flag came after everything delivered before it: nothing more until resumed
+    assert still["delivered"] == before["delivered"], (before, still)
+    lost = _check_exact(after, published)
+    assert after["channel"]["nagging_dropped"] > 0
+    assert whole["delivered"] == published and whole["lost"] == [], whole
+    record(
+        "multicast_nagging",
+        sent=published,
+        delivered=after["delivered"],
+        dropped_reported=lost,
+        duplicates=0,
+        reordered=0,
+        flagged_at=flagged["nagging"][0],
+    )

@@ -39,7 +39,8 @@ Rules it keeps, per stream:
   receiver asked retransmissions of are summed over the last
   ``nagging_window_interval``, every ``nagging_check_interval``; above
   ``nagging_max_retransmissions`` the channel is flagged (:class:`Nagging`): it
-  stops asking and drops data until :meth:`resume`.
+  stops asking and drops data until :meth:`resume`, which reports what was
+  missed meanwhile lost and goes on from there.
 """
 
 from __future__ import annotations
@@ -350,6 +351,10 @@ class ReceiverProtocol:
         if end <= st.expected or self.nagging:
             return
         self._saw(st, end, now)
+        self._skip_to(st, end, now)
+
+    def _skip_to(self, st: _Stream, end: int, now: float) -> None:
+        """Deliver what is held below ``end``, report the rest below it lost."""
         held = sorted(s for s in st.buffer if s < end)
         for seq in held:
             if seq > st.expected:
@@ -502,9 +507,14 @@ class ReceiverProtocol:
                 self.events.append(Nagging(over, self.monitor.limit, self.monitor.window))
 
     def resume(self, now: float) -> None:
-        """After a :class:`Nagging` event: count anew, ask and deliver again."""
+        """After a :class:`Nagging` event: what was missed while flagged is
+        reported lost (asking for it all at once would flag the channel again),
+        the monitor counts anew, and delivery goes on with what comes next."""
         self.nagging = False
         self.monitor.reset(now)
+        for st in list(self._streams.values()):
+            if st.highest > st.expected:
+                self._skip_to(st, st.highest, now)
 
     def next_deadline(self) -> float:
         due = self.monitor.next_check if not self.nagging else math.inf

@@ -332,8 +332,9 @@ class MulticastChannel:
                 sock.close()
 
     def resume(self) -> None:
-        """After a :class:`~actorbus.bus.system.MulticastNagging`: ask for
-        retransmissions and deliver data again, the monitor's window emptied."""
+        """After a :class:`~actorbus.bus.system.MulticastNagging`: what was missed
+        while flagged is reported lost, the monitor's window emptied, and the
+        channel asks for retransmissions and delivers data again."""
         self._resume = True
         self._wake()
 
