@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from ..._log import logger
+from ..._log import logger, shown
 from ...bus import codec
 from ...bus.message import Message, MessageKey, Notification, lookup_type
 from ...bus.party import RemoteParty, Role
@@ -499,10 +499,11 @@ class MulticastChannel:
                             held.append(remote.party)
                         self._delivered(remote, event.payload)
                 elif kind is Joined:
+                    name = shown(event.name)  # the sender's text, in party names and logs
                     party = self._router.attach(
-                        f"{event.name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
+                        f"{name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
                     )
-                    remotes[event.stream] = _Remote(event.stream, event.name, party)
+                    remotes[event.stream] = _Remote(event.stream, name, party)
                 elif kind is Announced:
                     remote = remotes.get(event.stream)
                     if remote is not None:
