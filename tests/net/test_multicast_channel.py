@@ -124,3 +124,20 @@ def test_an_interface_that_is_not_an_ipv4_address_is_refused_with_the_fix() -> N
         with pytest.raises(UsageError, match="IPv4 address of a local interface"):
             a.join_multicast("c", channel_settings(interface="eth0"))
         assert a.net.multicasts == ()
+
+
+def test_a_notification_over_max_message_size_is_dropped_counted_and_the_rest_goes_on() -> None:
+    settings = channel_settings(max_message_size=300)
+    with buses("pub", "sub") as (pub_bus, sub_bus):
+        channel = pub_bus.join_multicast("c", settings)
+        sub_bus.join_multicast("c", settings)
+        recorder = Recorder("r")
+        started(sub_bus, recorder)
+        recorder.subscribe(Counter, "/mc/big")
+        publisher = pub_bus.publisher(Counter, "/mc/big")
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
+        publisher.publish(Counter("/mc/big", n=1, payload=bytes(1000)))
+        publisher.publish(Counter("/mc/big", n=2, payload=bytes(100)))
+        got = recorder.log.wait_count("message", 1)
+        assert [e[1].n for e in got if e[0] == "message"] == [2]
+        assert channel.stats()["too_large"] == 1

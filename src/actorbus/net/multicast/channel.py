@@ -75,6 +75,8 @@ class ChannelProtocol:
             ),
         )
         self._nak_stamp = 0
+        #: this node's stream as the header holds it (bytes 8 to 16)
+        self._own = stream.to_bytes(8, "big")
         #: sender -> (newest counter, bitmask of the REPLAY_WINDOW below it)
         self._windows: dict[int, tuple[int, int]] = {}
         self.counters: dict[str, int] = {f"refused_{r}": 0 for r in dg.REASONS}
@@ -85,6 +87,9 @@ class ChannelProtocol:
     def receive(self, datagram: bytes, now: float) -> None:
         """One datagram as the socket read it."""
         self.counters["received"] += 1
+        if datagram[8:16] == self._own:  # multicast loops our own back: not even decoded
+            self.counters["own"] += 1
+            return
         try:
             d = dg.decode(datagram, self.key, self._max_segments)
         except dg.DatagramError as exc:

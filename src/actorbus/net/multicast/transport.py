@@ -131,6 +131,31 @@ def _run_record(first: int, items: list[bytes]) -> bytes:
     return b"\x93\x02" + head + array + b"".join(items)
 
 
+class _Encoder:
+    """Notifications as run items (the bytes :func:`notification_item` makes), on
+    the channel's thread: one msgpack Packer reused, each key's ``[type name,
+    subject`` prefix packed once."""
+
+    def __init__(self) -> None:
+        self._pack = msgpack.Packer(default=codec.pack_default).pack
+        self._prefixes: dict[tuple[type, str], bytes] = {}
+
+    def item(self, message: Message) -> bytes:
+        cls = type(message)
+        subject = message.subject
+        prefix = self._prefixes.get((cls, subject))
+        if prefix is None:
+            if len(self._prefixes) >= _MAX_KEYS:
+                self._prefixes.clear()
+            pack = self._pack
+            prefix = self._prefixes[cls, subject] = (
+                b"\x93" + pack(cls.__type_name__) + pack(subject)
+            )
+        enc = cls.__wire_encode__
+        item: bytes = prefix + self._pack(message if enc is None else enc(message))
+        return item
+
+
 #: datagrams read per wake-up before the timers run and the bus is told
 _READ_BATCH = 256
 
@@ -257,7 +282,8 @@ class MulticastChannel:
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
         #: notifications published, not yet handed to the protocol
-        self._pending: list[bytes] = []
+        self._pending: list[Message] = []
+        self._encoder = _Encoder()
         #: notifications numbered so far (the next run's first number)
         self._numbered = 0
         publisher = self.protocol.publisher
@@ -276,6 +302,8 @@ class MulticastChannel:
             "notifications_sent": 0,
             "state_records_sent": 0,
             "lost_notifications": 0,
+            "unencodable": 0,
+            "too_large": 0,
             "unknown_type": 0,
             "undecodable": 0,
             "send_errors": 0,
@@ -379,28 +407,65 @@ class MulticastChannel:
 
     def publish(self, message: Message) -> None:
         """Queue one notification for the channel (the router calls this through
-        the party); the channel's thread sends what is queued when it wakes, the
-        notifications queued meanwhile packed into as few datagrams as fit."""
-        item = notification_item(message, self.settings.max_message_size)
+        the party); the channel's thread encodes and sends what is queued when it
+        wakes, the notifications queued meanwhile packed into as few datagrams as
+        fit.  One it cannot encode, or larger than ``maxMessageSize``, is dropped
+        there, counted (``unencodable``, ``too_large``) and logged."""
         with self._lock:
             if self._stop:
                 return
             pending = self._pending
-            pending.append(item)
+            pending.append(message)
             self.counters["notifications_sent"] += 1
             if len(pending) > 1:
                 return  # the wake-up of the first is on its way
         self._wake()
 
     def _send_pending_locked(self, now: float) -> None:
+        """Encode what is queued and hand it to the protocol as runs (the loop of
+        :func:`pack_notifications`, fused with the encoding: the hot path)."""
         pending = self._pending
         if not pending:
             return
         self._pending = []
+        item = self._encoder.item
+        most = self.settings.max_message_size
+        limit = self._run_limit
         send = self.protocol.send
-        for record in pack_notifications(pending, self._run_limit, self._numbered):
-            send(record, now)
-        self._numbered += len(pending)
+        first = self._numbered
+        run: list[bytes] = []
+        size = _RUN_HEAD
+        for message in pending:
+            try:
+                encoded = item(message)
+            except (ValueError, CodecError) as exc:  # lone surrogates, msgpack's limits
+                self._dropped("unencodable", message, str(exc))
+                continue
+            n = len(encoded)
+            if n > most:
+                self._dropped("too_large", message, f"{n} bytes, over {most}")
+                continue
+            if run and size + n > limit:
+                send(_run_record(first, run), now)
+                first += len(run)
+                run, size = [], _RUN_HEAD
+            run.append(encoded)
+            size += n
+        if run:
+            send(_run_record(first, run), now)
+            first += len(run)
+        self._numbered = first
+
+    def _dropped(self, counter: str, message: Message, why: str) -> None:
+        self.counters[counter] += 1
+        logger.warning(
+            "multicast channel {}: a {} on {!r} not sent: {} (fix the value, or raise the "
+            "channel's maxMessageSize on every node)",
+            self.name,
+            type(message).__qualname__,
+            message.subject,
+            why,
+        )
 
     def _state_locked(self) -> bytes:
         state: bytes = msgpack.packb(
