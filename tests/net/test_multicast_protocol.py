@@ -453,6 +453,7 @@ def test_nagging_flags_the_channel_stops_its_naks_and_data_until_resumed() -> No
     assert r.nagging
     r.tick(0.5)
     assert r.naks_to_send() == []  # no more requests
+    assert r.next_deadline() > 0.5  # and no timer due while flagged: nothing to spin on
     feed(r, raws[:5], 0.5)
     assert events(r) == [] and r.counters["nagging_dropped"] == 5
     r.resume(0.6)  # what was missed while flagged is lost; what was held is delivered

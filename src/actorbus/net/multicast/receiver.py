@@ -517,10 +517,13 @@ class ReceiverProtocol:
                 self._skip_to(st, st.highest, now)
 
     def next_deadline(self) -> float:
-        due = self.monitor.next_check if not self.nagging else math.inf
+        """When :meth:`tick` has something to do next (flagged as nagging: only
+        the publishers' timeouts; its NAKs wait for :meth:`resume`)."""
+        nagging = self.nagging
+        due = math.inf if nagging else self.monitor.next_check
         timeout = self.settings.publisher_timeout
         for st in self._streams.values():
             due = min(due, st.heard + timeout)
-            if st.nak_due is not None:
+            if st.nak_due is not None and not nagging:
                 due = min(due, st.nak_due)
         return due

@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 __all__ = ["MulticastChannel", "notification_item", "pack_notifications"]
 
 _STATE, _RUN = 1, 2  # (_RUN is written as the byte 0x02 in _run_record)
+#: notifications queued for the channel's thread at most; the publisher sends past it
+_MAX_PENDING = 16_384
 #: bytes of a run record before its items, at most
 _RUN_HEAD = 16
 #: (type name, subject) pairs whose key a receiving channel remembers
@@ -417,6 +419,12 @@ class MulticastChannel:
             pending = self._pending
             pending.append(message)
             self.counters["notifications_sent"] += 1
+            if len(pending) >= _MAX_PENDING:
+                # the channel's thread is behind: this thread sends them itself
+                # (what waits stays bounded; the publisher slows down to the socket)
+                self._send_pending_locked(self._clock())
+                self._flush_locked()
+                return
             if len(pending) > 1:
                 return  # the wake-up of the first is on its way
         self._wake()
