@@ -14,7 +14,7 @@ import pytest
 from nodes.messages import Counter
 from nodes.support import buses, started
 
-from actorbus import FeedState, UsageError
+from actorbus import FeedState, UsageError, Wildcard
 from actorbus.config import load_config
 from actorbus.config.settings import MulticastSettings
 from actorbus.testing import Recorder
@@ -141,3 +141,22 @@ def test_a_notification_over_max_message_size_is_dropped_counted_and_the_rest_go
         got = recorder.log.wait_count("message", 1)
         assert [e[1].n for e in got if e[0] == "message"] == [2]
         assert channel.stats()["too_large"] == 1
+
+
+def test_a_pattern_subscriber_receives_from_a_channel_like_from_a_link() -> None:
+    settings = channel_settings()
+    with buses("pub", "sub") as (pub_bus, sub_bus):
+        pub_bus.join_multicast("c", settings)
+        sub_bus.join_multicast("c", settings)
+        recorder = Recorder("r")
+        started(sub_bus, recorder)
+        recorder.subscribe(Counter, Wildcard.levels("/mc/*"))
+        feeds = [pub_bus.publisher(Counter, f"/mc/{name}") for name in ("a", "b")]
+        recorder.log.wait_for(lambda ev: recorder.states().count(UP) >= 1)
+        for n in range(10):
+            for feed in feeds:
+                feed.publish(Counter(feed.key.subject, n=n))
+        got = recorder.log.wait_count("message", 20)
+        messages = [e[1] for e in got if e[0] == "message"]
+        for subject in ("/mc/a", "/mc/b"):
+            assert [m.n for m in messages if m.subject == subject] == list(range(10))
