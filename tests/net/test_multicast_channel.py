@@ -160,3 +160,20 @@ def test_a_pattern_subscriber_receives_from_a_channel_like_from_a_link() -> None
         messages = [e[1] for e in got if e[0] == "message"]
         for subject in ("/mc/a", "/mc/b"):
             assert [m.n for m in messages if m.subject == subject] == list(range(10))
+
+
+def test_what_was_published_before_close_is_sent_before_the_bye() -> None:
+    settings = channel_settings()
+    with buses("pub", "sub") as (pub_bus, sub_bus):
+        channel = pub_bus.join_multicast("c", settings)
+        sub_bus.join_multicast("c", settings)
+        recorder = Recorder("r")
+        started(sub_bus, recorder)
+        recorder.subscribe(Counter, "/mc/last")
+        publisher = pub_bus.publisher(Counter, "/mc/last")
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
+        for n in range(500):
+            publisher.publish(Counter("/mc/last", n=n))
+        channel.close()
+        got = recorder.log.wait_for(lambda ev: recorder.states() == [UP, DOWN])
+        assert [e[1].n for e in got if e[0] == "message"] == list(range(500))

@@ -347,11 +347,14 @@ class MulticastChannel:
         )
 
     def close(self, timeout: float = 5.0) -> None:
-        """Say BYE, leave the group, detach every party.  Idempotent."""
+        """Send what was published, say BYE, leave the group, detach every
+        party.  Idempotent."""
         with self._lock:
             if self._stop:
                 return
             self._stop = True
+            if self.protocol.publisher is not None:
+                self._send_pending_locked(self._clock())
             self.protocol.close()
             self._flush_locked()
         self._wake()
