@@ -40,7 +40,7 @@ def nodes(
 def _check_exact(report: dict[str, Any], published: int) -> int:
     """Every number delivered or reported lost, nothing twice, in order; the
     notifications reported lost are exactly the numbers missing."""
-    lost = sum(m for _, _, m in report["lost"])
+    lost: int = sum(m for _, _, m in report["lost"])
     assert all(m >= 0 for _, _, m in report["lost"]), report
     assert report["duplicates"] == 0, report
     assert report["reordered"] == 0, report
