@@ -294,6 +294,8 @@ PINNED: dict[str, list[str]] = {
         "JrepClientConfig",
         "JrepClientSettings",
         "LinkSettings",
+        "MulticastConfig",
+        "MulticastSettings",
         "PREFIXES",
         "Property",
         "SelectorConfig",
