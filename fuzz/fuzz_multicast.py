@@ -66,6 +66,8 @@ def _datagrams(key: bytes | None) -> list[bytes]:
         dg.encode_heartbeat(PUBLISHER, 6, 3, "pub", key),
         dg.encode_lost(PUBLISHER, 7, 0, 2, key),
         dg.encode_announce(PUBLISHER, 8, 3, "pub", b"\x91\x01", key),
+        dg.encode_announce(PUBLISHER, 10, 3, "pub", b"\x92\x01", key, 0, 2),
+        dg.encode_announce(PUBLISHER, 11, 3, "pub", b"\x02", key, 1, 2),
         dg.encode_bye(PUBLISHER, 9, 3, key),
     ]
 
@@ -142,7 +144,7 @@ def _encode(d: dg.Decoded, key: bytes | None) -> bytes:
     if isinstance(d, dg.Lost):
         return dg.encode_lost(d.stream, d.stamp, d.first, d.length, key)
     if isinstance(d, dg.Announce):
-        return dg.encode_announce(d.stream, d.stamp, d.as_of, d.name, d.state, key)
+        return dg.encode_announce(d.stream, d.stamp, d.as_of, d.name, d.state, key, d.page, d.pages)
     return dg.encode_bye(d.stream, d.stamp, d.next_seq, key)
 
 

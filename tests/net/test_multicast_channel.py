@@ -177,3 +177,22 @@ def test_what_was_published_before_close_is_sent_before_the_bye() -> None:
         channel.close()
         got = recorder.log.wait_for(lambda ev: recorder.states() == [UP, DOWN])
         assert [e[1].n for e in got if e[0] == "message"] == list(range(500))
+
+
+def test_a_late_receiver_learns_a_hundred_feeds_from_a_paged_announcement() -> None:
+    settings = channel_settings(announce_interval=0.2)
+    with buses("pub", "late") as (pub_bus, late_bus):
+        channel = pub_bus.join_multicast("c", settings)
+        feeds = [pub_bus.publisher(Counter, f"/mc/feed-{i:03d}") for i in range(100)]
+        feeds[7].update_feed_state(DOWN)
+        recorder = Recorder("r")
+        started(late_bus, recorder)
+        subs = [recorder.subscribe(Counter, f"/mc/feed-{i:03d}") for i in range(100)]
+        late_bus.join_multicast("c", settings)  # after every feed was advertised
+        recorder.log.wait_for(lambda ev: recorder.states().count(UP) == 99, timeout=10)
+        assert subs[7].feed_state is DOWN
+        # the state cannot fit one datagram: the announcement came in pages
+        assert 100 * len(b"linktest.Counter/mc/feed-000") > settings.datagram_size
+        assert channel.stats()["refused_segment"] == 0
+        feeds[7].update_feed_state(UP)
+        recorder.log.wait_for(lambda ev: recorder.states().count(UP) == 100, timeout=10)

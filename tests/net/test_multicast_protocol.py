@@ -515,3 +515,20 @@ def test_a_channel_sends_each_nak_once_also_when_its_publisher_has_nothing_to_se
     naks = [dg.decode(x, None) for x in sub.datagrams_to_send()]
     assert [type(n) for n in naks] == [dg.Nak]
     assert sub.datagrams_to_send() == []
+
+
+def test_a_state_larger_than_a_datagram_is_announced_in_pages_and_applied_whole() -> None:
+    p = publisher()
+    state = bytes(range(256)) * 20  # 5,120 bytes: four or five pages
+    p.announce(state, 0.0)
+    pages = p.datagrams_to_send()
+    decoded = [dg.decode(x, None) for x in pages]
+    assert len(pages) > 3 and all(len(x) <= S.datagram_size for x in pages)
+    assert [(a.page, a.pages) for a in decoded] == [(i, len(pages)) for i in range(len(pages))]  # type: ignore[union-attr]
+    r = receiver()
+    feed(r, pages[:-1])
+    assert events(r) == []  # a page missing: nothing joined yet
+    feed(r, list(reversed(pages)))  # the next round, in any order
+    assert events(r) == [Joined(7, "pub"), Announced(7, "pub", state)]
+    with pytest.raises(ValueError, match="maxMessageSize"):
+        p.announce(bytes(S.max_message_size + 1), 0.0)

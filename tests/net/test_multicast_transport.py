@@ -51,3 +51,25 @@ def test_a_notification_larger_than_the_limit_is_a_run_of_its_own() -> None:
 def test_an_item_over_the_channels_max_message_size_is_refused_with_the_fix() -> None:
     with pytest.raises(MessageTooLargeError, match="raise maxMessageSize"):
         notification_item(Counter("/s", n=1, payload=bytes(500)), 100)
+
+
+def test_an_item_at_the_limit_makes_a_record_the_protocol_takes() -> None:
+    """The size check leaves room for the run's head: a record of one item at the
+    limit is within maxMessageSize, which the protocol enforces."""
+    from actorbus.config import MulticastSettings
+    from actorbus.net.multicast.publisher import PublisherProtocol
+
+    most = 2000
+    publisher = PublisherProtocol(
+        MulticastSettings(max_message_size=most), stream=1, name="p", key=None, now=0.0
+    )
+    size = 0
+    while True:
+        try:
+            item = notification_item(Counter("/s", n=1, payload=bytes(size + 1)), most)
+        except MessageTooLargeError:
+            break
+        size += 1
+    (record,) = pack_notifications([item], 1400)
+    assert len(record) <= most
+    publisher.send(record, 0.0)  # no ValueError

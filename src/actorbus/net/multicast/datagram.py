@@ -25,8 +25,10 @@ then the kind's fields (below), then, with a secret, a 16-byte MAC: the first
   the node's name (1-byte length, UTF-8).
 * LOST: ``first`` (8), ``length`` (8): sequence numbers the publisher no longer
   holds.
-* ANNOUNCE: ``as_of`` (8, the ``next_seq`` when the state was taken), the name
-  (1-byte length, UTF-8), then the feed state (opaque bytes).
+* ANNOUNCE: ``as_of`` (8, the ``next_seq`` when the state was taken),
+  ``page`` (2) and ``pages`` (2), the name (1-byte length, UTF-8), then that
+  page of the feed state (opaque bytes; a state larger than one datagram is
+  cut into pages, all with the same ``as_of``).
 * BYE: ``next_seq`` (8): the publisher closes its stream.
 
 :func:`decode` accepts exactly these; anything else raises
@@ -65,6 +67,7 @@ __all__ = [
     "Heartbeat",
     "Lost",
     "Nak",
+    "announce_overhead",
     "channel_key",
     "data_overhead",
     "decode",
@@ -89,6 +92,7 @@ _NAK = struct.Struct("!QH")
 _RANGE = struct.Struct("!QI")
 _U64 = struct.Struct("!Q")
 _LOST = struct.Struct("!QQ")
+_ANNOUNCE = struct.Struct("!QHH")
 MAC_SIZE = 16
 
 #: most segments of one message (a count above it is refused)
@@ -165,6 +169,8 @@ class Announce:
     as_of: int
     name: str
     state: bytes
+    page: int = 0
+    pages: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +251,24 @@ def encode_lost(stream: int, stamp: int, first: int, length: int, key: bytes | N
 
 
 def encode_announce(  # noqa: PLR0917
-    stream: int, stamp: int, as_of: int, name: str, state: bytes, key: bytes | None
+    stream: int,
+    stamp: int,
+    as_of: int,
+    name: str,
+    state: bytes,
+    key: bytes | None,
+    page: int = 0,
+    pages: int = 1,
 ) -> bytes:
     raw = _name_bytes(name)
-    body = _header(ANNOUNCE, stream, stamp) + _U64.pack(as_of) + bytes([len(raw)]) + raw + state
+    body = _header(ANNOUNCE, stream, stamp) + _ANNOUNCE.pack(as_of, page, pages)
+    body += bytes([len(raw)]) + raw + state
     return _seal(body, key)
+
+
+def announce_overhead(name: str, with_mac: bool) -> int:
+    """Bytes of an ANNOUNCE datagram that are not its page of the state."""
+    return HEADER_SIZE + _ANNOUNCE.size + 1 + len(_name_bytes(name)) + (MAC_SIZE if with_mac else 0)
 
 
 def encode_bye(stream: int, stamp: int, next_seq: int, key: bytes | None) -> bytes:
@@ -341,12 +360,14 @@ def decode(datagram: bytes, key: bytes | None, max_segments: int = MAX_SEGMENTS)
             raise DatagramError("sequence", f"LOST {length} from {first}")
         return Lost(stream, stamp, first, length)
     if kind == ANNOUNCE:
-        _need(view, at + 8, "an ANNOUNCE")
-        (as_of,) = _U64.unpack_from(view, at)
+        _need(view, at + _ANNOUNCE.size, "an ANNOUNCE")
+        as_of, page, pages = _ANNOUNCE.unpack_from(view, at)
         if as_of > _SEQ_LIMIT:
             raise DatagramError("sequence", f"ANNOUNCE as of {as_of}")
-        name, end = _name(view, at + 8)
-        return Announce(stream, stamp, as_of, name, bytes(view[end:]))
+        if not 0 < pages <= MAX_SEGMENTS or page >= pages:
+            raise DatagramError("segment", f"ANNOUNCE page {page} of {pages}")
+        name, end = _name(view, at + _ANNOUNCE.size)
+        return Announce(stream, stamp, as_of, name, bytes(view[end:]), page, pages)
     if kind == BYE:
         if len(view) != at + 8:
             raise DatagramError("truncated", f"a BYE of {len(view)} bytes")

@@ -22,8 +22,9 @@ Rules it keeps:
 * a NAK for numbers never sent is counted (``bogus_nak``) and ignored;
 * a HEARTBEAT with the next sequence number every ``heartbeat_interval``, so a
   receiver that lost the tail of a burst learns it; an ANNOUNCE of the feed
-  state (opaque bytes the channel gives :meth:`announce`) at once and every
-  ``announce_interval``; a BYE on :meth:`close`.
+  state (opaque bytes the channel gives :meth:`announce`, cut into pages of a
+  datagram each) at once and every ``announce_interval``; a BYE on
+  :meth:`close`.
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ class PublisherProtocol:
 
     def announce(self, state: bytes, now: float) -> None:
         """Set the feed state announced every ``announce_interval``, and announce it now."""
+        if len(state) > self.settings.max_message_size:
+            raise ValueError(
+                f"a feed state of {len(state)} bytes is larger than the channel's "
+                f"maxMessageSize ({self.settings.max_message_size}); raise it or publish "
+                f"fewer keys on the channel"
+            )
         self._state = state
         self._next_announce = now
         self._announce_due(now)
@@ -255,12 +262,25 @@ class PublisherProtocol:
     def _announce_due(self, now: float) -> None:
         if now >= self._next_announce and not self.closed:
             self._next_announce = now + self.settings.announce_interval
-            self._stamp += 1
-            self._out.append(
-                dg.encode_announce(
-                    self.stream, self._stamp, self.next_seq, self.name, self._state, self._key
-                )
+            state = self._state
+            room = self.settings.datagram_size - dg.announce_overhead(
+                self.name, self._key is not None
             )
+            pages = max(1, -(-len(state) // room))
+            for page in range(pages):
+                self._stamp += 1
+                self._out.append(
+                    dg.encode_announce(
+                        self.stream,
+                        self._stamp,
+                        self.next_seq,
+                        self.name,
+                        state[page * room : (page + 1) * room],
+                        self._key,
+                        page,
+                        pages,
+                    )
+                )
 
     def tick(self, now: float) -> None:
         """Run the timers: heartbeat, announcement, cache age."""

@@ -30,9 +30,10 @@ Rules it keeps, per stream:
   :class:`LostRange` events, and delivery resumes with what follows;
 * **segments**: a message of several segments is delivered whole or not at
   all: a loss inside it drops the part held, and the rest of it is skipped;
-* **feed state**: an ANNOUNCE is handed over when every datagram before its
-  ``as_of`` has been delivered (held until then; an older one is stale and
-  dropped), so it never contradicts what was delivered;
+* **feed state**: an ANNOUNCE (all its pages, when the state took several) is
+  handed over when every datagram before its ``as_of`` has been delivered
+  (held until then; an older one is stale and dropped), so it never
+  contradicts what was delivered; a page lost waits for the next round;
 * **gone**: nothing heard for ``publisher_timeout``, or a BYE once all of the
   stream was delivered: :class:`Gone`;
 * **the nagging monitor** (when its three settings are set): the numbers this
@@ -212,6 +213,8 @@ class ReceiverProtocol:
         self._rng = rng
         self._streams: dict[int, _Stream] = {}
         self._closed: dict[int, None] = {}
+        #: paged announcements being collected: stream -> (as_of, pages, {page: part})
+        self._pages: dict[int, tuple[int, int, dict[int, bytes]]] = {}
         self.events: deque[ReceiverEvent] = deque()
         self._naks: list[tuple[int, list[tuple[int, int]]]] = []
         self.nagging = False
@@ -270,6 +273,11 @@ class ReceiverProtocol:
     # ------------------------------------------------------------ datagrams
 
     def on_announce(self, a: dg.Announce, now: float) -> None:
+        if a.pages > 1:
+            whole = self._page(a)
+            if whole is None:
+                return
+            a = whole
         st = self._streams.get(a.stream)
         if st is None:
             if a.stream in self._closed:
@@ -293,6 +301,26 @@ class ReceiverProtocol:
             self._saw(st, a.as_of, now)
         else:
             self.counters["stale_announce"] += 1
+
+    def _page(self, a: dg.Announce) -> dg.Announce | None:
+        """Collect one page of a paged announcement; the whole one once all are in."""
+        pages = self._pages
+        held = pages.get(a.stream)
+        if held is None or held[0] != a.as_of or held[1] != a.pages:
+            if held is None and len(pages) >= self.settings.max_publishers:
+                del pages[next(iter(pages))]  # the oldest collection goes
+            held = pages[a.stream] = (a.as_of, a.pages, {})
+        parts = held[2]
+        parts[a.page] = a.state
+        if sum(map(len, parts.values())) > self.settings.max_message_size:
+            del pages[a.stream]  # more than any announcement may hold
+            self.counters["stale_announce"] += 1
+            return None
+        if len(parts) < a.pages:
+            return None
+        del pages[a.stream]
+        state = b"".join(parts[i] for i in range(a.pages))
+        return dg.Announce(a.stream, a.stamp, a.as_of, a.name, state)
 
     def on_data(self, d: dg.Data, now: float) -> None:
         st = self._streams.get(d.stream)

@@ -95,11 +95,12 @@ def notification_item(message: Message, max_size: int) -> bytes:
         )
     except ValueError as exc:  # lone surrogates; msgpack's size and depth limits
         raise CodecError(f"cannot encode {type(message).__qualname__}: {exc}") from exc
-    if len(item) > max_size:
+    if len(item) > max_size - _RUN_HEAD:  # a run of it alone must fit
         raise MessageTooLargeError(
             f"{type(message).__qualname__} on subject {message.subject!r} encodes to "
-            f"{len(item)} bytes, over the channel's maxMessageSize of {max_size}; send less "
-            f"data per message or raise maxMessageSize on every node of the channel"
+            f"{len(item)} bytes, over the channel's maxMessageSize of {max_size} (less "
+            f"{_RUN_HEAD}); send less data per message or raise maxMessageSize on every node "
+            f"of the channel"
         )
     return item
 
@@ -305,6 +306,7 @@ class MulticastChannel:
             "state_records_sent": 0,
             "lost_notifications": 0,
             "unencodable": 0,
+            "announce_too_large": 0,
             "too_large": 0,
             "unknown_type": 0,
             "undecodable": 0,
@@ -406,7 +408,11 @@ class MulticastChannel:
             self.protocol.send(record, now)
             self.counters["state_records_sent"] += 1
             if self.protocol.publisher is not None:
-                self.protocol.publisher.announce(self._state_locked(), now)
+                try:
+                    self.protocol.publisher.announce(self._state_locked(), now)
+                except ValueError as exc:  # receivers joining later miss the state
+                    self.counters["announce_too_large"] += 1
+                    logger.warning("multicast channel {}: {}", self.name, exc)
             self._flush_locked()
         self._wake()
 
@@ -440,7 +446,7 @@ class MulticastChannel:
             return
         self._pending = []
         item = self._encoder.item
-        most = self.settings.max_message_size
+        most = self.settings.max_message_size - _RUN_HEAD  # a run of one item must fit
         limit = self._run_limit
         send = self.protocol.send
         first = self._numbered
@@ -454,7 +460,7 @@ class MulticastChannel:
                 continue
             n = len(encoded)
             if n > most:
-                self._dropped("too_large", message, f"{n} bytes, over {most}")
+                self._dropped("too_large", message, f"{n} bytes, over {most} (with a run's head)")
                 continue
             if run and size + n > limit:
                 send(_run_record(first, run), now)
