@@ -151,8 +151,13 @@ def test_a_pattern_subscriber_receives_from_a_channel_like_from_a_link() -> None
         recorder = Recorder("r")
         started(sub_bus, recorder)
         recorder.subscribe(Counter, Wildcard.levels("/mc/*"))
-        feeds = [pub_bus.publisher(Counter, f"/mc/{name}") for name in ("a", "b")]
-        recorder.log.wait_for(lambda ev: recorder.states().count(UP) >= 1)
+        publishers = Recorder("p")
+        started(pub_bus, publishers)
+        feeds = [publishers.publisher(Counter, f"/mc/{name}", up=True) for name in ("a", "b")]
+        # each feed's publish status UP: the channel carries it (a pattern's
+        # own status says only that one feed matching it is UP)
+        publishers.log.wait_for(lambda ev: publishers.states("publish_status") == [UP, UP])
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
         for n in range(10):
             for feed in feeds:
                 feed.publish(Counter(feed.key.subject, n=n))

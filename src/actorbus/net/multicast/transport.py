@@ -13,6 +13,9 @@ calls the bus.  It meets the bus only through the transport seam
   ``send_retract``); for a key whose subject the channel's ``subjects`` name,
   the channel subscribes through the party, so the router hands it each
   notification once (``send_notify``), which it sends once on the channel.
+  Receivers are told of a key (its state record, the announcements) only
+  once the channel's thread has subscribed to it: a receiver that sees a feed
+  UP gets what is published on it from then on.
   A multicast publisher does not know its receivers: the key's subscription is
   the channel's, held while the key is advertised — a publisher on such a key
   sees one subscriber whether a hundred nodes receive it or none
@@ -282,6 +285,8 @@ class MulticastChannel:
         self._lock = threading.Lock()
         #: keys this node publishes on the channel -> UP (None: retracted)
         self._feeds: dict[MessageKey, bool] = {}
+        #: those of them the receivers were told of (after the channel subscribed)
+        self._told: set[MessageKey] = set()
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
         #: notifications published, not yet handed to the protocol
@@ -386,7 +391,11 @@ class MulticastChannel:
     # ------------------------------------------------------------ publishing (any thread)
 
     def feed_changed(self, key: MessageKey, up: bool | None) -> None:
-        """A local publisher's key advertised, UP/DOWN, or retracted (None)."""
+        """A local publisher's key advertised, UP/DOWN, or retracted (None).
+
+        A new key is told to the receivers by the channel's thread, once it has
+        subscribed to it through the party: a receiver that sees the feed UP
+        knows that what is published from then on goes on the channel."""
         if not self._matches(key.subject):
             return
         with self._lock:
@@ -397,24 +406,30 @@ class MulticastChannel:
                 del self._feeds[key]
                 self._calls.put(("unsubscribe", key))
             else:
+                self._feeds[key] = up
                 if before is None:
                     self._calls.put(("subscribe", key))
-                self._feeds[key] = up
             if self._stop:
                 return
-            now = self._clock()
-            self._send_pending_locked(now)  # what was published before the change goes first
-            record = msgpack.packb([_STATE, key.type_name, key.subject, up])
-            self.protocol.send(record, now)
-            self.counters["state_records_sent"] += 1
-            if self.protocol.publisher is not None:
-                try:
-                    self.protocol.publisher.announce(self._state_locked(), now)
-                except ValueError as exc:  # receivers joining later miss the state
-                    self.counters["announce_too_large"] += 1
-                    logger.warning("multicast channel {}: {}", self.name, exc)
-            self._flush_locked()
+            if key in self._told:  # (else the channel's thread tells the state it finds)
+                if up is None:
+                    self._told.discard(key)
+                self._state_record_locked(key, up)
         self._wake()
+
+    def _state_record_locked(self, key: MessageKey, up: bool | None) -> None:
+        now = self._clock()
+        self._send_pending_locked(now)  # what was published before the change goes first
+        record = msgpack.packb([_STATE, key.type_name, key.subject, up])
+        self.protocol.send(record, now)
+        self.counters["state_records_sent"] += 1
+        if self.protocol.publisher is not None:
+            try:
+                self.protocol.publisher.announce(self._state_locked(), now)
+            except ValueError as exc:  # receivers joining later miss the state
+                self.counters["announce_too_large"] += 1
+                logger.warning("multicast channel {}: {}", self.name, exc)
+        self._flush_locked()
 
     def publish(self, message: Message) -> None:
         """Queue one notification for the channel (the router calls this through
@@ -485,8 +500,9 @@ class MulticastChannel:
         )
 
     def _state_locked(self) -> bytes:
+        told = self._told
         state: bytes = msgpack.packb(
-            [[k.type_name, k.subject, up] for k, up in self._feeds.items()]
+            [[k.type_name, k.subject, up] for k, up in self._feeds.items() if k in told]
         )
         return state
 
@@ -567,6 +583,12 @@ class MulticastChannel:
                 return
             if party is not None:
                 getattr(party, method)(key)
+            if method == "subscribe":
+                with self._lock:  # now the receivers may learn of it
+                    up = self._feeds.get(key)
+                    if up is not None and not self._stop and key not in self._told:
+                        self._told.add(key)
+                        self._state_record_locked(key, up)
 
     def _handle(self, events: list[Any]) -> None:
         remotes = self._remotes
