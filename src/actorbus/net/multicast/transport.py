@@ -710,27 +710,31 @@ class MulticastChannel:
 
     def _notify_run(self, remote: _Remote, items: Any) -> None:
         """A run's notifications to the party, consecutive ones on one key together."""
+        notify_run = remote.party.notify_run
         messages: list[Message] = []
+        append = messages.append
         key: MessageKey | None = None
         decode: Any = None
-        last: tuple[Any, Any] | None = None
+        last_type: Any = None
+        last_subject: Any = None
         for type_name, subject, body in items:
-            if (type_name, subject) != last:
+            if subject != last_subject or type_name != last_type:
                 if messages and key is not None:
-                    remote.party.notify_run(messages, key)
+                    notify_run(messages, key)
                 messages = []
-                last = (type_name, subject)
+                append = messages.append
+                last_type, last_subject = type_name, subject
                 key = self._key(type_name, subject)
                 # (codec.from_wire, without its call: the run's hot loop)
                 decode = key.message_class.__wire_decode__ if key is not None else None
             if decode is None:
                 continue
             try:
-                messages.append(decode(body))
+                append(decode(body))
             except CodecError:  # a body this node's class cannot read: count it, go on
                 self.counters["undecodable"] += 1
         if messages and key is not None:
-            remote.party.notify_run(messages, key)
+            notify_run(messages, key)
 
     def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
         before = remote.keys.get(key)
