@@ -48,7 +48,7 @@ from _common import Row, print_table, row
 from actorbus import Actor, Bus, FeedState, Notification
 from actorbus.config.settings import MulticastSettings
 from actorbus.net.multicast.channel import ChannelProtocol
-from actorbus.net.multicast.transport import notification_item, pack_notifications
+from actorbus.net.multicast.runs import notification_item, pack_notifications
 
 SUBJECT = "/bench/mc"
 N = 20_000

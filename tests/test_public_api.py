@@ -501,6 +501,7 @@ PINNED: dict[str, list[str]] = {
         "Nak",
         "REASONS",
         "VERSION",
+        "announce_overhead",
         "channel_key",
         "data_overhead",
         "decode",
@@ -524,11 +525,16 @@ PINNED: dict[str, list[str]] = {
         "ReceiverEvent",
         "ReceiverProtocol",
     ],
-    "actorbus.net.multicast.transport": [
-        "MulticastChannel",
+    "actorbus.net.multicast.runs": [
+        "Encoder",
+        "RUN",
+        "RUN_HEAD",
+        "STATE",
         "notification_item",
         "pack_notifications",
+        "run_record",
     ],
+    "actorbus.net.multicast.transport": ["MulticastChannel"],
     "actorbus.net.node": ["DEFAULT_SELECTOR", "NodeNet"],
     "actorbus.net.protocol": [
         "Advertised",

@@ -28,10 +28,9 @@ calls the bus.  It meets the bus only through the transport seam
   carried goes DOWN.  Receivers never send anything back but NAKs: their
   subscriptions, requests and replies stay on the node.
 
-What a channel carries (the payload of one reliable message, msgpack):
-``[0, type name, subject, body]`` a notification (body: the codec's
-encoding), ``[1, type name, subject, up]`` a feed state change (``up`` None:
-retracted).  An announcement's state is ``[[type name, subject, up], ...]``.
+What a channel carries: runs of notifications and state records
+(:mod:`.runs`), one per reliable message.  An announcement's state is
+``[[type name, subject, up], ...]`` of the keys the receivers were told of.
 
 Losses for good (:class:`~.receiver.LostRange`) and the nagging monitor's
 flag are published as the system notifications
@@ -67,99 +66,22 @@ from ...bus.party import RemoteParty, Role
 from ...bus.subjects import Wildcard
 from ...bus.system import SYSTEM_SUBJECT, MulticastLoss, MulticastNagging
 from ...config.settings import MulticastSettings
-from ...errors import CodecError, MessageTooLargeError, UsageError
+from ...errors import CodecError, UsageError
 from . import datagram as dg
 from .channel import ChannelProtocol, new_stream
 from .receiver import Announced, Delivered, Gone, Joined, LostRange, Nagging
+from .runs import RUN, RUN_HEAD, STATE, Encoder, run_record
 
 if TYPE_CHECKING:
     from ...bus.router import Router
     from ...bus.sender import Sender
 
-__all__ = ["MulticastChannel", "notification_item", "pack_notifications"]
+__all__ = ["MulticastChannel"]
 
-_STATE, _RUN = 1, 2  # (_RUN is written as the byte 0x02 in _run_record)
 #: notifications queued for the channel's thread at most; the publisher sends past it
 _MAX_PENDING = 16_384
-#: bytes of a run record before its items, at most
-_RUN_HEAD = 16
 #: (type name, subject) pairs whose key a receiving channel remembers
 _MAX_KEYS = 4_096
-
-
-def notification_item(message: Message, max_size: int) -> bytes:
-    """One notification as a run holds it: the msgpack array ``[type name,
-    subject, body]``, the body embedded as the codec's wire form (so a receiver
-    unpacks a whole run at once)."""
-    try:
-        item: bytes = msgpack.packb(
-            [type(message).__type_name__, message.subject, codec.to_wire(message)],
-            default=codec.pack_default,
-        )
-    except ValueError as exc:  # lone surrogates; msgpack's size and depth limits
-        raise CodecError(f"cannot encode {type(message).__qualname__}: {exc}") from exc
-    if len(item) > max_size - _RUN_HEAD:  # a run of it alone must fit
-        raise MessageTooLargeError(
-            f"{type(message).__qualname__} on subject {message.subject!r} encodes to "
-            f"{len(item)} bytes, over the channel's maxMessageSize of {max_size} (less "
-            f"{_RUN_HEAD}); send less data per message or raise maxMessageSize on every node "
-            f"of the channel"
-        )
-    return item
-
-
-def pack_notifications(items: list[bytes], limit: int, first: int = 0) -> list[bytes]:
-    """Notifications (:func:`notification_item` each) as the channel's run
-    records ``[2, number of the run's first notification, [item, ...]]``,
-    numbered from ``first``: consecutive ones together while a record stays
-    within ``limit`` bytes (one datagram's segment), a larger one alone (it is
-    segmented)."""
-    records: list[bytes] = []
-    run: list[bytes] = []
-    size = _RUN_HEAD
-    for item in items:
-        if run and size + len(item) > limit:
-            records.append(_run_record(first, run))
-            first += len(run)
-            run, size = [], _RUN_HEAD
-        run.append(item)
-        size += len(item)
-    if run:
-        records.append(_run_record(first, run))
-    return records
-
-
-def _run_record(first: int, items: list[bytes]) -> bytes:
-    """``[2, first, [items]]`` in msgpack, the items (msgpack values already) as they are."""
-    n = len(items)
-    array = bytes([0x90 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
-    head: bytes = msgpack.packb(first)
-    return b"\x93\x02" + head + array + b"".join(items)
-
-
-class _Encoder:
-    """Notifications as run items (the bytes :func:`notification_item` makes), on
-    the channel's thread: one msgpack Packer reused, each key's ``[type name,
-    subject`` prefix packed once."""
-
-    def __init__(self) -> None:
-        self._pack = msgpack.Packer(default=codec.pack_default).pack
-        self._prefixes: dict[tuple[type, str], bytes] = {}
-
-    def item(self, message: Message) -> bytes:
-        cls = type(message)
-        subject = message.subject
-        prefix = self._prefixes.get((cls, subject))
-        if prefix is None:
-            if len(self._prefixes) >= _MAX_KEYS:
-                self._prefixes.clear()
-            pack = self._pack
-            prefix = self._prefixes[cls, subject] = (
-                b"\x93" + pack(cls.__type_name__) + pack(subject)
-            )
-        enc = cls.__wire_encode__
-        item: bytes = prefix + self._pack(message if enc is None else enc(message))
-        return item
 
 
 #: datagrams read per wake-up before the timers run and the bus is told
@@ -291,7 +213,7 @@ class MulticastChannel:
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
         #: notifications published, not yet handed to the protocol
         self._pending: list[Message] = []
-        self._encoder = _Encoder()
+        self._encoder = Encoder()
         #: notifications numbered so far (the next run's first number)
         self._numbered = 0
         publisher = self.protocol.publisher
@@ -420,7 +342,7 @@ class MulticastChannel:
     def _state_record_locked(self, key: MessageKey, up: bool | None) -> None:
         now = self._clock()
         self._send_pending_locked(now)  # what was published before the change goes first
-        record = msgpack.packb([_STATE, key.type_name, key.subject, up])
+        record = msgpack.packb([STATE, key.type_name, key.subject, up])
         self.protocol.send(record, now)
         self.counters["state_records_sent"] += 1
         if self.protocol.publisher is not None:
@@ -455,18 +377,18 @@ class MulticastChannel:
 
     def _send_pending_locked(self, now: float) -> None:
         """Encode what is queued and hand it to the protocol as runs (the loop of
-        :func:`pack_notifications`, fused with the encoding: the hot path)."""
+        :func:`~.runs.pack_notifications`, fused with the encoding: the hot path)."""
         pending = self._pending
         if not pending:
             return
         self._pending = []
         item = self._encoder.item
-        most = self.settings.max_message_size - _RUN_HEAD  # a run of one item must fit
+        most = self.settings.max_message_size - RUN_HEAD  # a run of one item must fit
         limit = self._run_limit
         send = self.protocol.send
         first = self._numbered
         run: list[bytes] = []
-        size = _RUN_HEAD
+        size = RUN_HEAD
         for message in pending:
             try:
                 encoded = item(message)
@@ -478,13 +400,13 @@ class MulticastChannel:
                 self._dropped("too_large", message, f"{n} bytes, over {most} (with a run's head)")
                 continue
             if run and size + n > limit:
-                send(_run_record(first, run), now)
+                send(run_record(first, run), now)
                 first += len(run)
-                run, size = [], _RUN_HEAD
+                run, size = [], RUN_HEAD
             run.append(encoded)
             size += n
         if run:
-            send(_run_record(first, run), now)
+            send(run_record(first, run), now)
             first += len(run)
         self._numbered = first
 
@@ -691,7 +613,7 @@ class MulticastChannel:
                 payload, use_list=False, raw=False, ext_hook=codec.ext_hook, strict_map_key=True
             )
             kind = record[0]
-            if kind == _RUN:
+            if kind == RUN:
                 _, number, items = record
                 expected = remote.next_number
                 if expected is not None and number != expected:
@@ -700,7 +622,7 @@ class MulticastChannel:
                     self._report_loss(remote, 0)  # only state records were lost
                 remote.next_number = number + len(items)
                 self._notify_run(remote, items)
-            elif kind == _STATE:
+            elif kind == STATE:
                 _, type_name, subject, up = record
                 key = self._key(type_name, subject)
                 if key is not None:

@@ -1,5 +1,6 @@
-"""What a channel's reliable messages hold: notifications packed into numbered
-runs within a datagram's segment, each body embedded as the codec's wire form."""
+"""What a channel's reliable messages hold (net/multicast/runs.py): notifications
+packed into numbered runs within a datagram's segment, each body embedded as the
+codec's wire form."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from nodes.messages import Counter
 
 from actorbus.bus import codec
 from actorbus.errors import MessageTooLargeError
-from actorbus.net.multicast.transport import notification_item, pack_notifications
+from actorbus.net.multicast.runs import notification_item, pack_notifications
 
 
 def unpack(record: bytes) -> tuple[int, int, list[Counter]]:
