@@ -41,6 +41,7 @@ TARGETS = {
     "protocol": HERE / "fuzz_protocol.py",
     "handshake": HERE / "fuzz_handshake.py",
     "codec": HERE / "fuzz_codec.py",
+    "multicast": HERE / "fuzz_multicast.py",
 }
 #: Seconds allowed past ``-max_total_time`` for start-up and the final report.
 _GRACE = 60.0

@@ -61,6 +61,7 @@ from .config.settings import (
     GatewaySettings,
     JrepClientSettings,
     LinkSettings,
+    MulticastSettings,
     ServiceSettings,
     from_old_keywords,
 )
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from .net.jrep import Gateway, JrepClient
     from .net.jrep._views import NodeViews
     from .net.link import Link
+    from .net.multicast.transport import MulticastChannel
     from .net.service import Service
 
 __all__ = ["Bus"]
@@ -202,7 +204,7 @@ class Bus:
         self._inspection.update_feed_state(FeedState.UP)
         self.net: Any = None
         c = self.config
-        if c.services or c.connections or c.gateways or c.jrep_clients:
+        if c.services or c.connections or c.gateways or c.jrep_clients or c.multicasts:
             self._start_net()
         if threshold is not None:
             _gc.hold(threshold)
@@ -678,6 +680,23 @@ class Bus:
             host, port, name=name, settings=s, secret=secret, tls=tls, permissions=permissions
         )
         return link
+
+    def join_multicast(
+        self,
+        name: str | None = None,
+        settings: MulticastSettings | None = None,
+        *,
+        secret: bytes | None = None,
+    ) -> MulticastChannel:
+        """Join the reliable multicast channel ``settings`` names (group, port,
+        interface, TTL; docs/multicast.md): this node's notifications on the
+        subjects ``settings.subjects`` names are sent once on it, and every
+        publisher heard on it is a peer whose feeds subscribers here receive,
+        UP and DOWN as any other.  ``secret`` (or ``settings.secret_file``):
+        every datagram carries a MAC keyed from it (docs/security.md).
+        ``close()`` on the returned channel leaves it."""
+        channel: MulticastChannel = self._start_net().join_multicast(name, settings, secret=secret)
+        return channel
 
     def serve_jrep(
         self,

@@ -1297,6 +1297,8 @@ def test_the_public_api() -> None:
             "JrepClientConfig",
             "JrepClientSettings",
             "LinkSettings",
+            "MulticastConfig",
+            "MulticastSettings",
             "Property",
             "SelectorConfig",
             "ServiceConfig",

@@ -22,10 +22,17 @@ from actorbus.config import (
     dump_config,
     load_config,
 )
-from actorbus.config.settings import key_of, markdown_table, settings_fields
+from actorbus.config.settings import MulticastSettings, key_of, markdown_table, settings_fields
 
 ROOT = Path(__file__).resolve().parents[2]
-TYPES = (LinkSettings, ServiceSettings, ConnectionSettings, GatewaySettings, JrepClientSettings)
+TYPES = (
+    LinkSettings,
+    ServiceSettings,
+    ConnectionSettings,
+    GatewaySettings,
+    JrepClientSettings,
+    MulticastSettings,
+)
 
 
 def test_every_key_is_the_camel_case_of_its_attribute() -> None:
@@ -174,6 +181,7 @@ def test_the_settings_module_exports() -> None:
         "GatewaySettings",
         "JrepClientSettings",
         "LinkSettings",
+        "MulticastSettings",
         "ServiceSettings",
         "SettingInfo",
         "default_of",

@@ -24,6 +24,8 @@ __all__ = [
     "ForwardingChanged",
     "LinkLoggedOff",
     "LinkLoggedOn",
+    "MulticastLoss",
+    "MulticastNagging",
     "ServiceStarted",
     "Undeliverable",
 ]
@@ -130,6 +132,37 @@ class ForwardingChanged(Notification, type_name="actorbus.ForwardingChanged"):
     #: the link's counters so far (``LinkStats.forwarded``, ``hop_limited``)
     forwarded: int
     hop_limited: int
+class MulticastLoss(Notification, type_name="actorbus.MulticastLoss"):
+    """Datagrams of a multicast publisher are lost for good: they left its
+    retransmit cache before this node could recover them (docs/multicast.md).
+    Delivery from that publisher resumes with the datagram after ``last``; the
+    notifications they carried are not delivered.  Published when the next
+    notification from that publisher arrives (which says how many were lost)
+    or when it goes away."""
+
+    channel: str
+    #: the publishing node's name, as its announcements give it
+    publisher: str
+    #: the publisher's stream (per run): ``%016x``
+    stream: str
+    #: the first and last sequence numbers lost (datagrams, inclusive)
+    first: int
+    last: int
+    #: the notifications they carried (-1: the publisher went away before a
+    #: later notification told how many)
+    messages: int
+
+
+class MulticastNagging(Notification, type_name="actorbus.MulticastNagging"):
+    """A multicast channel asked for more than ``limit`` retransmissions within
+    ``window`` seconds (the nagging monitor, docs/multicast.md): it stopped
+    asking for retransmissions and delivering data until the application calls
+    ``resume()`` on the channel (or closes it)."""
+
+    channel: str
+    requested: int
+    limit: int
+    window: float
 
 
 SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
@@ -140,4 +173,6 @@ SYSTEM_MESSAGES: tuple[type[Notification], ...] = (
     AccessRefused,
     Undeliverable,
     ForwardingChanged,
+    MulticastLoss,
+    MulticastNagging,
 )

@@ -34,6 +34,7 @@ from actorbus.config.schema import (
     DispatcherKind,
     GatewayConfig,
     JrepClientConfig,
+    MulticastConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -42,6 +43,7 @@ from actorbus.config.settings import (
     GatewaySettings,
     JrepClientSettings,
     LinkSettings,
+    MulticastSettings,
     ServiceSettings,
 )
 
@@ -61,6 +63,8 @@ __all__ = [
     "JrepClientConfig",
     "JrepClientSettings",
     "LinkSettings",
+    "MulticastConfig",
+    "MulticastSettings",
     "Property",
     "SelectorConfig",
     "ServiceConfig",

@@ -40,6 +40,7 @@ from actorbus.config.schema import (
     DispatcherConfig,
     GatewayConfig,
     JrepClientConfig,
+    MulticastConfig,
     SelectorConfig,
     ServiceConfig,
 )
@@ -47,6 +48,7 @@ from actorbus.config.settings import (
     ConnectionSettings,
     GatewaySettings,
     JrepClientSettings,
+    MulticastSettings,
     ServiceSettings,
     settings_fields,
 )
@@ -184,6 +186,14 @@ _JREP_CLIENTS: _Section[JrepClientConfig] = _Section(
     required=("url",),
 )
 
+_MULTICASTS: _Section[MulticastConfig] = _Section(
+    noun="multicast channel",
+    list_key="multicasts",
+    item_prefix="multicast.",
+    factory=_with_settings(MulticastConfig, MulticastSettings),
+    settings=_rows_of(MulticastSettings),
+)
+
 _ACTORS: _Section[ActorConfig] = _Section(
     noun="actor",
     list_key="actors",
@@ -207,6 +217,7 @@ _SECTIONS: tuple[_Section[Any], ...] = (
     _CONNECTIONS,
     _GATEWAYS,
     _JREP_CLIENTS,
+    _MULTICASTS,
     _ACTORS,
 )
 _SPARK = "spark."

@@ -438,3 +438,42 @@ def _factory(field: str) -> _Setting:
         return text
 
     return _Setting(field, parse, expected)
+
+
+def _multicast_group(field: str) -> _Setting:
+    expected = "expected an IPv4 multicast address (224.0.0.0 to 239.255.255.255)"
+
+    def parse(text: str) -> str:
+        if multicast_group_problem(text) is not None:
+            raise _Invalid(expected)
+        return text
+
+    return _Setting(field, parse, expected)
+
+
+def multicast_group_problem(value: object) -> str | None:
+    """Why ``value`` is not an IPv4 multicast group address, or None."""
+    import ipaddress
+
+    address = None
+    if isinstance(value, str):
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            pass
+    if address is None or not address.is_multicast:
+        return "expected an IPv4 multicast address (224.0.0.0 to 239.255.255.255) as a str"
+    return None
+
+
+def _subject_patterns(field: str) -> _Setting:
+    expected = "expected a comma list of subjects or subject patterns ('/prices/...', '/a/*/c', 'prices.**')"
+
+    def parse(text: str) -> tuple[str, ...]:
+        items = _split_list(text)
+        for item in items:
+            if any(ch.isspace() for ch in item):
+                raise _Invalid(f"{item!r} holds a space; {expected}")
+        return tuple(items)
+
+    return _Setting(field, parse, expected)

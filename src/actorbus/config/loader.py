@@ -7,10 +7,10 @@ eBus user's file carries over); keys without either prefix are ignored.  What
 follows the prefix is one of:
 
 * a *name list*: ``dispatchers``, ``net.selectors``, ``services``,
-  ``connections``, ``jrep.gateways``, ``jrep.clients``, ``actors``;
+  ``connections``, ``jrep.gateways``, ``jrep.clients``, ``multicasts``, ``actors``;
 * a *per-name setting*: ``SECTION.NAME.SETTING`` where SECTION is
   ``dispatcher``, ``net.selector``, ``service``, ``connection``,
-  ``jrep.gateway``, ``jrep.client`` or ``actor``
+  ``jrep.gateway``, ``jrep.client``, ``multicast`` or ``actor``
   (and ``service.SETTING`` for the single unnamed service ``default``);
 * a *top-level setting* of the whole bus: ``gc.threshold``;
 * ``spark.KEY``, kept raw for the Spark pipeline.
@@ -52,6 +52,7 @@ from actorbus.config._tables import (
     _DISPATCHERS,
     _GATEWAYS,
     _JREP_CLIENTS,
+    _MULTICASTS,
     _SECTIONS,
     _SELECTORS,
     _SERVICES,
@@ -619,6 +620,7 @@ def config_from_properties(
         connections=connections,
         gateways=loader.build(_GATEWAYS),
         jrep_clients=loader.build(_JREP_CLIENTS),
+        multicasts=loader.build(_MULTICASTS),
         actors=loader.build(_ACTORS),
         spark=loader.spark(),
         **loader.top_level(),
@@ -688,6 +690,7 @@ def dump_config(config: BusConfig) -> str:
         (_CONNECTIONS, config.connections),
         (_GATEWAYS, config.gateways),
         (_JREP_CLIENTS, config.jrep_clients),
+        (_MULTICASTS, config.multicasts),
         (_ACTORS, config.actors),
     )
     for section, items in groups:

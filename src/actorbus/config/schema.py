@@ -31,6 +31,7 @@ from actorbus.config.settings import (
     GatewaySettings,
     JrepClientSettings,
     LinkSettings,
+    MulticastSettings,
     ServiceSettings,
 )
 from actorbus.errors import ConfigError
@@ -48,6 +49,7 @@ __all__ = [
     "DispatcherKind",
     "GatewayConfig",
     "JrepClientConfig",
+    "MulticastConfig",
     "SelectorConfig",
     "ServiceConfig",
     "node_id_problem",
@@ -206,6 +208,15 @@ class JrepClientConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MulticastConfig:
+    """A reliable multicast channel the node joins at start (``multicast.NAME.*``;
+    docs/multicast.md), and its :class:`~actorbus.config.settings.MulticastSettings`."""
+
+    name: str
+    settings: MulticastSettings = MulticastSettings()
+
+
+@dataclass(frozen=True, slots=True)
 class ActorConfig:
     """An actor the ``actorbus run`` command creates (``actor.NAME.*``)."""
 
@@ -239,6 +250,8 @@ class BusConfig:
     gateways: tuple[GatewayConfig, ...] = ()
     #: federations with other nodes' J.REP gateways (``jrep.clients``)
     jrep_clients: tuple[JrepClientConfig, ...] = ()
+    #: reliable multicast channels (``multicasts``)
+    multicasts: tuple[MulticastConfig, ...] = ()
     actors: tuple[ActorConfig, ...] = ()
     #: ``spark.*`` keys, raw (the Spark pipeline validates them).
     spark: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -55,7 +55,12 @@ from ..config.schema import (
     SelectorConfig,
     ServiceConfig,
 )
-from ..config.settings import ConnectionSettings, ServiceSettings, from_old_keywords
+from ..config.settings import (
+    ConnectionSettings,
+    MulticastSettings,
+    ServiceSettings,
+    from_old_keywords,
+)
 from ..errors import ConfigError, Error, UsageError
 from ._address import endpoint
 from ._configured import (
@@ -66,6 +71,7 @@ from ._configured import (
     permissions_of,
     service_tls,
 )
+from ._credentials import read_secret_file, secret_of
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
@@ -73,6 +79,7 @@ from ._trim import TRIM_DELAY, fix_mmap_threshold, release_free_memory
 from .jrep._configured import client_arguments, configured_gateway, make_client, make_gateway
 from .jrep._views import NodeViews
 from .link import Link
+from .multicast.transport import MulticastChannel
 from .service import Service
 
 if TYPE_CHECKING:
@@ -122,6 +129,7 @@ class NodeNet:
         self._services: list[Service] = []
         self._gateways: list[Gateway] = []
         self._jrep_clients: list[JrepClient] = []
+        self._multicasts: list[MulticastChannel] = []
         self._peers: dict[str, _Connection] = {}
         #: client links that ended without retrying before they ever logged on
         self._failed: list[tuple[str, str]] = []
@@ -167,6 +175,13 @@ class NodeNet:
             for client in config.jrep_clients:
                 with self._config_errors():
                     self.connect_jrep(client.url, **client_arguments(client))
+            for channel in config.multicasts:
+                with self._config_errors():
+                    self.join_multicast(
+                        channel.name,
+                        channel.settings,
+                        config_prefix=f"actorbus.multicast.{channel.name}.",
+                    )
         except BaseException:
             self.close()
             raise
@@ -314,6 +329,49 @@ class NodeNet:
                 self._services.remove(service)
             raise
         return service
+
+    def join_multicast(
+        self,
+        name: str | None = None,
+        settings: MulticastSettings | None = None,
+        *,
+        secret: bytes | None = None,
+        config_prefix: str | None = None,
+    ) -> MulticastChannel:
+        """Join a reliable multicast channel; see :meth:`Bus.join_multicast`."""
+        self._check_open("join_multicast()")
+        s = settings if settings is not None else MulticastSettings()
+        label = Label("join_multicast", "MulticastSettings", config_prefix)
+        key: bytes | None = None
+        if secret is not None and s.secret_file is not None:
+            raise ConfigError(
+                f"join_multicast(): secret= and secret_file= both given "
+                f"({label('secret_file')}); give one"
+            )
+        if secret is not None:
+            key = secret_of(secret, "join_multicast(secret=...)").reveal()
+        elif s.secret_file is not None:
+            key = read_secret_file(s.secret_file, label("secret_file")).reveal()
+        if name is None:
+            name = f"multicast-{self._next()}"
+        channel = MulticastChannel(
+            self.router,
+            node_id=self.node_id,
+            name=name,
+            settings=s,
+            secret=key,
+            publish_system=self.publish,
+        )
+        channel.open()
+        with self._lock:
+            self._multicasts.append(channel)
+        return channel
+
+    @property
+    def multicasts(self) -> tuple[MulticastChannel, ...]:
+        """The multicast channels this node joined."""
+        with self._lock:
+            return tuple(self._multicasts)
 
     def serve_jrep(self, **kwargs: Any) -> Gateway:
         """Open a J.REP gateway; see :meth:`Bus.serve_jrep`."""
@@ -669,6 +727,9 @@ class NodeNet:
             services = list(self._services)
             links = list(self._links)
             gateways: list[Gateway | JrepClient] = [*self._jrep_clients, *self._gateways]
+            multicasts = list(self._multicasts)
+        for channel in multicasts:
+            channel.close(timeout)
         for gateway in gateways:
             gateway.close(timeout)
         for service in services:

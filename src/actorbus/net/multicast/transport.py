@@ -1,0 +1,737 @@
+"""A multicast channel joined to the bus: sockets, a thread, and the seam.
+
+:class:`MulticastChannel` drives one :class:`~.channel.ChannelProtocol` with
+two UDP sockets — one bound to the channel's port and joined to its group on
+its interface, one that sends to the group with the channel's TTL — and one
+thread, ``actorbus-multicast-NAME``, that reads datagrams, runs the timers and
+calls the bus.  It meets the bus only through the transport seam
+(:mod:`actorbus.bus.party`), as a TCP link does:
+
+* **publishing**: the channel attaches one party, ``multicast:NAME``, standing
+  for every receiver of the channel.  The router tells it about this node's
+  remote-capable publishers (``send_advertise`` / ``send_feed_status`` /
+  ``send_retract``); for a key whose subject the channel's ``subjects`` name,
+  the channel subscribes through the party, so the router hands it each
+  notification once (``send_notify``), which it sends once on the channel.
+  Receivers are told of a key (its state record, the announcements) only
+  once the channel's thread has subscribed to it: a receiver that sees a feed
+  UP gets what is published on it from then on.
+  A multicast publisher does not know its receivers: the key's subscription is
+  the channel's, held while the key is advertised — a publisher on such a key
+  sees one subscriber whether a hundred nodes receive it or none
+  (docs/multicast.md, "Publish status").
+* **receiving**: for each publisher stream heard announcing itself, a party
+  named ``NODE@multicast:NAME`` stands for that publisher: its announcements
+  and state records become ``advertise`` / ``feed_status`` / ``retract``
+  (so subscribers see the feed UP and DOWN like any other), its notifications
+  ``notify``; the stream gone (timeout or BYE) is ``detach`` — every feed it
+  carried goes DOWN.  Receivers never send anything back but NAKs: their
+  subscriptions, requests and replies stay on the node.
+
+What a channel carries: runs of notifications and state records
+(:mod:`.runs`), one per reliable message.  An announcement's state is
+``[[type name, subject, up], ...]`` of the keys the receivers were told of.
+
+Losses for good (:class:`~.receiver.LostRange`) and the nagging monitor's
+flag are published as the system notifications
+:class:`~actorbus.bus.system.MulticastLoss` and
+:class:`~actorbus.bus.system.MulticastNagging`.
+
+Threads: ``send_*`` are called from publishers' threads (sometimes under the
+router lock); they take the channel's lock, hand the message to the protocol
+and write its datagrams to the sending socket at once (which may block
+briefly when the socket's buffer is full: back-pressure on the publisher).
+Every party call is made on the channel's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import queue
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from ..._log import logger, shown
+from ...bus import codec
+from ...bus.message import Message, MessageKey, Notification, lookup_type
+from ...bus.party import RemoteParty, Role
+from ...bus.subjects import Wildcard
+from ...bus.system import SYSTEM_SUBJECT, MulticastLoss, MulticastNagging
+from ...config.settings import MulticastSettings
+from ...errors import CodecError, UsageError
+from . import datagram as dg
+from .channel import ChannelProtocol, new_stream
+from .receiver import Announced, Delivered, Gone, Joined, LostRange, Nagging
+from .runs import RUN, RUN_HEAD, STATE, Encoder, run_record
+
+if TYPE_CHECKING:
+    from ...bus.router import Router
+    from ...bus.sender import Sender
+
+__all__ = ["MulticastChannel"]
+
+#: notifications queued for the channel's thread at most; the publisher sends past it
+_MAX_PENDING = 16_384
+#: (type name, subject) pairs whose key a receiving channel remembers
+_MAX_KEYS = 4_096
+
+
+#: datagrams read per wake-up before the timers run and the bus is told
+_READ_BATCH = 256
+
+
+def _subject_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Whether a subject is one the channel's ``subjects`` setting names."""
+    exact: set[str] = set()
+    wild: list[Wildcard] = []
+    for text in patterns:
+        if "*" not in text and not text.endswith("..."):
+            exact.add(text)
+        elif text.startswith("/") and ("/*" in text or text.endswith("/...")):
+            wild.append(Wildcard.levels(text))
+        else:
+            wild.append(Wildcard.prefix(text))
+    return lambda subject: subject in exact or any(w.matches(subject) for w in wild)
+
+
+class _Outbound:
+    """The publishing half's transport: what the router tells the channel's party."""
+
+    def __init__(self, channel: MulticastChannel) -> None:
+        self._channel = channel
+
+    def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None:
+        if role is Role.PUBLISHER:
+            self._channel.feed_changed(key, up)
+
+    def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None:
+        if role is Role.PUBLISHER:
+            self._channel.feed_changed(key, up)
+
+    def send_retract(self, key: MessageKey, role: Role) -> None:
+        if role is Role.PUBLISHER:
+            self._channel.feed_changed(key, None)
+
+    def send_notify(self, message: Message) -> None:
+        self._channel.publish(message)
+
+    def send_notify_from(self, sender: Sender, message: Message) -> None:
+        self._channel.publish(message)
+
+    # A channel's receivers subscribe, request and reply on their own nodes only.
+    def send_subscribe(self, key: MessageKey) -> None: ...
+    def send_unsubscribe(self, key: MessageKey) -> None: ...
+    def send_request(self, request_id: int, message: Message) -> None: ...
+    def send_request_from(self, sender: Sender, request_id: int, message: Message) -> None: ...
+    def send_request_ack(self, request_id: int, taken: int) -> None: ...
+    def send_reply(self, request_id: int, reply: Any) -> None: ...
+    def send_reply_from(self, sender: Sender, request_id: int, reply: Any) -> None: ...
+    def send_cancel(self, request_id: int) -> None: ...
+    def send_subscribe_pattern(self, message_class: type[Message], wildcard: Wildcard) -> None: ...
+    def send_unsubscribe_pattern(
+        self, message_class: type[Message], wildcard: Wildcard
+    ) -> None: ...
+    def send_group(self, key: MessageKey, group: str, members: int) -> None: ...
+    def send_group_notify(self, group: str, message: Message) -> None: ...
+
+
+class _Inbound(_Outbound):
+    """A remote publisher's party's transport: nothing goes back to it."""
+
+    def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None: ...
+    def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None: ...
+    def send_retract(self, key: MessageKey, role: Role) -> None: ...
+    def send_notify(self, message: Message) -> None: ...
+    def send_notify_from(self, sender: Sender, message: Message) -> None: ...
+
+
+class _Remote:
+    """A publisher stream as the receiving node follows it."""
+
+    __slots__ = ("keys", "loss", "name", "next_number", "party", "stream")
+
+    def __init__(self, stream: int, name: str, party: RemoteParty) -> None:
+        self.stream = stream
+        self.name = name
+        self.party = party
+        #: the keys it advertised, and whether each is UP
+        self.keys: dict[MessageKey, bool] = {}
+        #: the number of the next notification expected from it (None: none yet)
+        self.next_number: int | None = None
+        #: the datagrams lost since the last run, not reported yet: (first, last)
+        self.loss: tuple[int, int] | None = None
+
+
+class MulticastChannel:
+    """One node on one reliable multicast channel (see the module docstring).
+
+    Made by the node (``Bus.join_multicast`` or ``multicast.NAME.*`` keys);
+    :meth:`close` leaves the group (a BYE first: receivers see this node's
+    feeds go DOWN at once)."""
+
+    def __init__(
+        self,
+        router: Router,
+        *,
+        node_id: str,
+        name: str,
+        settings: MulticastSettings,
+        secret: bytes | None = None,
+        publish_system: Callable[[Notification], object] | None = None,
+    ) -> None:
+        self.name = name
+        self.node_id = node_id
+        self.settings = settings
+        self._router = router
+        self._publish_system = publish_system
+        key = None if secret is None else dg.channel_key(secret, settings.group, settings.port)
+        self._clock = time.monotonic
+        # a node with no subjects to publish only receives: no heartbeats, no announcements
+        self.protocol = ChannelProtocol(
+            settings,
+            name=node_id,
+            stream=new_stream(),
+            key=key,
+            now=self._clock(),
+            publish=bool(settings.subjects),
+        )
+        self._matches = _subject_matcher(settings.subjects)
+        self._lock = threading.Lock()
+        #: keys this node publishes on the channel -> UP (None: retracted)
+        self._feeds: dict[MessageKey, bool] = {}
+        #: those of them the receivers were told of (after the channel subscribed)
+        self._told: set[MessageKey] = set()
+        #: party calls for the channel's thread: (method name, key)
+        self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
+        #: notifications published, not yet handed to the protocol
+        self._pending: list[Message] = []
+        self._encoder = Encoder()
+        #: notifications numbered so far (the next run's first number)
+        self._numbered = 0
+        publisher = self.protocol.publisher
+        self._run_limit = publisher.segment_size if publisher is not None else 0
+        self._keys: dict[tuple[str, str], MessageKey | None] = {}
+        self._remotes: dict[int, _Remote] = {}
+        self._party: RemoteParty | None = None
+        self._recv: socket.socket | None = None
+        self._send: socket.socket | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w.setblocking(False)
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self._resume = False
+        self.counters: dict[str, int] = {
+            "notifications_sent": 0,
+            "state_records_sent": 0,
+            "lost_notifications": 0,
+            "unencodable": 0,
+            "announce_too_large": 0,
+            "too_large": 0,
+            "unknown_type": 0,
+            "undecodable": 0,
+            "send_errors": 0,
+        }
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return f"<MulticastChannel {self.name} {s.group}:{s.port} stream={self.stream:016x}>"
+
+    @property
+    def stream(self) -> int:
+        """This node's stream on the channel (a random number per run)."""
+        return self.protocol.stream
+
+    # ------------------------------------------------------------ open, close
+
+    def open(self) -> None:
+        """Bind, join the group, attach to the bus and start the channel's thread."""
+        s = self.settings
+        try:
+            self._recv, self._send = _sockets(s)
+        except BaseException:
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
+        self._party = self._router.attach(f"multicast:{self.name}", _Outbound(self))
+        self._thread = threading.Thread(
+            target=self._run, name=f"actorbus-multicast-{self.name}", daemon=True
+        )
+        self._thread.start()
+        logger.info(
+            "node {}: multicast channel {} on {}:{} (ttl {}, stream {:016x})",
+            self.node_id,
+            self.name,
+            s.group,
+            s.port,
+            s.ttl,
+            self.stream,
+        )
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what was published, say BYE, leave the group, detach every
+        party.  Idempotent."""
+        with self._lock:
+            if self._stop:
+                return
+            self._stop = True
+            if self.protocol.publisher is not None:
+                self._send_pending_locked(self._clock())
+            self.protocol.close()
+            self._flush_locked()
+        self._wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        for sock in (self._recv, self._send, self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+
+    def resume(self) -> None:
+        """After a :class:`~actorbus.bus.system.MulticastNagging`: what was missed
+        while flagged is reported lost, the monitor's window emptied, and the
+        channel asks for retransmissions and delivers data again."""
+        self._resume = True
+        self._wake()
+
+    def stats(self) -> dict[str, int]:
+        """The channel's counters: the protocol's halves, the decoder's refusals, this shell's."""
+        with self._lock:
+            out = dict(self.protocol.counters)
+            out.update(self.protocol.receiver.counters)
+            if self.protocol.publisher is not None:
+                out.update({f"pub_{k}": v for k, v in self.protocol.publisher.counters.items()})
+            out.update(self.counters)
+        return out
+
+    # ------------------------------------------------------------ publishing (any thread)
+
+    def feed_changed(self, key: MessageKey, up: bool | None) -> None:
+        """A local publisher's key advertised, UP/DOWN, or retracted (None).
+
+        A new key is told to the receivers by the channel's thread, once it has
+        subscribed to it through the party: a receiver that sees the feed UP
+        knows that what is published from then on goes on the channel."""
+        if not self._matches(key.subject):
+            return
+        with self._lock:
+            before = self._feeds.get(key)
+            if up is None:
+                if key not in self._feeds:
+                    return
+                del self._feeds[key]
+                self._calls.put(("unsubscribe", key))
+            else:
+                self._feeds[key] = up
+                if before is None:
+                    self._calls.put(("subscribe", key))
+            if self._stop:
+                return
+            if key in self._told:  # (else the channel's thread tells the state it finds)
+                if up is None:
+                    self._told.discard(key)
+                self._state_record_locked(key, up)
+        self._wake()
+
+    def _state_record_locked(self, key: MessageKey, up: bool | None) -> None:
+        now = self._clock()
+        self._send_pending_locked(now)  # what was published before the change goes first
+        record = msgpack.packb([STATE, key.type_name, key.subject, up])
+        self.protocol.send(record, now)
+        self.counters["state_records_sent"] += 1
+        if self.protocol.publisher is not None:
+            try:
+                self.protocol.publisher.announce(self._state_locked(), now)
+            except ValueError as exc:  # receivers joining later miss the state
+                self.counters["announce_too_large"] += 1
+                logger.warning("multicast channel {}: {}", self.name, exc)
+        self._flush_locked()
+
+    def publish(self, message: Message) -> None:
+        """Queue one notification for the channel (the router calls this through
+        the party); the channel's thread encodes and sends what is queued when it
+        wakes, the notifications queued meanwhile packed into as few datagrams as
+        fit.  One it cannot encode, or larger than ``maxMessageSize``, is dropped
+        there, counted (``unencodable``, ``too_large``) and logged."""
+        with self._lock:
+            if self._stop:
+                return
+            pending = self._pending
+            pending.append(message)
+            self.counters["notifications_sent"] += 1
+            if len(pending) >= _MAX_PENDING:
+                # the channel's thread is behind: this thread sends them itself
+                # (what waits stays bounded; the publisher slows down to the socket)
+                self._send_pending_locked(self._clock())
+                self._flush_locked()
+                return
+            if len(pending) > 1:
+                return  # the wake-up of the first is on its way
+        self._wake()
+
+    def _send_pending_locked(self, now: float) -> None:
+        """Encode what is queued and hand it to the protocol as runs (the loop of
+        :func:`~.runs.pack_notifications`, fused with the encoding: the hot path)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        item = self._encoder.item
+        most = self.settings.max_message_size - RUN_HEAD  # a run of one item must fit
+        limit = self._run_limit
+        send = self.protocol.send
+        first = self._numbered
+        run: list[bytes] = []
+        size = RUN_HEAD
+        for message in pending:
+            try:
+                encoded = item(message)
+            except (ValueError, CodecError) as exc:  # lone surrogates, msgpack's limits
+                self._dropped("unencodable", message, str(exc))
+                continue
+            n = len(encoded)
+            if n > most:
+                self._dropped("too_large", message, f"{n} bytes, over {most} (with a run's head)")
+                continue
+            if run and size + n > limit:
+                send(run_record(first, run), now)
+                first += len(run)
+                run, size = [], RUN_HEAD
+            run.append(encoded)
+            size += n
+        if run:
+            send(run_record(first, run), now)
+            first += len(run)
+        self._numbered = first
+
+    def _dropped(self, counter: str, message: Message, why: str) -> None:
+        self.counters[counter] += 1
+        logger.warning(
+            "multicast channel {}: a {} on {!r} not sent: {} (fix the value, or raise the "
+            "channel's maxMessageSize on every node)",
+            self.name,
+            type(message).__qualname__,
+            message.subject,
+            why,
+        )
+
+    def _state_locked(self) -> bytes:
+        told = self._told
+        state: bytes = msgpack.packb(
+            [[k.type_name, k.subject, up] for k, up in self._feeds.items() if k in told]
+        )
+        return state
+
+    def _flush_locked(self) -> None:
+        sock = self._send
+        if sock is None:
+            self.protocol.datagrams_to_send()
+            return
+        to = (self.settings.group, self.settings.port)
+        for datagram in self.protocol.datagrams_to_send():
+            try:
+                sock.sendto(datagram, to)
+            except OSError as exc:
+                # the datagram stays in the retransmit cache: receivers NAK it
+                self.counters["send_errors"] += 1
+                logger.debug("multicast {}: send failed: {}", self.name, exc)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    # ------------------------------------------------------------ the channel's thread
+
+    def _run(self) -> None:
+        recv = self._recv
+        assert recv is not None
+        try:
+            while not self._stop:
+                with self._lock:
+                    due = self.protocol.next_deadline()
+                wait = max(0.0, min(due - self._clock(), 1.0))
+                if self._calls.empty():
+                    readable, _, _ = select.select([recv, self._wake_r], [], [], wait)
+                else:
+                    readable = [recv, self._wake_r]
+                if self._wake_r in readable:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                self._party_calls()
+                batch = self._read(recv)
+                with self._lock:
+                    now = self._clock()
+                    self._send_pending_locked(now)
+                    if self._resume:
+                        self._resume = False
+                        self.protocol.receiver.resume(now)
+                    for datagram in batch:
+                        self.protocol.receive(datagram, now)
+                    self.protocol.tick(now)
+                    self._flush_locked()
+                    events = []
+                    while (event := self.protocol.next_event()) is not None:
+                        events.append(event)
+                self._handle(events)
+        except Exception:  # the channel's thread must say why it stopped
+            logger.exception("multicast channel {} stopped", self.name)
+        finally:
+            self._detach_all("multicast channel closed")
+
+    def _read(self, recv: socket.socket) -> list[bytes]:
+        batch = []
+        size = self.settings.datagram_size + 64
+        for _ in range(_READ_BATCH):
+            try:
+                batch.append(recv.recv(size))
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+        return batch
+
+    def _party_calls(self) -> None:
+        party = self._party
+        while True:
+            try:
+                method, key = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if party is not None:
+                getattr(party, method)(key)
+            if method == "subscribe":
+                with self._lock:  # now the receivers may learn of it
+                    up = self._feeds.get(key)
+                    if up is not None and not self._stop and key not in self._told:
+                        self._told.add(key)
+                        self._state_record_locked(key, up)
+
+    def _handle(self, events: list[Any]) -> None:
+        remotes = self._remotes
+        held: list[RemoteParty] = []
+        try:
+            for event in events:
+                kind = type(event)
+                if kind is Delivered:
+                    remote = remotes.get(event.stream)
+                    if remote is not None:
+                        if remote.party not in held and remote.party.hold_deliveries():
+                            held.append(remote.party)
+                        self._delivered(remote, event.payload)
+                elif kind is Joined:
+                    name = shown(event.name)  # the sender's text, in party names and logs
+                    party = self._router.attach(
+                        f"{name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
+                    )
+                    remotes[event.stream] = _Remote(event.stream, name, party)
+                elif kind is Announced:
+                    remote = remotes.get(event.stream)
+                    if remote is not None:
+                        self._announced(remote, event.state)
+                elif kind is Gone:
+                    remote = remotes.pop(event.stream, None)
+                    if remote is not None:
+                        self._report_loss(remote, -1)
+                        remote.party.detach(f"multicast publisher {remote.name} {event.reason}")
+                elif kind is LostRange:
+                    remote = remotes.get(event.stream)
+                    if remote is not None:
+                        last = event.first + event.length - 1
+                        first = event.first if remote.loss is None else remote.loss[0]
+                        remote.loss = (first, last)
+                elif kind is Nagging:
+                    logger.warning(
+                        "multicast channel {}: {} retransmissions requested within {} s "
+                        "(more than {}): it stops asking and delivering until resume()",
+                        self.name,
+                        event.requested,
+                        event.window,
+                        event.limit,
+                    )
+                    self._system(
+                        MulticastNagging(
+                            SYSTEM_SUBJECT,
+                            channel=self.name,
+                            requested=event.requested,
+                            limit=event.limit,
+                            window=event.window,
+                        )
+                    )
+        finally:
+            for party in held:
+                party.release_deliveries()
+
+    def _report_loss(self, remote: _Remote, messages: int) -> None:
+        """Publish the loss held for ``remote``, now that ``messages`` is known
+        (-1: the stream ended before a later notification said)."""
+        if remote.loss is None:
+            return
+        first, last = remote.loss
+        remote.loss = None
+        self.counters["lost_notifications"] += max(messages, 0)
+        self._system(
+            MulticastLoss(
+                SYSTEM_SUBJECT,
+                channel=self.name,
+                publisher=remote.name,
+                stream=f"{remote.stream:016x}",
+                first=first,
+                last=last,
+                messages=messages,
+            )
+        )
+
+    def _system(self, message: Notification) -> None:
+        if self._publish_system is not None:
+            self._publish_system(message)
+
+    def _key(self, type_name: Any, subject: Any) -> MessageKey | None:
+        try:
+            key = self._keys[type_name, subject]
+        except (KeyError, TypeError):
+            cls = lookup_type(type_name) if isinstance(type_name, str) else None
+            if cls is None or not issubclass(cls, Message) or not isinstance(subject, str):
+                key = None
+            else:
+                key = MessageKey(cls, subject)
+                if len(self._keys) >= _MAX_KEYS:
+                    self._keys.clear()
+                self._keys[type_name, subject] = key
+        if key is None:
+            self.counters["unknown_type"] += 1
+        return key
+
+    def _delivered(self, remote: _Remote, payload: bytes) -> None:
+        try:
+            record = msgpack.unpackb(
+                payload, use_list=False, raw=False, ext_hook=codec.ext_hook, strict_map_key=True
+            )
+            kind = record[0]
+            if kind == RUN:
+                _, number, items = record
+                expected = remote.next_number
+                if expected is not None and number != expected:
+                    self._report_loss(remote, number - expected)
+                elif remote.loss is not None:
+                    self._report_loss(remote, 0)  # only state records were lost
+                remote.next_number = number + len(items)
+                self._notify_run(remote, items)
+            elif kind == STATE:
+                _, type_name, subject, up = record
+                key = self._key(type_name, subject)
+                if key is not None:
+                    self._state(remote, key, up if up is None else bool(up))
+        except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+            self.counters["undecodable"] += 1
+
+    def _notify_run(self, remote: _Remote, items: Any) -> None:
+        """A run's notifications to the party, consecutive ones on one key together."""
+        notify_run = remote.party.notify_run
+        messages: list[Message] = []
+        append = messages.append
+        key: MessageKey | None = None
+        decode: Any = None
+        last_type: Any = None
+        last_subject: Any = None
+        for type_name, subject, body in items:
+            if subject != last_subject or type_name != last_type:
+                if messages and key is not None:
+                    notify_run(messages, key)
+                messages = []
+                append = messages.append
+                last_type, last_subject = type_name, subject
+                key = self._key(type_name, subject)
+                # (codec.from_wire, without its call: the run's hot loop)
+                decode = key.message_class.__wire_decode__ if key is not None else None
+            if decode is None:
+                continue
+            try:
+                append(decode(body))
+            except CodecError:  # a body this node's class cannot read: count it, go on
+                self.counters["undecodable"] += 1
+        if messages and key is not None:
+            notify_run(messages, key)
+
+    def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
+        before = remote.keys.get(key)
+        if up is None:
+            if before is not None:
+                del remote.keys[key]
+                remote.party.retract(key, Role.PUBLISHER)
+        elif before is None:
+            remote.keys[key] = up
+            remote.party.advertise(key, Role.PUBLISHER, up)
+        elif before != up:
+            remote.keys[key] = up
+            remote.party.feed_status(key, Role.PUBLISHER, up)
+
+    def _announced(self, remote: _Remote, state: bytes) -> None:
+        try:
+            entries = msgpack.unpackb(state, use_list=False, raw=False) if state else ()
+            seen: dict[MessageKey, bool] = {}
+            for type_name, subject, up in entries:
+                key = self._key(type_name, subject)
+                if key is not None:
+                    seen[key] = bool(up)
+        except (ValueError, TypeError, msgpack.UnpackException):
+            self.counters["undecodable"] += 1
+            return
+        for key in [k for k in remote.keys if k not in seen]:
+            self._state(remote, key, None)
+        for key, up in seen.items():
+            self._state(remote, key, up)
+
+    def _detach_all(self, reason: str) -> None:
+        for remote in self._remotes.values():
+            remote.party.detach(reason)
+        self._remotes.clear()
+        if self._party is not None:
+            self._party.detach(reason)
+            self._party = None
+
+
+def _sockets(s: MulticastSettings) -> tuple[socket.socket, socket.socket]:
+    """The receiving socket (bound to the port, joined to the group) and the sending one."""
+    if s.interface:
+        try:
+            ipaddress.IPv4Address(s.interface)
+        except ValueError:
+            raise UsageError(
+                f"multicast interface {s.interface!r}: expected the IPv4 address of a local "
+                f"interface (ip -4 addr shows them)"
+            ) from None
+    group = socket.inet_aton(s.group)
+    interface = socket.inet_aton(s.interface) if s.interface else struct.pack("!I", 0)
+    recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        with contextlib.suppress(OSError):
+            recv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        recv.bind((s.group, s.port))
+        recv.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + interface)
+        recv.setblocking(False)
+        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, s.ttl)
+        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1 if s.loopback else 0)
+        if s.interface:
+            send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, interface)
+        with contextlib.suppress(OSError):
+            send.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    except OSError as exc:
+        recv.close()
+        send.close()
+        raise UsageError(
+            f"multicast group {s.group}:{s.port}"
+            + (f" on {s.interface}" if s.interface else "")
+            + f" cannot be joined: {exc}; check the interface has multicast and a route "
+            "for 224.0.0.0/4 (docs/multicast.md, 'On a LAN')"
+        ) from exc
+    return recv, send
