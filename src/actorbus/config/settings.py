@@ -128,14 +128,16 @@ class LinkSettings(Settings):
         "closes (0 = unlimited)",
     )
     heartbeat_delay: float = setting(
-        0.0,
+        5.0,
         ms=True,
         zero="off",
         unit="seconds",
-        doc="send a heartbeat after this long with nothing received",
+        doc="send a heartbeat after this long with nothing received (0 = off); a peer that "
+        "vanished is declared down at most `heartbeatDelay + heartbeatReplyDelay` after "
+        "its last byte (15 s by default)",
     )
     heartbeat_reply_delay: float = setting(
-        0.0,
+        10.0,
         ms=True,
         unit="seconds",
         doc="close the link when nothing arrives this long after a heartbeat (0 = the same "
@@ -546,12 +548,12 @@ class JrepClientSettings(Settings):
         doc="give up a dial after it (0: as long as the system waits)",
     )
     heartbeat: float = setting(
-        0.0,
+        20.0,
         ms=True,
         zero="off",
         unit="seconds",
-        doc="WebSocket pings and, when idle, J.REP Heartbeats; an unanswered ping ends the "
-        "session (0 = off)",
+        doc="WebSocket pings and, when idle, J.REP Heartbeats; a ping unanswered this long "
+        "ends the session, so a vanished gateway is noticed within twice it (0 = off)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,

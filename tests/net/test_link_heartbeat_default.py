@@ -1,0 +1,56 @@
+"""Heartbeats are on by default: a peer process frozen with SIGSTOP (its socket
+open, its kernel still acknowledging TCP, nothing read or written) is declared
+down within the default heartbeat timeout, with no heartbeat configured on
+either node."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from nodes.support import NodeProcess, SystemLog, buses, client_props
+
+from actorbus.config import LinkSettings
+
+#: the default detection time: idle for heartbeat_delay, then heartbeat_reply_delay
+DETECTION = LinkSettings().heartbeat_delay + LinkSettings().heartbeat_reply_delay
+#: how late the timer may fire on a loaded 2-core host
+SLACK = 5.0
+
+
+def test_the_defaults_detect_a_vanished_peer_within_15_s() -> None:
+    defaults = LinkSettings()
+    assert defaults.heartbeat_delay == 5.0
+    assert defaults.heartbeat_reply_delay == 10.0
+    assert DETECTION == 15.0
+
+
+def test_a_frozen_peer_process_is_declared_down_within_the_default_timeout(
+    tmp_path: Path,
+) -> None:
+    with buses("hub") as (hub,):
+        log = SystemLog(hub)
+        port = hub.listen(0).port  # default ServiceSettings: no heartbeat configured
+        # the node dials with a default connection (client_props sets no heartbeat)
+        props = client_props(port)
+        assert "heartbeat" not in props.lower()
+        with NodeProcess(tmp_path, "frozen", "replier", "/f", props) as node:
+            node.start()
+            assert SystemLog.next(log.logged_on).peer_node == "frozen"
+            assert node.proc is not None
+            pid = node.proc.pid
+            os.kill(pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            try:
+                off = SystemLog.next(log.logged_off, timeout=DETECTION + SLACK)
+                took = time.monotonic() - stopped
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert off.peer_node == "frozen"
+            assert off.reason.startswith("heartbeat timeout: nothing received for "), off.reason
+            # the frozen node's last byte came at most heartbeat_delay before the stop
+            assert took <= DETECTION + SLACK, took
+            # the hub asked (a HEARTBEAT) before it gave up
+            assert hub.net.services[0].counters.links.heartbeats_out >= 1
