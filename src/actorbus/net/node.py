@@ -134,7 +134,7 @@ class NodeNet:
         self._trim_due = False
         #: throttles the warnings of failed authentications (a stranger may repeat them)
         #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
-        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
+        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD, schedule=self._later)
         #: what a gateway's inspect page and metrics read: the node's views
         #: (handed in by the node), with this side's gateways
         self.views = (
@@ -216,6 +216,15 @@ class NodeNet:
                 "dispatcher, which has no event loop to share; name an asyncio dispatcher"
             )
         return cast("AsyncioDispatcher", dispatcher)
+
+    def _later(self, delay: float, callback: Callable[[], object]) -> None:
+        """Run ``callback`` in ``delay`` seconds on the default I/O thread (the
+        peer log's summaries); nothing once the node closes."""
+        selector = self._selectors.get(self._default)
+        if selector is None or self.closing:
+            return
+        loop = selector.loop
+        selector.call(loop.call_later, delay, callback)
 
     def _selector(self, name: str | None, what: str) -> IOThread:
         selector = self._selectors.get(name or self._default)

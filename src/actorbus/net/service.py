@@ -369,7 +369,8 @@ class Service:
                 over,
             )
             return
-        self._net.peer_log.info(
+        # (DEBUG: the link's logon or close line says it at INFO, with its address)
+        self._net.peer_log.debug(
             (self.name, "accepted"), "service {}: accepted a connection from {}", self.name, address
         )
         self._net.publish(
