@@ -683,7 +683,14 @@ class RawPeer:
     """A peer driven by hand: the sans-IO protocol over a blocking socket, so a
     test can log on properly and then misbehave (garbage, floods, silence)."""
 
-    def __init__(self, address: tuple[str, int], node_id: str, *, rcvbuf: int | None = None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        node_id: str,
+        *,
+        rcvbuf: int | None = None,
+        run_id: str = "",
+    ):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             if rcvbuf is not None:
@@ -699,6 +706,7 @@ class RawPeer:
             time.monotonic(),
             is_known_type=lambda name: True,
             settings=LinkSettings(logon_timeout=0),
+            run_id=run_id,
         )
         self.seen: list[Event] = []
 
