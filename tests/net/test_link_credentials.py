@@ -183,7 +183,12 @@ def test_auth_none_accepts_unauthenticated_links_with_one_warning(
         assert len(warnings) == 1
         assert "actorbus.service.feeds.auth=none" in warnings[0]
         with buses("c") as (c,):
-            assert c.connect("127.0.0.1", service.port).wait_logged_on(5) == "n"
+            # auth=none on both ends: neither proves a secret
+            link = c.connect("127.0.0.1", service.port, settings=ConnectionSettings(auth="none"))
+            assert link.wait_logged_on(5) == "n"
+        # a connection left at auth=auto proves this user's secret: refused there
+        with buses("d") as (d,), pytest.raises(LinkClosedError, match="authentication failed"):
+            d.connect("127.0.0.1", service.port).wait_logged_on(5)
     finally:
         n.close()
 

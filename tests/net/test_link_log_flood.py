@@ -5,40 +5,20 @@ still account for every connection (the count of those held back)."""
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import socket
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from nodes.support import RawPeer
+from nodes.support import RawPeer, VictimProcess
 
-VICTIM = Path(__file__).with_name("nodes") / "victim_node.py"
 CONNECTIONS = 20_000
 #: "a few dozen": one line per 10 s per kind while the flood lasts, plus a burst
 MOST_LINES = 60
 _SINCE = re.compile(r"\(([\d,]+) more like this since the last such line\)")
 _SUMMARY = re.compile(r"\(([\d,]+) more like this in the last 10 s\)")
 _AT_CLOSE = re.compile(r"\.\.\. and ([\d,]+) more like this")
-
-
-def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    assert proc.stdout is not None
-    line = b""
-    deadline = time.monotonic() + timeout
-    while not line.endswith(b"\n"):
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            raise AssertionError(f"the victim said nothing within {timeout} s")
-        chunk = os.read(proc.stdout.fileno(), 1)
-        if not chunk:
-            raise AssertionError("the victim exited")
-        line += chunk
-    return line.decode()
 
 
 def _accounted(lines: list[str], what: str) -> int:
@@ -61,38 +41,17 @@ def _accounted(lines: list[str], what: str) -> int:
 
 def test_20000_logons_with_new_node_ids_write_a_few_dozen_lines(tmp_path: Path) -> None:
     log_path = tmp_path / "victim.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(VICTIM), "victim"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-        try:
-            port = int(_read_line(proc, 20).split()[1])
-            started = time.monotonic()
-            for i in range(CONNECTIONS):
-                with RawPeer.connect(port, f"stranger-{i}", run_id=f"run-{i}") as peer:
-                    assert peer.logon() == "victim"
-                    # reset, not close: 20,000 closes would fill the ephemeral
-                    # ports with TIME_WAIT on this side
-                    peer.sock.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-            took = time.monotonic() - started
-            assert proc.stdin is not None
-            proc.stdin.close()
-            counters = _read_line(proc, 60).split()
-            assert proc.wait(60) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe is not None:
-                    pipe.close()
-    assert counters[:2] == ["COUNTERS", str(CONNECTIONS)]
+    with VictimProcess(log_path) as victim:
+        started = time.monotonic()
+        for i in range(CONNECTIONS):
+            with RawPeer.connect(victim.port, f"stranger-{i}", run_id=f"run-{i}") as peer:
+                assert peer.logon() == "victim"
+                # reset, not close: 20,000 closes would fill the ephemeral
+                # ports with TIME_WAIT on this side
+                peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        took = time.monotonic() - started
+        counters = victim.stop()
+    assert counters["accepted"] == CONNECTIONS
     lines = log_path.read_text(errors="replace").splitlines()
     print(f"{CONNECTIONS} logons in {took:.1f} s: {len(lines)} log lines")
     for line in lines:

@@ -60,6 +60,7 @@ def test_lost_counts_only_what_was_lost_when_a_stranger_takes_over_the_node_id()
                     stranger.expect((LogoffReceived,))
             publisher.stop()
             publish_fence(real, "/takeover")  # everything on the last connection arrived
+            _wait(lambda: subscriber.stats.fences == 1, "the subscriber took everything")
         written = link.counters.messages_out
         read = service.counters.links.messages_in
         lost = link.counters.lost

@@ -279,7 +279,11 @@ class ServiceSettings(LinkSettings):
         512, low=1, unit="connections", doc="connections open at once; more are closed at once"
     )
     max_connections_per_host: int = setting(
-        128, low=1, unit="connections", doc="connections open at once from one source address"
+        128,
+        low=1,
+        unit="connections",
+        doc="connections not yet logged on open at once from one source address (a logged-on "
+        "link no longer counts)",
     )
     accept_backlog: int = setting(
         1_024,
@@ -300,7 +304,8 @@ class ServiceSettings(LinkSettings):
         check=choice("auto", "none"),
         unit="word",
         row=_auth,
-        doc="`auto`: without a secret the service may listen on loopback only; `none`: links "
+        doc="`auto`: without a secret configured, the links prove this user's secret "
+        "(docs/security.md) and the service may listen on loopback only; `none`: links "
         "without a secret accepted on any address (one warning)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
@@ -366,6 +371,14 @@ class ConnectionSettings(LinkSettings):
     secret_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
+    )
+    auth: Literal["auto", "none"] = setting(
+        "auto",
+        check=choice("auto", "none"),
+        unit="word",
+        row=_auth,
+        doc="`auto`: without a secret configured, the link proves this user's secret "
+        "(docs/security.md); `none`: it proves none (for a service whose `auth` is `none`)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,

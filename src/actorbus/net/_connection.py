@@ -358,9 +358,9 @@ class _Connection(Inbound):
         self.net.peer_log.warning(
             (self._origin(), "auth"),
             "link {}: authentication failed: {}; refused, nothing of this node was sent "
-            "to it. Both nodes must hold the same secret (a node without one proves "
-            "none); failures from unknown hosts may be an attack (auth_failures counts "
-            "them; docs/security.md)",
+            "to it. Both nodes must hold the same secret (a node without one proves its "
+            "user's secret, or none with auth=none); failures from unknown hosts may be "
+            "an attack (auth_failures counts them; docs/security.md)",
             self.name,
             what,
         )

@@ -66,6 +66,7 @@ from ._configured import (
     permissions_of,
     service_tls,
 )
+from ._credentials import user_secret
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
@@ -382,6 +383,9 @@ class NodeNet:
             )
         credentials = credentials_of(secret, s.secret_file, None, label)
         own = credentials.secret if credentials is not None else None
+        if own is None and s.auth == "auto" and tls is None:
+            # nothing configured: prove this user's secret, as its services check it
+            own = user_secret(f"connection {name or endpoint(host, port)!r}")
         if type(port) is not int or not 0 < port <= 65535:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
         if name is None:
@@ -448,7 +452,7 @@ class NodeNet:
             host=host,
             port=port,
             service=service,
-            credentials=service.credentials,
+            credentials=service.link_credentials,
             permissions=service.permissions,
             tls=service.tls,
         )

@@ -3,7 +3,7 @@ connection-flood tests.
 
 Usage: ``python victim_node.py NODE_ID``.  Listens on a free loopback port,
 prints ``PORT <port>``, and runs until its stdin closes; then prints
-``COUNTERS <accepted> <open links>`` and closes its bus (which says how many
+``COUNTERS <accepted> <open links> <auth failures>`` and closes its bus (which says how many
 log lines each kind held back).
 """
 
@@ -21,7 +21,10 @@ def main() -> int:
         print(f"PORT {service.port}", flush=True)
         sys.stdin.read()
         counters = service.counters
-        print(f"COUNTERS {counters.accepted} {counters.open_links}", flush=True)
+        print(
+            f"COUNTERS {counters.accepted} {counters.open_links} {counters.auth_failures}",
+            flush=True,
+        )
     return 0
 
 
