@@ -28,9 +28,11 @@ can trigger warnings at the rate it sends frames, and chooses some of the text
 in them (its node id, a logoff reason, subjects, type names).  Two helpers keep
 such lines few and honest:
 
-* :class:`RateLimitedLog` lets at most one line per key (the peer and the kind
-  of warning) through per period; the next line let through, or
-  :meth:`RateLimitedLog.close`, says how many more like it were held back;
+* :class:`RateLimitedLog` lets few lines per key (the peer, or the service,
+  and the kind of line) through per period — one, or a small burst while the
+  key is quiet — and says how many more like them were held back: in the
+  next line let through, in one summary line per period while a flood lasts,
+  or at :meth:`RateLimitedLog.close`;
 * :func:`shown` turns a peer-supplied string into text that cannot start a new
   line or move the terminal's cursor (control characters escaped, ``repr``
   style) and cuts it to a bounded length.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from nodes.support import NodeProcess, RawPeer, VictimProcess, buses, client_props, wait_for
 
-from actorbus import ConfigError
+from actorbus import Bus, ConfigError
 from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.errors import LinkClosedError
 from actorbus.net.protocol import LogonRejected
@@ -125,3 +125,20 @@ def test_a_configured_secret_is_used_instead_of_the_users(user_file: Path) -> No
         with pytest.raises(LinkClosedError, match="authentication failed"):
             c.connect("127.0.0.1", service.port).wait_logged_on(5)  # this user's secret
         assert user_file.exists()  # made by c, which had no secret
+
+
+def test_auth_none_on_a_configured_connection(tmp_path: Path, user_file: Path) -> None:
+    with buses("open") as (open_,):
+        service = open_.listen(0, settings=ServiceSettings(auth="none"))
+        props = tmp_path / "plain.properties"
+        props.write_text(
+            "actorbus.connections = up\n"
+            "actorbus.connection.up.host = 127.0.0.1\n"
+            f"actorbus.connection.up.port = {service.port}\n"
+            "actorbus.connection.up.auth = none\n"
+        )
+        with Bus.from_properties(props, node_id="plain") as plain:
+            (link,) = plain.links
+            assert link.settings.auth == "none"
+            assert link.wait_logged_on(5) == "open"
+    assert not user_file.exists()
