@@ -46,12 +46,13 @@ def test_lost_counts_only_what_was_lost_when_a_stranger_takes_over_the_node_id()
             settings=ConnectionSettings(reconnect=True, reconnect_delay=0.05),
         )
         link.wait_logged_on(10)
-        with CountingPublisher(real, "/takeover", total=10**9, rate=5_000) as publisher:
+        # fast enough that each kick catches messages in flight (really lost)
+        with CountingPublisher(real, "/takeover", total=10**9, rate=50_000) as publisher:
             publisher.wait_up(10)
             publisher.start()
             for kick in range(KICKS):
                 logons = link.counters.logons
-                _wait(lambda: subscriber.stats.delivered > (kick + 1) * 500, "messages flow")
+                _wait(lambda: subscriber.stats.delivered > (kick + 1) * 5_000, "messages flow")
                 # the stranger: the real node's id, a new run id (a "restart")
                 with RawPeer(("127.0.0.1", service.port), "real", run_id=f"s{kick}") as stranger:
                     assert stranger.logon() == "victim"
@@ -82,6 +83,10 @@ def test_lost_counts_only_what_was_lost_when_a_stranger_takes_over_the_node_id()
         # counted everything written to the connections the stranger kicked
         assert lost == written - read, (lost, written, read)
         assert lost <= stats.missing
+        # and every publish is accounted for: delivered, lost in flight, or
+        # dropped before the socket (queued when a kicked connection ended)
+        dropped = link.counters.dropped
+        assert publisher.sent - publisher.unrouted == stats.delivered + lost + dropped
     finally:
         real.close()
         victim.close()
