@@ -55,6 +55,8 @@ __all__ = [
 #: The environment variable that names the file of this user's secret (tests
 #: point it at a directory of their own).
 USER_SECRET_ENV: Final = "ACTORBUS_USER_SECRET_FILE"
+#: this user's secret by file path, read once per process (a file replaced
+#: while the process runs is read again only by a new process)
 _user_secrets: dict[str, Secret] = {}
 _user_lock = threading.Lock()
 
