@@ -52,6 +52,7 @@ def test_a_frozen_peer_process_is_declared_down_within_the_default_timeout(
                 took = time.monotonic() - stopped
             finally:
                 os.kill(pid, signal.SIGCONT)
+            print(f"frozen peer declared down {took:.2f} s after SIGSTOP: {off.reason}")
             assert off.peer_node == "frozen"
             assert off.reason.startswith("heartbeat timeout: nothing received for "), off.reason
             # the frozen node's last byte came at most heartbeat_delay before the stop
