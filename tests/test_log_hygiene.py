@@ -58,6 +58,44 @@ def test_close_says_how_many_each_key_held_back() -> None:
     assert len(out.lines) == 3
 
 
+def test_a_burst_shows_a_quiet_key_whole_and_a_flood_once_per_period() -> None:
+    out = Lines()
+    timers: list[tuple[float, object]] = []
+    limited = out.log(schedule=lambda delay, callback: timers.append((out.now + delay, callback)))
+
+    def fire() -> None:  # the loop running the summaries due by now
+        for due, callback in [t for t in timers if t[0] <= out.now]:
+            timers.remove((due, callback))
+            callback()  # type: ignore[operator]
+
+    # quiet: three peers log on at start, all shown
+    for peer in ("a", "b", "c"):
+        assert limited.info("logged on", "logged on with {}", peer, burst=5)
+    assert [t for _, t in out.lines] == ["logged on with a", "logged on with b", "logged on with c"]
+    # a flood: 100,000 logons over 60 s write one line per 10 s, each with its count
+    out.lines.clear()
+    for i in range(100_000):
+        out.now = 100.0 + i * 60 / 100_000
+        fire()
+        limited.info("logged on", "logged on with {}", f"x{i}", burst=5)
+    out.now = 200.0
+    fire()
+    texts = [t for _, t in out.lines]
+    assert 6 <= len(texts) <= 9, texts
+    assert texts[:2] == ["logged on with x0", "logged on with x1"]  # the burst's last two
+    summaries = [t for t in texts if "more like this in the last 10 s" in t]
+    assert len(summaries) >= 5
+    held = sum(int(t.split("(")[1].split()[0].replace(",", "")) for t in summaries)
+    assert 2 + held == 100_000  # every line shown or counted
+    assert limited.held("logged on") == 0
+    # the flood is over: after a quiet window the burst is back
+    out.now = 300.0
+    out.lines.clear()
+    for peer in ("d", "e"):
+        assert limited.info("logged on", "logged on with {}", peer, burst=5)
+    assert len(out.lines) == 2
+
+
 def test_keys_a_peer_makes_up_are_bounded() -> None:
     out = Lines()
     limited = out.log(max_keys=3)

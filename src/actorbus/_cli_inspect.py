@@ -64,7 +64,18 @@ def add_parser(sub: Any) -> None:
         help="the node id this command logs on as (default: a generated host-pid-random); "
         "the one the node's permissions and per-node secrets know",
     )
-    p.add_argument("--secret-file", type=Path, default=None, help="the secret the link proves")
+    p.add_argument(
+        "--secret-file",
+        type=Path,
+        default=None,
+        help="the secret the link proves (default: this user's, as the node's own links do)",
+    )
+    p.add_argument(
+        "--auth",
+        choices=("auto", "none"),
+        default="auto",
+        help="none: prove no secret (a node whose service has auth=none)",
+    )
     p.add_argument("--tls-ca-file", type=Path, default=None, help="TLS: the service's CA (PEM)")
     p.add_argument("--tls-cert-file", type=Path, default=None, help="TLS: a client certificate")
     p.add_argument("--tls-key-file", type=Path, default=None, help="TLS: its private key")
@@ -110,6 +121,7 @@ def run(
     settings = ConnectionSettings(
         connect_timeout=args.timeout,
         secret_file=args.secret_file,
+        auth=args.auth,
         tls_ca_file=args.tls_ca_file,
         tls_cert_file=args.tls_cert_file,
         tls_key_file=args.tls_key_file,

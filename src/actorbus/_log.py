@@ -28,9 +28,11 @@ can trigger warnings at the rate it sends frames, and chooses some of the text
 in them (its node id, a logoff reason, subjects, type names).  Two helpers keep
 such lines few and honest:
 
-* :class:`RateLimitedLog` lets at most one line per key (the peer and the kind
-  of warning) through per period; the next line let through, or
-  :meth:`RateLimitedLog.close`, says how many more like it were held back;
+* :class:`RateLimitedLog` lets few lines per key (the peer, or the service,
+  and the kind of line) through per period — one, or a small burst while the
+  key is quiet — and says how many more like them were held back: in the
+  next line let through, in one summary line per period while a flood lasts,
+  or at :meth:`RateLimitedLog.close`;
 * :func:`shown` turns a peer-supplied string into text that cannot start a new
   line or move the terminal's cursor (control characters escaped, ``repr``
   style) and cuts it to a bounded length.
@@ -150,13 +152,27 @@ def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
 
 
 class RateLimitedLog:
-    """At most one log line per key per ``period`` seconds; the lines held back
-    are counted and said: by the next line of the key let through ("(1,234 more
-    like this in the last 10 s)") or, for a key still holding some, by
-    :meth:`close` ("... 1,234 more like this").  Thread-safe.
+    """Few log lines per key per ``period`` seconds; the lines held back are
+    counted and said.  Thread-safe.
 
-    Keys are the peer and the kind of line, e.g. ``("node-a", "unexpected")``.
-    They may come from a peer, so at most ``max_keys`` are kept: past that the
+    Keys are the peer and the kind of line, e.g. ``("node-a", "unexpected")``,
+    or the service and the kind for what strangers at a service can repeat
+    (``("service feeds", "logged on")``).  Each key has a window of ``period``
+    seconds that lets ``burst`` lines through (``log(..., burst=N)``, 1 by
+    default); the rest are held back and counted.  A key that held lines back
+    is *flooded*: its next windows let one line through each, until a window
+    passes with nothing held.  So a flood of any size writes about one line
+    per period per key, and a quiet key (a few peers logging on at start)
+    shows every line.
+
+    The count held back is said by the next line of the key let through
+    ("(1,234 more like this since the last such line)"); with a ``schedule``
+    (``schedule(delay, callback)``, e.g. a timer on an event loop) also at the
+    end of the window that held them ("(1,234 more like this in the last
+    10 s)"), so a flood is summed up once per period while it lasts; and by
+    :meth:`close` ("... 1,234 more like this") for a key still holding some.
+
+    Keys may come from a peer, so at most ``max_keys`` are kept: past that the
     lines of a new key share one overflow key (and its limit)."""
 
     OVERFLOW: tuple[str] = ("(other keys)",)
@@ -168,58 +184,93 @@ class RateLimitedLog:
         max_keys: int = 1_024,
         clock: Any = time.monotonic,
         sink: Any = None,
+        schedule: Any = None,
     ) -> None:
         self.period = period
         self.max_keys = max_keys
         self._clock = clock
         #: where lines go: ``sink(level, text, *args)``; loguru by default
         self._sink = sink
+        #: ``schedule(delay, callback)``: a window's summary at its end (None: none)
+        self._schedule = schedule
         self._lock = threading.Lock()
-        #: key -> [when the last line went out, lines held back since, the last
-        #: held line's (level, text, args) for the summary]
-        self._seen: dict[object, list[Any]] = {}
+        #: key -> its window
+        self._seen: dict[object, _Window] = {}
 
-    def warning(self, key: object, text: str, *args: Any) -> bool:
-        """Log ``text.format(*args)`` at WARNING unless ``key`` logged within the
-        period; True when it went out."""
-        return self.log("WARNING", key, text, *args)
+    def warning(self, key: object, text: str, *args: Any, burst: int = 1) -> bool:
+        """Log ``text.format(*args)`` at WARNING unless ``key`` already let
+        ``burst`` lines through in its window; True when it went out."""
+        return self.log("WARNING", key, text, *args, burst=burst)
 
-    def info(self, key: object, text: str, *args: Any) -> bool:
-        return self.log("INFO", key, text, *args)
+    def info(self, key: object, text: str, *args: Any, burst: int = 1) -> bool:
+        return self.log("INFO", key, text, *args, burst=burst)
 
-    def log(self, level: str, key: object, text: str, *args: Any) -> bool:
+    def debug(self, key: object, text: str, *args: Any, burst: int = 1) -> bool:
+        return self.log("DEBUG", key, text, *args, burst=burst)
+
+    def log(self, level: str, key: object, text: str, *args: Any, burst: int = 1) -> bool:
         now = self._clock()
+        due: float | None = None
         with self._lock:
             seen = self._seen
-            last = seen.get(key)
-            if last is None and len(seen) >= self.max_keys:
+            window = seen.get(key)
+            if window is None and len(seen) >= self.max_keys:
                 key = self.OVERFLOW
-                last = seen.get(key)
-            if last is not None and now - last[0] < self.period:
-                last[1] += 1
-                last[2] = (level, text, args)
-                return False
-            held = last[1] if last is not None else 0
-            seen[key] = [now, 0, None]
+                window = seen.get(key)
+            held = 0
+            if window is None or now - window.start >= self.period:
+                held = window.held if window is not None else 0
+                window = seen[key] = _Window(now, flooded=held > 0)
+            go = window.sent < (1 if window.flooded else burst)
+            if go:
+                window.sent += 1
+            else:
+                window.held += 1
+                window.last = (level, text, args)
+                if self._schedule is not None and not window.scheduled:
+                    window.scheduled = True
+                    due = max(0.0, window.start + self.period - now)
+        if not go:
+            if due is not None:
+                summarized = key
+                self._schedule(due, lambda: self._summarize(summarized))
+            return False
         if held:
             text += f" ({held:,} more like this since the last such line)"
         self._emit(level, text, args)
         return True
 
+    def _summarize(self, key: object) -> None:
+        """(``schedule``'s callback) The window of ``key`` is over: say how many
+        lines it held back, in one line; its next window lets one line
+        through, as the key is flooded."""
+        now = self._clock()
+        with self._lock:
+            window = self._seen.get(key)
+            if window is None or not window.held or window.last is None:
+                return
+            held, (level, text, args) = window.held, window.last
+            # the summary is the one line of the next window
+            fresh = self._seen[key] = _Window(now, True)
+            fresh.sent = 1
+        self._emit(level, text + f" ({held:,} more like this in the last {self.period:g} s)", args)
+
     def held(self, key: object) -> int:
         """Lines of ``key`` held back since its last one went out."""
         with self._lock:
-            last = self._seen.get(key)
-            return last[1] if last is not None else 0
+            window = self._seen.get(key)
+            return window.held if window is not None else 0
 
     def close(self) -> None:
         """Say, for each key holding lines back, how many (one line each; the
         last held line's text with the count); then forget every key."""
         with self._lock:
-            pending = [last for last in self._seen.values() if last[1]]
+            pending = [w for w in self._seen.values() if w.held and w.last is not None]
             self._seen.clear()
-        for _, count, (level, text, args) in pending:
-            self._emit(level, text + f" ... and {count:,} more like this", args)
+        for window in pending:
+            assert window.last is not None
+            level, text, args = window.last
+            self._emit(level, text + f" ... and {window.held:,} more like this", args)
 
     def _emit(self, level: str, text: str, args: tuple[Any, ...]) -> None:
         # every argument that is not a number is escaped (a line stays one line)
@@ -228,6 +279,25 @@ class RateLimitedLog:
             self._sink(level, text, *safe)
         else:
             logger.log(level, text, *safe)
+
+
+class _Window:
+    """One key's current window of a :class:`RateLimitedLog`."""
+
+    __slots__ = ("flooded", "held", "last", "scheduled", "sent", "start")
+
+    def __init__(self, start: float, flooded: bool) -> None:
+        #: when the window began
+        self.start = start
+        #: the key held lines back in its previous window: one line per window
+        self.flooded = flooded
+        #: lines let through, and held back, in this window
+        self.sent = 0
+        self.held = 0
+        #: the last held line's (level, text, args), for the summary
+        self.last: tuple[str, str, tuple[Any, ...]] | None = None
+        #: a summary at the window's end is scheduled
+        self.scheduled = False
 
 
 #: the longest argument a rate-limited line shows (a reason may quote a peer's)

@@ -12,11 +12,11 @@
 * ``actorbus replay FILE [--json]`` — replay an actor's recording into a fresh
   instance and print the run; exit status 0 when its outputs match the
   recording, 1 with the first difference (docs/replay.md).
-* ``actorbus topics HOST:PORT [--timeout S]`` — link to the running node that
+* ``actorbus topics HOST:PORT [--timeout S] [--auth none]`` — link to the running node that
   listens there and print the topics and queue groups in use on it and on the
   nodes linked to it (``Bus.topics()``), one table; a node that cannot be
   reached is one line on stderr and exit status 2.
-* ``actorbus inspect HOST:PORT [--secret-file F] [--tls-ca-file F ...] [--watch
+* ``actorbus inspect HOST:PORT [--secret-file F] [--auth none] [--tls-ca-file F ...] [--watch
   [S]] [--diagram ACTOR [--format mermaid|dot|svg] [-o FILE]] [--json]`` — link to
   the running node there and print its actors, dispatchers, feeds, links,
   outstanding requests and state machines (``Bus.inspect()``,
@@ -42,7 +42,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _cli_inspect, enable_logging
 from ._log import logger
@@ -166,6 +166,13 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=2.0,
         help="seconds to wait for the link, then for the nodes' answers (default 2)",
+    )
+    topics.add_argument(
+        "--auth",
+        choices=("auto", "none"),
+        default="auto",
+        help="auto (default): prove this user's secret, as the node's own links do; none: "
+        "prove no secret (a node whose service has auth=none)",
     )
 
     _cli_inspect.add_parser(sub)
@@ -437,7 +444,7 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     fallback = logging.getLogger("actorbus")
     was_disabled, fallback.disabled = fallback.disabled, True
     try:
-        topics = _topics_of(host, port, address, timeout)
+        topics = _topics_of(host, port, address, timeout, args.auth)
     finally:
         fallback.disabled = was_disabled
     for line in _topics_table(topics):
@@ -445,13 +452,16 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topics_of(host: str, port: int, address: str, timeout: float) -> list[Topic]:
+def _topics_of(
+    host: str, port: int, address: str, timeout: float, auth: Literal["auto", "none"]
+) -> list[Topic]:
     from .config import ConnectionSettings
     from .errors import LinkClosedError
     from .node import Bus
 
     with Bus() as bus:  # a generated node id: host-pid-random
-        link = bus.connect(host, port, settings=ConnectionSettings(connect_timeout=timeout))
+        settings = ConnectionSettings(connect_timeout=timeout, auth=auth)
+        link = bus.connect(host, port, settings=settings)
         try:
             link.wait_logged_on(timeout)
         except LinkClosedError:

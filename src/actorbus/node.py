@@ -616,9 +616,11 @@ class Bus:
         at least 16) is the one every peer proves, or a mapping node id -> bytes
         gives nodes secrets of their own (``settings.secret_file`` and
         ``settings.peer_secrets_file`` read them from files, which keeps them out
-        of the code).  Without any, only peers without a secret link, and the
-        service may listen on a loopback host only, unless ``settings.auth`` is
-        ``"none"`` (unauthenticated links accepted knowingly, one warning).
+        of the code).  Without any, a plain TCP service checks this user's
+        secret (a file made on first use, mode 600: the nodes of the same user
+        link, other users' processes do not) and may listen on a loopback host
+        only, unless ``settings.auth`` is ``"none"`` (unauthenticated links
+        accepted knowingly, one warning).
         ``permissions`` says which peers may publish, subscribe, request and
         reply on which keys (``Permissions([...])``; or
         ``settings.permissions_file``; docs/security.md, "Authorization"); None
@@ -667,7 +669,8 @@ class Bus:
         the local address; ``secret_file``, ``permissions_file`` and the TLS
         files as for a service.  ``secret``: the secret this link proves at
         logon (the service's, or this node's own one if the service has one per
-        node); without one it links only to services without a secret.
+        node); without one it proves this user's secret (as a service without
+        one checks it), or none when ``settings.auth`` is ``"none"``.
         ``permissions``: what the peer may do on this link (as for
         :meth:`listen`).  ``tls``: the link speaks TLS with this client context
         (``actorbus.net.tls_client_context(ca_file, cert_file=None,

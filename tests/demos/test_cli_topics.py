@@ -174,3 +174,26 @@ def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], message: str) ->
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert message in lines[0]
+
+
+def test_auth_none_reaches_a_node_whose_service_has_auth_none() -> None:
+    from actorbus import Bus
+    from actorbus.config import ServiceSettings
+
+    with Bus(node_id="open-node") as bus:
+        service = bus.listen(0, settings=ServiceSettings(auth="none"))
+        refused = topics(f"127.0.0.1:{service.port}", "--timeout", "10")
+        assert refused.returncode == 2
+        assert "authentication failed" in refused.stderr  # it proved this user's secret
+        proc = topics(f"127.0.0.1:{service.port}", "--timeout", "10", "--auth", "none")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split()[:8] == [
+            "NODE",
+            "ROLE",
+            "TYPE",
+            "SUBJECT",
+            "SCOPE",
+            "QUEUE",
+            "COUNT",
+            "UP",
+        ]

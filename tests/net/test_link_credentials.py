@@ -7,6 +7,8 @@ line, repr or error message."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from nodes.support import buses, wait_for
 from actorbus import Bus, ConfigError
 from actorbus.config import ConnectionSettings, ServiceSettings, dump_config, load_config
 from actorbus.errors import LinkClosedError
-from actorbus.net._credentials import Credentials, Secret
+from actorbus.net._credentials import USER_SECRET_ENV, Credentials, Secret, user_secret_path
 
 KEY = "3f1c9a7be2d54c80a6f1e9b27d3c5a18"  # (a test key: 32 bytes of text)
 WRONG = "wrong-wrong-wrong-wrong-wrong-00"
@@ -183,7 +185,12 @@ def test_auth_none_accepts_unauthenticated_links_with_one_warning(
         assert len(warnings) == 1
         assert "actorbus.service.feeds.auth=none" in warnings[0]
         with buses("c") as (c,):
-            assert c.connect("127.0.0.1", service.port).wait_logged_on(5) == "n"
+            # auth=none on both ends: neither proves a secret
+            link = c.connect("127.0.0.1", service.port, settings=ConnectionSettings(auth="none"))
+            assert link.wait_logged_on(5) == "n"
+        # a connection left at auth=auto proves this user's secret: refused there
+        with buses("d") as (d,), pytest.raises(LinkClosedError, match="authentication failed"):
+            d.connect("127.0.0.1", service.port).wait_logged_on(5)
     finally:
         n.close()
 
@@ -292,3 +299,48 @@ def test_the_file_mode_check_is_posix_only_and_reads_nothing_else(tmp_path: Path
     directory.mkdir()
     with buses("n") as (n,), pytest.raises(ConfigError, match="is not a regular file"):
         n.listen(0, settings=ServiceSettings(secret_file=directory))
+
+
+# ------------------------------------------------------- this user's secret
+
+
+def test_where_this_users_secret_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(USER_SECRET_ENV, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    assert user_secret_path() == str(tmp_path / "home" / ".config" / "actorbus" / "secret")
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/config")  # ignored, as XDG says
+    assert user_secret_path() == str(tmp_path / "home" / ".config" / "actorbus" / "secret")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert user_secret_path() == str(tmp_path / "xdg" / "actorbus" / "secret")
+    monkeypatch.setenv(USER_SECRET_ENV, str(tmp_path / "mine"))
+    assert user_secret_path() == str(tmp_path / "mine")
+
+
+_MAKE_IT = """
+import hashlib, os, sys
+from actorbus import Bus
+with Bus(node_id=f"racer-{os.getpid()}") as bus:
+    bus.listen(0)  # no secret configured: this user's secret, made now if missing
+with open(os.environ["ACTORBUS_USER_SECRET_FILE"], "rb") as file:
+    print(hashlib.sha256(file.read()).hexdigest())
+"""
+
+
+def test_processes_making_this_users_secret_at_once_agree_on_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config" / "actorbus" / "secret"
+    monkeypatch.setenv("ACTORBUS_USER_SECRET_FILE", str(path))
+    racers = [
+        subprocess.Popen([sys.executable, "-c", _MAKE_IT], stdout=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
+    digests = set()
+    for racer in racers:
+        out, _ = racer.communicate(timeout=60)
+        assert racer.returncode == 0
+        digests.add(out.strip())
+    assert len(digests) == 1  # one key, whichever process made it
+    assert sorted(p.name for p in path.parent.iterdir()) == ["secret"]  # no temporary left
+    assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -55,6 +55,24 @@ def test_a_restarted_peer_loses_what_its_last_receipt_did_not_cover() -> None:
     assert r.logon("B", "b2") == (2, 0)
 
 
+def test_a_run_that_takes_its_node_id_back_gets_a_true_receipt() -> None:
+    # a stranger logs on as B with a run id of its own, twice; B (run b1) comes back
+    r = Receipts()
+    assert r.logon("B", "b1") == (0, 0)
+    r.ended("B", "b1", written=10, received=3_645)  # replaced by the stranger's logon
+    # a logon of another run cannot be told from a restart: 10 presumed lost here
+    assert r.logon("B", "stranger") == (0, 10)
+    r.ended("B", "stranger", written=0, received=0)
+    # B is back: its receipt says all 3,645 it wrote were read (it was 0 before:
+    # B counted every one of them lost)
+    assert r.logon("B", "b1") == (3_645, 0)
+    assert r.receipt("B", "b1", 10) == 0  # presumed lost already: not counted twice
+    r.ended("B", "b1", written=5, received=100)
+    assert r.logon("B", "stranger-2") == (0, 0)  # (the 10 presumed cover these 5)
+    r.ended("B", "stranger-2", written=0, received=0)
+    assert r.logon("B", "b1") == (3_745, 0)
+
+
 def _serve_one(
     service: Service, feed: PublishFeed[Counter], run_id: str, receipt: int, n: int
 ) -> ReceiptReceived:

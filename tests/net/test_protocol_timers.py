@@ -105,7 +105,7 @@ def test_data_arriving_while_waiting_for_the_reply_is_an_answer() -> None:
 
 def test_reply_delay_zero_waits_as_long_as_the_heartbeat_delay() -> None:
     # LinkSettings: heartbeat_reply_delay=0 means the same as heartbeat_delay
-    pipe = connected(LinkSettings(heartbeat_delay=5.0))
+    pipe = connected(LinkSettings(heartbeat_delay=5.0, heartbeat_reply_delay=0))
     client = pipe.client
     assert client.next_deadline() == 105.0
     client.tick(105.0)
@@ -175,7 +175,7 @@ def test_logon_timeout_while_the_application_decides() -> None:
 
 
 def test_accepted_logon_stops_the_logon_timer() -> None:
-    pipe = MemoryPipe(now=0.0, settings=LinkSettings(logon_timeout=5.0))
+    pipe = MemoryPipe(now=0.0, settings=LinkSettings(logon_timeout=5.0, heartbeat_delay=0))
     pipe.logon(1.0)
     assert pipe.client.next_deadline() is None
     pipe.client.tick(100.0)

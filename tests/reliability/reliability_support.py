@@ -679,11 +679,27 @@ class NodeProcess:
         self.stop()
 
 
+def user_key() -> bytes:
+    """This user's secret, which nodes with no secret configured prove: the
+    file tests/conftest.py made for this run (never the real user's)."""
+    with open(os.environ["ACTORBUS_USER_SECRET_FILE"], "rb") as file:
+        return file.read().strip()
+
+
 class RawPeer:
     """A peer driven by hand: the sans-IO protocol over a blocking socket, so a
-    test can log on properly and then misbehave (garbage, floods, silence)."""
+    test can log on properly and then misbehave (garbage, floods, silence).
+    It proves ``secret``; None: this user's (as a node with none configured)."""
 
-    def __init__(self, address: tuple[str, int], node_id: str, *, rcvbuf: int | None = None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        node_id: str,
+        *,
+        rcvbuf: int | None = None,
+        run_id: str = "",
+        secret: bytes | None = None,
+    ):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             if rcvbuf is not None:
@@ -699,6 +715,8 @@ class RawPeer:
             time.monotonic(),
             is_known_type=lambda name: True,
             settings=LinkSettings(logon_timeout=0),
+            run_id=run_id,
+            secret=user_key() if secret is None else secret,
         )
         self.seen: list[Event] = []
 

@@ -299,8 +299,8 @@ _AUTH_MODES = ("auto", "none")
 
 def _auth(field: str) -> _Setting:
     expected = (
-        "expected auto (a service beyond loopback needs a secret) or none (accept links "
-        "without a secret on any address)"
+        "expected auto (authenticate: the secret or token configured, else as "
+        "docs/security.md says) or none (links or clients without one, knowingly)"
     )
 
     def parse(text: str) -> str:

@@ -133,14 +133,16 @@ class LinkSettings(Settings):
         "closes (0 = unlimited)",
     )
     heartbeat_delay: float = setting(
-        0.0,
+        5.0,
         ms=True,
         zero="off",
         unit="seconds",
-        doc="send a heartbeat after this long with nothing received",
+        doc="send a heartbeat after this long with nothing received (0 = off); a peer that "
+        "vanished is declared down at most `heartbeatDelay + heartbeatReplyDelay` after "
+        "its last byte (15 s by default)",
     )
     heartbeat_reply_delay: float = setting(
-        0.0,
+        10.0,
         ms=True,
         unit="seconds",
         doc="close the link when nothing arrives this long after a heartbeat (0 = the same "
@@ -297,7 +299,11 @@ class ServiceSettings(LinkSettings):
         512, low=1, unit="connections", doc="connections open at once; more are closed at once"
     )
     max_connections_per_host: int = setting(
-        128, low=1, unit="connections", doc="connections open at once from one source address"
+        128,
+        low=1,
+        unit="connections",
+        doc="connections not yet logged on open at once from one source address (a logged-on "
+        "link no longer counts)",
     )
     accept_backlog: int = setting(
         1_024,
@@ -318,7 +324,8 @@ class ServiceSettings(LinkSettings):
         check=choice("auto", "none"),
         unit="word",
         row=_auth,
-        doc="`auto`: without a secret the service may listen on loopback only; `none`: links "
+        doc="`auto`: without a secret configured, the links prove this user's secret "
+        "(docs/security.md) and the service may listen on loopback only; `none`: links "
         "without a secret accepted on any address (one warning)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
@@ -384,6 +391,14 @@ class ConnectionSettings(LinkSettings):
     secret_file: str | os.PathLike[str] | None = _path_setting(
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
+    )
+    auth: Literal["auto", "none"] = setting(
+        "auto",
+        check=choice("auto", "none"),
+        unit="word",
+        row=_auth,
+        doc="`auto`: without a secret configured, the link proves this user's secret "
+        "(docs/security.md); `none`: it proves none (for a service whose `auth` is `none`)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,
@@ -566,12 +581,12 @@ class JrepClientSettings(Settings):
         doc="give up a dial after it (0: as long as the system waits)",
     )
     heartbeat: float = setting(
-        0.0,
+        20.0,
         ms=True,
         zero="off",
         unit="seconds",
-        doc="WebSocket pings and, when idle, J.REP Heartbeats; an unanswered ping ends the "
-        "session (0 = off)",
+        doc="WebSocket pings and, when idle, J.REP Heartbeats; a ping unanswered this long "
+        "ends the session, so a vanished gateway is noticed within twice it (0 = off)",
     )
     permissions_file: str | os.PathLike[str] | None = _path_setting(
         row=_permissions_file,

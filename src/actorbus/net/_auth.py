@@ -13,9 +13,11 @@ the other.  docs/protocol.md §3 is the reference::
                    client_nonce, server_nonce, client_node_id, client_run_id,
                    server_node_id, server_run_id]))
 
-A node with no secret proves with the empty key: two such nodes link as they
-did before authentication existed, and a node with a secret never links with
-one without (their proofs differ).
+A link with no key proves with the empty key: two such ends link as they did
+before authentication existed, and an end with a key never links with one
+without (their proofs differ).  (The shell gives a node with no secret
+configured its user's secret as the key unless ``auth`` is "none",
+:mod:`~actorbus.net._credentials`.)
 
 Pure functions, no I/O: :mod:`~actorbus.net.protocol` uses them; the shell
 reads secrets (:mod:`~actorbus.net._credentials`).

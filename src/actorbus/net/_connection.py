@@ -49,6 +49,9 @@ __all__ = ["_Connection"]
 _MIN_READ_BUFFER: Final = 4_096
 #: How long an orderly close waits for the socket to drain before aborting it.
 _CLOSE_GRACE: Final = 1.0
+#: Connection events (logged on, closed) of one origin shown in full per log
+#: period while it is quiet; a flood of them is summed up once per period.
+CONNECTION_BURST: Final = 8
 #: Characters of a node id a peer claims that a log line or a reason shows.
 NODE_ID_SHOWN: Final = 80
 
@@ -363,9 +366,9 @@ class _Connection(Inbound):
         self.net.peer_log.warning(
             (self._origin(), "auth"),
             "link {}: authentication failed: {}; refused, nothing of this node was sent "
-            "to it. Both nodes must hold the same secret (a node without one proves "
-            "none); failures from unknown hosts may be an attack (auth_failures counts "
-            "them; docs/security.md)",
+            "to it. Both nodes must hold the same secret (a node without one proves its "
+            "user's secret, or none with auth=none); failures from unknown hosts may be "
+            "an attack (auth_failures counts them; docs/security.md)",
             self.name,
             what,
         )
@@ -404,8 +407,15 @@ class _Connection(Inbound):
         assert peer is not None
         link = self.link
         how = "dialled" if link.initiator else "accepted"
-        self._log.info(
-            "link {}: logged on with node {} at {} ({})", self.name, shown(peer), self.address, how
+        # a stranger at a service decides how often (one key per service)
+        self.net.peer_log.info(
+            (self._origin(), "logged on"),
+            "link {}: logged on with node {} at {} ({})",
+            self.name,
+            peer,
+            self.address,
+            how,
+            burst=CONNECTION_BURST,
         )
         link.connection_logged_on(peer)
         self.net.publish(
@@ -416,13 +426,23 @@ class _Connection(Inbound):
 
     # ------------------------------------------------------------------ timers
 
-    def _arm(self) -> None:
+    def _arm(self, now: float | None = None) -> None:
+        """Arm the timer for the protocol's next deadline; given ``now`` (the timer
+        just ran), no later than one heartbeat delay from it.  Data moves no
+        deadline earlier by itself (the read path does not re-arm), so while a
+        HEARTBEAT waits its reply window (longer than the delay) the answer
+        would otherwise leave the next HEARTBEAT until that window ends: the
+        cap keeps the idle link probed every heartbeat delay, so a peer that
+        freezes is found within delay + reply window of its last byte."""
         proto = self.proto
         if proto is None or self.ended:
             return
         deadline = proto.next_deadline()
         if deadline is None:
             return
+        delay = self.link.settings.heartbeat_delay
+        if now is not None and delay > 0 and now + delay < deadline:
+            deadline = now + delay
         if self.timer is not None:
             self.timer.cancel()
         self.timer_at = deadline
@@ -443,10 +463,11 @@ class _Connection(Inbound):
         proto = self.proto
         if proto is None or self.ended or self.reading_paused:
             return  # while paused the silence is ours; resuming re-arms the timer
-        proto.tick(self.loop.time())
+        now = self.loop.time()
+        proto.tick(now)
         if self._take_events():
             self._write()
-            self._arm()
+            self._arm(now)
 
     # ------------------------------------------------------------------ ending
 
@@ -515,12 +536,13 @@ class _Connection(Inbound):
         # a peer decides how often its connections end, and part of the reason
         self.net.peer_log.log(
             "INFO" if how in (ORDERLY, CLOSE) else "WARNING",
-            (self._origin(), "closed", self.peer),
+            (self._origin(), "closed"),
             "link {} ({}, peer {}): closed: {}",
             self.name,
             self.address,
             self.peer,
             reason,
+            burst=CONNECTION_BURST,
         )
         party, self.party = self.party, None
         if party is not None:

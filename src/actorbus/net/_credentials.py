@@ -15,11 +15,23 @@ and what to do — never what it holds.  A peer-secrets file holds one
 ``node-id = secret`` line per node, in the properties file syntax
 (docs/configuration.md; escape ``=``, ``:`` or spaces in a node id with
 ``\\``), under the same rules.
+
+**This user's secret.**  A node given no secret does not link unauthenticated:
+it proves (and its services check) the secret of the user it runs as
+(:func:`user_secret`), a random key in a file only that user may read —
+``$ACTORBUS_USER_SECRET_FILE`` if set, else ``$XDG_CONFIG_HOME/actorbus/secret``,
+else ``~/.config/actorbus/secret`` — made on first use, like Erlang's cookie
+or Jupyter's token.  So the processes of one user link with no configuration,
+and those of another user (another key) cannot.  A file that others may read
+is refused, and its key is never shown.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import stat
+import threading
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
@@ -36,7 +48,17 @@ __all__ = [
     "read_peer_secrets",
     "read_secret_file",
     "secret_of",
+    "user_secret",
+    "user_secret_path",
 ]
+
+#: The environment variable that names the file of this user's secret (tests
+#: point it at a directory of their own).
+USER_SECRET_ENV: Final = "ACTORBUS_USER_SECRET_FILE"
+#: this user's secret by file path, read once per process (a file replaced
+#: while the process runs is read again only by a new process)
+_user_secrets: dict[str, Secret] = {}
+_user_lock = threading.Lock()
 
 _WHITESPACE: Final = b" \t\r\n\f\v"
 
@@ -175,3 +197,84 @@ class Credentials:
     def __repr__(self) -> str:
         shared = "a shared secret" if self._secret is not None else "no shared secret"
         return f"Credentials({shared}, {len(self._peers)} node secrets)"
+
+
+def user_secret_path() -> str:
+    """Where this user's secret is: ``$ACTORBUS_USER_SECRET_FILE``, else
+    ``$XDG_CONFIG_HOME/actorbus/secret``, else ``~/.config/actorbus/secret``."""
+    named = os.environ.get(USER_SECRET_ENV)
+    if named:
+        return os.path.abspath(named)
+    config = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(config):  # (the XDG rule: a relative value is ignored)
+        config = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(config, "actorbus", "secret")
+
+
+def user_secret(what: str) -> Secret:
+    """This user's secret (see the module docstring), made on first use: a
+    random 32-byte key written as hex to a new file of mode 600 (its directory
+    made with mode 700).  Read once per process.  ``what`` names the link or
+    service in errors, which name the file and never its content."""
+    path = user_secret_path()
+    with _user_lock:
+        found = _user_secrets.get(path)
+        if found is None:
+            found = _user_secrets[path] = _read_or_make(path, what)
+        return found
+
+
+def _read_or_make(path: str, what: str) -> Secret:
+    if not os.path.lexists(path):
+        _make(path, what)
+    problem = secret_file_problem(path)
+    if problem is None and os.name == "posix":
+        info = os.stat(path)
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            problem = (
+                f"this user's secret file {path!r} may be used by other users (mode "
+                f"{stat.S_IMODE(info.st_mode):04o}); chmod 600 {path}, or delete it to have "
+                "a new one made (every node of this user must then be restarted)"
+            )
+        elif info.st_uid != os.getuid():
+            problem = (
+                f"this user's secret file {path!r} belongs to another user (uid "
+                f"{info.st_uid}); delete it to have a new one made, or set "
+                f"{USER_SECRET_ENV} to a file of this user's"
+            )
+    if problem is not None:
+        raise ConfigError(
+            f"{what}: no secret is configured, so it uses this user's secret, but {problem} "
+            f"(or configure a secret; docs/security.md)"
+        )
+    return read_secret_file(path, what)
+
+
+def _make(path: str, what: str) -> None:
+    """Write a new secret to ``path`` at once: into a private temporary file
+    first, then linked to ``path`` (so another process making it at the same
+    time either wins, and this one reads its file, or loses; nobody reads a
+    file half written)."""
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        temporary = os.path.join(directory, f".secret-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_hex(32) + "\n")
+                file.flush()
+                os.fsync(file.fileno())
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process made it first: its key is the one
+        finally:
+            os.unlink(temporary)
+    except OSError as exc:
+        raise ConfigError(
+            f"{what}: no secret is configured, so it uses this user's secret, which cannot "
+            f"be made at {path!r} ({exc.strerror or exc}); make that directory writable, set "
+            f"{USER_SECRET_ENV} to a file this user may write, or configure a secret "
+            "(docs/security.md)"
+        ) from None

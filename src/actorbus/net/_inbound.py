@@ -450,8 +450,9 @@ class Inbound(Outbound):
             hint = ""
             if event.reason == "authentication failed":
                 hint = (
-                    "; this link's secret is not the peer's (or one of them has none): "
-                    "give both the same secret"
+                    "; this link's secret is not the peer's: give both the same secret (a "
+                    "node without one proves its user's secret, or none with auth=none; "
+                    "docs/security.md)"
                 )
             self._end(f"logon rejected by the peer: {shown(event.reason)}{hint}", CLOSE)
             return False

@@ -1,26 +1,36 @@
-"""Per-peer accounts that turn RECEIPT frames into the sender's ``lost`` counter.
+"""Per-run accounts that turn RECEIPT frames into the sender's ``lost`` counter.
 
-A node keeps one account per peer node id, for the peer's current *run* (the
-run id of its LOGON / LOGON_ACCEPT).  When a connection with the
-peer ends, its data frames written and read are added to the account.  At each
+A node keeps one account per peer node id and *run* (the run id of its LOGON
+/ LOGON_ACCEPT).  When a connection with the peer ends, its data frames
+written and read are added to the account of that connection's run.  At each
 logon the node sends the peer, in RECEIPT, the frames it has read from that
 run so far; the peer's RECEIPT says how many of ours it has read, so
 ``written - received`` is what the earlier connections lost in flight.
 
 * ``lost`` is counted once per frame: each receipt adds only
   ``written - received - lost_so_far`` (never negative).
-* A peer whose run id changed restarted: its count of what it read from us
-  started again at 0.  What was written to the old run and not covered by
-  its last receipt can no longer be confirmed, so it is counted lost, and the
-  account starts afresh (so does our count of what we read from it).
+* A logon with another run id than the peer's last one says the peer
+  restarted: its count of what it read from us started again at 0.  What was
+  written to the last run and not covered by its last receipt can no longer
+  be confirmed, so it is counted lost (once: the account remembers it), and
+  the new run's account starts at 0 both ways.
+* The last run's account is **kept**, not replaced: a logon with a new run id
+  is not always a restart.  A process holding the nodes' secret may log on as
+  an existing node (a stranger taking over its id, a copy of a node started
+  twice); the real node then dials again with its own run id and takes the id
+  back.  Its account is still here, so the RECEIPT it gets says everything
+  this node read from it on every connection of that run, and it counts lost
+  only what really was.  (What this node wrote to it before the takeover and
+  was presumed lost at the takeover is not counted twice, but stays counted:
+  a logon of another run cannot be told from a restart when it happens.)
 * A receipt above what we wrote cannot be explained by a correct peer (or a
   connection of ours not ended yet, which only a crossed dial can cause); it
   adds nothing, and the next receipt settles the account.
 
-Accounts are bounded: at most :data:`MAX_ACCOUNTS` are kept; past it the
-account of the peer that has been away longest (no open connection, least
-recently logged on or ended) is forgotten.  A forgotten peer that comes back
-is a stranger to the accounts: nothing is counted lost here for its earlier
+Accounts are bounded: at most :data:`MAX_ACCOUNTS` (peer, run) accounts are
+kept; past it the one away longest (no open connection, least recently
+logged on or ended) is forgotten.  A forgotten run that comes back is a
+stranger to the accounts: nothing is counted lost here for its earlier
 connections, and since this node's RECEIPT then says it read nothing of it,
 the peer counts everything it ever wrote to this node and its own receipts
 did not cover as lost (it over-counts; it never under-counts).
@@ -55,12 +65,14 @@ class _Account:
 
 
 class Receipts:
-    """The receipt accounts of one node, by peer node id."""
+    """The receipt accounts of one node, by peer node id and run id."""
 
     def __init__(self, most: int = MAX_ACCOUNTS) -> None:
         self._lock = threading.Lock()
-        #: by peer node id, least recently used first
-        self._accounts: dict[str, _Account] = {}
+        #: by (peer node id, run id), least recently used first
+        self._accounts: dict[tuple[str, str], _Account] = {}
+        #: peer node id -> the run id of its last logon (while its account is kept)
+        self._last_run: dict[str, str] = {}
         self._most = most
 
     def __len__(self) -> int:
@@ -71,27 +83,33 @@ class Receipts:
         """A connection with ``peer`` (run ``run_id``) was accepted.
 
         Returns the count to send in our RECEIPT, and how many frames written to
-        an earlier run of the peer (it restarted) are now known lost."""
+        the peer's last run (it restarted) are now known lost."""
         with self._lock:
             accounts = self._accounts
-            account = accounts.pop(peer, None)
-            if account is not None and account.run_id == run_id:
-                account.open += 1
-                accounts[peer] = account  # the most recently used now
-                return account.received, 0
             lost = 0
-            if account is not None:
-                lost = max(0, account.written - account.acknowledged - account.lost)
-            accounts[peer] = _Account(run_id, open=1)
+            last = self._last_run.get(peer)
+            if last is not None and last != run_id:
+                previous = accounts.get((peer, last))
+                if previous is not None:
+                    lost = max(0, previous.written - previous.acknowledged - previous.lost)
+                    previous.lost += lost
+            account = accounts.pop((peer, run_id), None)
+            if account is None:
+                account = _Account(run_id)
+            account.open += 1
+            accounts[(peer, run_id)] = account  # the most recently used now
+            self._last_run[peer] = run_id
             if len(accounts) > self._most:
                 self._forget_one()
-            return 0, lost
+            return account.received, lost
 
     def _forget_one(self) -> None:
-        """(under the lock) Forget the account of the peer away longest."""
-        for peer, account in self._accounts.items():
+        """(under the lock) Forget the account away longest."""
+        for (peer, run_id), account in self._accounts.items():
             if account.open <= 0:
-                del self._accounts[peer]
+                del self._accounts[(peer, run_id)]
+                if self._last_run.get(peer) == run_id:
+                    del self._last_run[peer]
                 return
 
     def receipt(self, peer: str, run_id: str, received: int) -> int:
@@ -99,9 +117,9 @@ class Receipts:
 
         Returns how many more frames are now known lost."""
         with self._lock:
-            account = self._accounts.get(peer)
-            if account is None or account.run_id != run_id:
-                return 0  # logon() runs first; a run changing in between is not ours
+            account = self._accounts.get((peer, run_id))
+            if account is None:
+                return 0  # logon() runs first; an account forgotten in between is not ours
             account.acknowledged = received
             lost = account.written - received - account.lost
             if lost <= 0:
@@ -110,13 +128,12 @@ class Receipts:
             return lost
 
     def ended(self, peer: str, run_id: str, written: int, received: int) -> None:
-        """A connection with ``peer`` ended: add what it wrote and read."""
+        """A connection with ``peer`` (run ``run_id``) ended: add what it wrote and read."""
         with self._lock:
-            account = self._accounts.pop(peer, None)
+            account = self._accounts.pop((peer, run_id), None)
             if account is None:
                 return
-            self._accounts[peer] = account  # the most recently used now
-            if account.run_id == run_id:
-                account.written += written
-                account.received += received
-                account.open -= 1
+            self._accounts[(peer, run_id)] = account  # the most recently used now
+            account.written += written
+            account.received += received
+            account.open -= 1

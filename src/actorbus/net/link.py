@@ -379,6 +379,8 @@ class Link:
             self._totals.logons += 1
             self._status = LinkStatus.LOGGED_ON
             self._cond.notify_all()
+        if self.service is not None:
+            self.service.logged_on(self)
 
     def connection_over(self, connection: _Connection | None, reason: str) -> None:
         """A connection ended (or a dial failed: ``connection`` None): count, then

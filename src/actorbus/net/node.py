@@ -71,7 +71,7 @@ from ._configured import (
     permissions_of,
     service_tls,
 )
-from ._credentials import read_secret_file, secret_of
+from ._credentials import read_secret_file, secret_of, user_secret
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
@@ -142,7 +142,7 @@ class NodeNet:
         self._trim_due = False
         #: throttles the warnings of failed authentications (a stranger may repeat them)
         #: rate-limited lines a peer can trigger (see PEER_LOG_PERIOD)
-        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD)
+        self.peer_log = RateLimitedLog(PEER_LOG_PERIOD, schedule=self._later)
         #: what a gateway's inspect page and metrics read: the node's views
         #: (handed in by the node), with this side's gateways
         self.views = (
@@ -231,6 +231,15 @@ class NodeNet:
                 "dispatcher, which has no event loop to share; name an asyncio dispatcher"
             )
         return cast("AsyncioDispatcher", dispatcher)
+
+    def _later(self, delay: float, callback: Callable[[], object]) -> None:
+        """Run ``callback`` in ``delay`` seconds on the default I/O thread (the
+        peer log's summaries); nothing once the node closes."""
+        selector = self._selectors.get(self._default)
+        if selector is None or self.closing:
+            return
+        loop = selector.loop
+        selector.call(loop.call_later, delay, callback)
 
     def _selector(self, name: str | None, what: str) -> IOThread:
         selector = self._selectors.get(name or self._default)
@@ -431,6 +440,9 @@ class NodeNet:
             )
         credentials = credentials_of(secret, s.secret_file, None, label)
         own = credentials.secret if credentials is not None else None
+        if own is None and s.auth == "auto" and tls is None:
+            # nothing configured: prove this user's secret, as its services check it
+            own = user_secret(f"connection {name or endpoint(host, port)!r}")
         if type(port) is not int or not 0 < port <= 65535:
             raise UsageError(f"connect({host!r}, {port!r}): expected a port from 1 to 65535")
         if name is None:
@@ -497,7 +509,7 @@ class NodeNet:
             host=host,
             port=port,
             service=service,
-            credentials=service.credentials,
+            credentials=service.link_credentials,
             permissions=service.permissions,
             tls=service.tls,
         )

@@ -13,13 +13,16 @@ system notifications are published on the bus.
 
 **Authentication.**  The logon of every link a service accepts proves the
 service's secret (:class:`~actorbus.net._credentials.Credentials`; the protocol's
-CHALLENGE/PROOF, :mod:`~actorbus.net._auth`).  A service without a secret
-accepts only peers without one, so such a service may listen on a loopback
+CHALLENGE/PROOF, :mod:`~actorbus.net._auth`).  A plain TCP service with no
+secret configured checks this user's secret
+(:func:`~actorbus.net._credentials.user_secret`): the same user's nodes link,
+other users' processes do not.  Such a service may listen on a loopback
 address only: one bound beyond it refuses to open, naming the setting to add,
 unless its ``auth`` is ``"none"`` (unauthenticated links accepted knowingly;
-one warning when it opens).  A service that requires client certificates
-(mutual TLS) authenticates its peers' hosts and may listen beyond loopback
-without a secret.
+one warning when it opens), which also drops this user's secret.  A service
+that requires client certificates (mutual TLS) authenticates its peers' hosts
+and may listen beyond loopback without a secret; a TLS service with no secret
+checks none, as its clients with no secret prove none.
 
 **TLS.**  A service with a TLS context (:mod:`~actorbus.net._tls`) hands it to
 every link it accepts: the socket from ``accept()`` is wrapped by the event
@@ -45,7 +48,7 @@ from ..bus.system import SYSTEM_SUBJECT, ConnectionAccepted, ServiceStarted
 from ..config.settings import ServiceSettings
 from ..errors import ConfigError, UsageError
 from ._address import endpoint
-from ._credentials import GENERATE, Credentials
+from ._credentials import GENERATE, Credentials, user_secret
 from ._link_stats import LinkStats
 from .link import Link
 
@@ -126,8 +129,12 @@ class Service:
                 "secret authenticates every link: drop auth=none, or the secret",
                 key=f"{config_prefix}auth" if config_prefix else None,
             )
-        #: what every logon must prove (None: no secret; only peers without one link)
+        #: the secret configured for it (None: none)
         self.credentials = credentials
+        #: what every logon must prove: ``credentials``, else (``auth`` "auto",
+        #: plain TCP) this user's secret once open; None: no secret, only peers
+        #: without one link
+        self.link_credentials = credentials
         #: the TLS context of every link it accepts (None: plain TCP)
         self.tls = tls
         self.auth = auth
@@ -152,9 +159,12 @@ class Service:
         self._refused = 0
         self._retired = LinkStats()
         self._closed = False
-        #: connections admitted and not closed for good: in all, and by source address
+        #: connections admitted and not closed for good: in all, and by source
+        #: address those not logged on
         self._open = 0
         self._per_host: dict[str, int] = {}
+        #: the links that logged on (no longer counted by source address)
+        self._settled: set[Link] = set()
         self._over_limit = 0
 
     def __repr__(self) -> str:
@@ -212,6 +222,9 @@ class Service:
             ) from exc
         family, _, _, _, address = infos[0]
         self._check_auth(str(address[0]))
+        if self.credentials is None and self.auth == "auto" and self.tls is None:
+            # nothing configured: not open to every process of this machine
+            self.link_credentials = Credentials(user_secret(f"service {self.name!r}"))
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -269,24 +282,45 @@ class Service:
             key=f"{prefix}secretFile" if prefix else None,
         )
 
+    def logged_on(self, link: Link) -> None:
+        """(the link's loop) ``link`` logged on: its peer proved who it is, so
+        its connection no longer counts against ``max_connections_per_host``
+        (which bounds the connections a source address holds *before* logging
+        on: a stranger on the same address as a peer can never lock it out).
+        It still counts against ``max_connections``."""
+        key = _host_key(link.host)
+        with self._lock:
+            if link in self._settled:
+                return
+            self._settled.add(link)
+            self._leave_host(key)
+
     def retire(self, link: Link) -> None:
         """(under the node's lock) ``link`` closed for good: keep its counters;
         its connection no longer counts against the connection limits."""
         counters = link.counters
         with self._lock:
             self._retired = self._retired + counters
-        self.release(link.host)
+            settled = link in self._settled
+            self._settled.discard(link)
+        self.release(link.host, per_host=not settled)
 
-    def release(self, host: str) -> None:
-        """A connection from ``host`` admitted by :meth:`_admit` is gone."""
+    def release(self, host: str, *, per_host: bool = True) -> None:
+        """A connection from ``host`` admitted by :meth:`_admit` is gone
+        (``per_host``: it had not logged on, so it still counted for ``host``)."""
         key = _host_key(host)
         with self._lock:
             self._open -= 1
-            left = self._per_host.get(key, 0) - 1
-            if left > 0:
-                self._per_host[key] = left
-            else:
-                self._per_host.pop(key, None)
+            if per_host:
+                self._leave_host(key)
+
+    def _leave_host(self, key: str) -> None:
+        """(under the lock) One connection from ``key`` no longer counts for it."""
+        left = self._per_host.get(key, 0) - 1
+        if left > 0:
+            self._per_host[key] = left
+        else:
+            self._per_host.pop(key, None)
 
     async def close_on_loop(self, why: str) -> None:
         """(the service selector's loop) Stop listening, from the loop itself."""
@@ -369,7 +403,8 @@ class Service:
                 over,
             )
             return
-        self._net.peer_log.info(
+        # (DEBUG: the link's logon or close line says it at INFO, with its address)
+        self._net.peer_log.debug(
             (self.name, "accepted"), "service {}: accepted a connection from {}", self.name, address
         )
         self._net.publish(
@@ -384,7 +419,7 @@ class Service:
         from_host = self._per_host.get(key, 0)
         if from_host >= self.max_connections_per_host:
             return (
-                f"{from_host} connections from {key} are open, "
+                f"{from_host} connections from {key} are open and not logged on, "
                 f"max_connections_per_host={self.max_connections_per_host}"
             )
         return None

@@ -88,14 +88,29 @@ class SystemLog:
 # ====================================================================== raw peers
 
 
+def user_key() -> bytes:
+    """This user's secret, which nodes with no secret configured prove: the
+    file tests/conftest.py made for this run (never the real user's)."""
+    with open(os.environ["ACTORBUS_USER_SECRET_FILE"], "rb") as file:
+        return file.read().strip()
+
+
 class RawPeer:
     """One protocol end driven by hand over a blocking socket: a peer that can
-    complete the logon and then misbehave (stop reading, send garbage, ...)."""
+    complete the logon and then misbehave (stop reading, send garbage, ...).
+    It proves ``secret``; None: this user's (as a node with none configured)."""
 
     def __init__(
-        self, sock: socket.socket, side: Side, node_id: str, run_id: str = "", secret: bytes = b""
+        self,
+        sock: socket.socket,
+        side: Side,
+        node_id: str,
+        run_id: str = "",
+        secret: bytes | None = None,
     ) -> None:
         self.sock = sock
+        if secret is None:
+            secret = user_key()
         self.proto = LinkProtocol(
             side,
             node_id,
@@ -118,7 +133,7 @@ class RawPeer:
         host: str = "127.0.0.1",
         rcvbuf: int | None = None,
         run_id: str = "",
-        secret: bytes = b"",
+        secret: bytes | None = None,
     ) -> RawPeer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -249,8 +264,18 @@ def accept_raw(listener: socket.socket, node_id: str, *, rcvbuf: int | None = No
 class NodeProcess:
     """A bus node in a subprocess (tests/net/nodes/node.py), killed and reaped on exit."""
 
-    def __init__(self, tmp_path: Path, node_id: str, roles: str, subject: str, props: str) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        node_id: str,
+        roles: str,
+        subject: str,
+        props: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.node_id = node_id
+        #: environment variables set for it (on top of this process's)
+        self.env = env or {}
         self.config = tmp_path / f"{node_id}.properties"
         self.config.write_text(props)
         self.log = tmp_path / f"{node_id}.log"
@@ -262,7 +287,7 @@ class NodeProcess:
         """Start the process and wait for its READY line."""
         assert self.proc is None
         self._stderr = self.log.open("ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.proc = subprocess.Popen(
             self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env
         )
@@ -330,3 +355,73 @@ def client_props(port: int, *, reconnect_delay_ms: int = 50, extra: str = "") ->
         "actorbus.connection.test.reconnect = true\n"
         f"actorbus.connection.test.reconnectDelay = {reconnect_delay_ms}\n" + extra
     )
+
+
+VICTIM_SCRIPT = Path(__file__).with_name("victim_node.py")
+
+
+class VictimProcess:
+    """A node in a subprocess that only listens, logging at INFO to ``log``
+    (tests/net/nodes/victim_node.py); killed and reaped on exit."""
+
+    def __init__(self, log: Path, node_id: str = "victim", env: dict[str, str] | None = None):
+        self.log = log
+        self._log_file = log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(VICTIM_SCRIPT), node_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+        )
+        #: every line it printed
+        self.printed: list[str] = []
+        try:
+            self.port = int(self.line(20).split()[1])
+        except BaseException:
+            self.kill()
+            raise
+
+    def line(self, timeout: float) -> str:
+        """The next line it prints."""
+        assert self.proc.stdout is not None
+        line = b""
+        deadline = time.monotonic() + timeout
+        while not line.endswith(b"\n"):
+            remaining = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.proc.stdout], [], [], remaining)
+            if not ready:
+                raise AssertionError(f"the victim said nothing within {timeout} s")
+            chunk = os.read(self.proc.stdout.fileno(), 1)
+            if not chunk:
+                raise AssertionError("the victim exited")
+            line += chunk
+        self.printed.append(line.decode())
+        return self.printed[-1]
+
+    def stop(self) -> dict[str, int]:
+        """Close its stdin (it closes its bus and exits); its service's counters."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        words = self.line(60).split()
+        assert words[0] == "COUNTERS", words
+        assert self.proc.wait(60) == 0
+        self.kill()
+        accepted, open_links, auth_failures = map(int, words[1:])
+        return {"accepted": accepted, "open_links": open_links, "auth_failures": auth_failures}
+
+    def kill(self) -> None:
+        proc = self.proc
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        self._log_file.close()
+
+    def __enter__(self) -> VictimProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
