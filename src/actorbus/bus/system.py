@@ -132,6 +132,8 @@ class ForwardingChanged(Notification, type_name="actorbus.ForwardingChanged"):
     #: the link's counters so far (``LinkStats.forwarded``, ``hop_limited``)
     forwarded: int
     hop_limited: int
+
+
 class MulticastLoss(Notification, type_name="actorbus.MulticastLoss"):
     """Datagrams of a multicast publisher are lost for good: they left its
     retransmit cache before this node could recover them (docs/multicast.md).
