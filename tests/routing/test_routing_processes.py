@@ -90,6 +90,7 @@ def test_chain_of_four_pubsub_requests_wildcards_groups() -> None:
         w = wsub.subscribe(Counter, Wildcard.levels("/net/*"))
         tally.wait(lambda x: x.states == [UP])
         wsub.log.wait_for(lambda ev: ("feed_status", w.key, UP) in ev, 30)
+        n["A"].expect(lambda line: line == "PUB UP")  # T's subscription reached A
         n["A"].send("burst 1000")
         tally.wait(lambda x: len(x.seen) == 1000)
         assert tally.order == list(range(1, 1001)) and tally.duplicates == 0

@@ -411,7 +411,7 @@ class Inbound(Outbound):
             self.sent_by = Sender(node, event.actor, event.feed, event.hops + 1)
         elif type(event) is RouteAnnounced:
             if party is not None:
-                party.route(event.root, event.path, event.active, event.forwards)
+                party.route(event.origin, event.seq, event.peers, event.hops, event.flags)
         elif type(event) is GroupChanged:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:

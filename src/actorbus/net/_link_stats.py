@@ -75,8 +75,8 @@ class LinkStats:
     #: publishers sending to the peer were told the link is congested.
     congestions: int = 0
     #: (a forwarding link, docs/routing.md) data messages from the peer passed on
-    #: to other forwarding links, one per link; notifications and tree
-    #: announcements from it dropped past the link's ``maxHops``
+    #: to other forwarding links, one per link; notifications from it dropped
+    #: past the link's ``maxHops``
     forwarded: int = 0
     hop_limited: int = 0
 
