@@ -274,3 +274,21 @@ def test_diamond_cut_one_path_traffic_goes_on_over_the_other() -> None:
         # what was in flight through B when it died, nothing more
         assert 0 <= lost < sent // 2, (lost, sent)
         print(f"diamond cut: {sent} sent, {len(tally.seen)} delivered, {lost} lost, 0 duplicates")
+
+
+def test_forward_and_max_hops_are_properties_keys(tmp_path: Path) -> None:
+    from actorbus.config import load_config
+
+    path = tmp_path / "node.properties"
+    path.write_text(
+        "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.forward=true\n"
+        "actorbus.service.s.maxHops=3\n"
+        "actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=1\n"
+        "actorbus.connection.c.forward=yes\n"
+    )
+    cfg = load_config(path)
+    assert (cfg.services[0].settings.forward, cfg.services[0].settings.max_hops) == (True, 3)
+    assert (cfg.connections[0].settings.forward, cfg.connections[0].settings.max_hops) == (
+        True,
+        8,
+    )

@@ -225,8 +225,8 @@ class LinkSettings(Settings):
         low=1,
         high=255,
         unit="hops",
-        doc="links a forwarded advertisement may cross from its origin; past it, it is "
-        "dropped and counted",
+        doc="links a forwarded notification may have crossed when it arrives on this link; "
+        "past it, it is dropped and counted (`hop_limited`)",
     )
 
     def __post_init__(self) -> None:
