@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,8 @@ class Spanning:
         #: held while parties are suspended or resumed, so the last decision wins
         self._apply = threading.Lock()
         self._peers: dict[RemoteParty, _Peer] = {}
+        #: plain parties that said once they do not forward
+        self._answered: weakref.WeakSet[RemoteParty] = weakref.WeakSet()
         #: origin -> (sequence, its forwarding peers, links it crossed to here)
         self._lsdb: dict[str, tuple[int, frozenset[str], int]] = {}
         self._seq = time.time_ns()
@@ -159,8 +162,8 @@ class Spanning:
         active, forwards = bool(flags & ACTIVE), bool(flags & FORWARDS)
         if party.category != CAT_FORWARD:
             send = getattr(party.transport, "send_route", None)
-            if send is not None and forwards and not getattr(party, "route_answered", False):
-                party.route_answered = True  # type: ignore[attr-defined]
+            if send is not None and forwards and party not in self._answered:
+                self._answered.add(party)
                 send("", 0, (), 0, 0)
             return
         with self._lock:
