@@ -292,3 +292,28 @@ def test_forward_and_max_hops_are_properties_keys(tmp_path: Path) -> None:
         True,
         8,
     )
+
+
+def test_a_peer_that_does_not_know_route_is_told_clearly() -> None:
+    # a peer whose protocol predates ROUTE: it rejects the frame as unknown and
+    # logs off; this node's LinkLoggedOff says what to do
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "net"))
+    from nodes.support import RawPeer, SystemLog
+
+    from actorbus.config import ServiceSettings
+    from actorbus.errors import ProtocolError
+    from actorbus.net.protocol import FrameType
+
+    bus = Bus(node_id="new")
+    try:
+        log = SystemLog(bus)
+        service = bus.listen(0, settings=ServiceSettings(forward=True))
+        with RawPeer.connect(service.port, "old") as peer:
+            del peer.proto._handlers[int(FrameType.ROUTE)]
+            with pytest.raises(ProtocolError, match="type 33, which is not a frame type"):
+                peer.logon()  # the ROUTE comes with the node's advertisements
+            peer.send()  # its LOGOFF, as an old node sends it
+            off = SystemLog.next(log.logged_off)
+        assert "unknown frame type" in off.reason and "forward only toward" in off.reason
+    finally:
+        bus.close()

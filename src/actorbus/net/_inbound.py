@@ -439,7 +439,13 @@ class Inbound(Outbound):
         elif type(event) is LogonComplete:
             self._maybe_logged_on()
         elif type(event) is LogoffReceived:
-            self._end(f"logged off by the peer: {shown(event.reason)}", CLOSE)
+            hint = ""
+            if event.reason.endswith("unknown frame type") and self.link.settings.forward:
+                hint = (
+                    "; this link forwards and the peer may not know the ROUTE frame of "
+                    "forwarding nodes: set forward only toward nodes that do (docs/routing.md)"
+                )
+            self._end(f"logged off by the peer: {shown(event.reason)}{hint}", CLOSE)
             return False
         elif type(event) is LogonRejected:
             hint = ""
