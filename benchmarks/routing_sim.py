@@ -26,9 +26,15 @@ import argparse
 import collections
 import json
 import random
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import row
 
 from actorbus.bus.feeds import PublishFeed, SubscribeFeed
 from actorbus.bus.message import MessageKey, Notification
@@ -259,20 +265,21 @@ def table(rows: list[dict[str, Any]]) -> str:
         "| " + " | ".join(title for _, title in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
-    for row in rows:
-        row = {
-            **row,
-            "leave_ms": f"{row['leave_s'] * 1000:.0f}",
-            "ok": "yes" if row["once"] and row["all_up"] and row["after_leave_ok"] else "NO",
+    for r in rows:
+        shown = {
+            **r,
+            "leave_ms": f"{r['leave_s'] * 1000:.0f}",
+            "ok": "yes" if r["once"] and r["all_up"] and r["after_leave_ok"] else "NO",
         }
-        lines.append("| " + " | ".join(str(row[k]) for k, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(str(shown[k]) for k, _ in COLUMNS) + " |")
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> list[dict[str, Any]]:
+    """Print the table (or the rows as JSON); the rows ``run_all.py`` reports."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = [
@@ -281,6 +288,31 @@ def main() -> None:
         for seed in range(1, args.seeds + 1)
     ]
     print(json.dumps(rows, indent=1) if args.json else table(rows))
+    out = []
+    for r in rows:
+        what = f"routing sim, {r['nodes']} nodes, {r['links']} links"
+        out.append(
+            row(
+                f"{what}: frames per notification",
+                r["notify_frames"],
+                "frames",
+                baseline_name="tree links (nodes - 1)",
+                baseline_value=r["nodes"] - 1,
+                budget="= 1.0x",
+                ok=r["notify_frames"] == r["nodes"] - 1 and r["once"],
+            )
+        )
+        out.append(
+            row(
+                f"{what}: frames until quiet after {r['leaving']} leaves",
+                r["leave_frames"],
+                "frames",
+                note=f"{r['leave_rounds']} rounds; tree and feeds whole again: "
+                f"{'yes' if r['after_leave_ok'] else 'NO'}",
+                ok=r["after_leave_ok"],
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":
