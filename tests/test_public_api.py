@@ -287,7 +287,7 @@ PINNED: dict[str, list[str]] = {
         "tell_group",
         "tell_new_party",
     ],
-    "actorbus.bus.spanning": ["Spanning", "TreeView"],
+    "actorbus.bus.spanning": ["ACTIVE", "FORWARDS", "Spanning", "TreeView"],
     "actorbus.bus.scope": ["CAT_FORWARD", "CAT_REMOTE", "FeedState", "MATCH", "Scope"],
     "actorbus.bus.sender": ["Sender"],
     "actorbus.bus.subjects": [

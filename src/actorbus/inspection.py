@@ -138,8 +138,7 @@ class LinkInfo(Field, type_name="actorbus.LinkInfo"):
     """(a forwarding link) Data messages from the peer passed on to other
     forwarding links, one per link (docs/routing.md)."""
     hop_limited: int = 0
-    """(a forwarding link) Notifications and tree announcements from the peer
-    dropped past its ``maxHops``."""
+    """(a forwarding link) Notifications from the peer dropped past its ``maxHops``."""
 
 
 class ForwardingInfo(Field, type_name="actorbus.ForwardingInfo"):
@@ -156,9 +155,11 @@ class ForwardingInfo(Field, type_name="actorbus.ForwardingInfo"):
     forwarded: int = 0
     """Data messages passed from one forwarding link to another, in all."""
     hop_limited: int = 0
-    """Notifications and announcements dropped past a link's ``maxHops``."""
-    loops_refused: int = 0
-    """Announcements that came back around a cycle (their path held this node)."""
+    """Notifications dropped past a link's ``maxHops``."""
+    duplicates: int = 0
+    """Link-state announcements that came again over another path (dropped)."""
+    known: int = 0
+    """Nodes of the forwarding network this node knows (itself included)."""
     changes: int = 0
     """Times a link started or stopped carrying feeds."""
 
@@ -303,7 +304,8 @@ def _forwarding(router: Router, links: tuple[LinkInfo, ...]) -> ForwardingInfo |
         blocked=view.blocked,
         forwarded=sum(x.forwarded for x in links),
         hop_limited=sum(x.hop_limited for x in links),
-        loops_refused=view.loops_refused,
+        duplicates=view.duplicates,
+        known=view.known,
         changes=view.changes,
     )
 

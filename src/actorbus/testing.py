@@ -336,8 +336,8 @@ class _QueueTransport:
     def send_request_ack(self, request_id: int, taken: int) -> None:
         self._q.put(("request_ack", (request_id, taken)))
 
-    def send_route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
-        self._q.put(("route", (root, tuple(path), active, forwards)))
+    def send_route(self, *announcement: Any) -> None:
+        self._q.put(("route", announcement))
 
     def send_reply(self, request_id: int, reply: Any) -> None:
         self._q.put(("reply", (request_id, reply)))

@@ -22,12 +22,12 @@ def connected() -> MemoryPipe:
 
 def test_route_crosses_with_its_flags() -> None:
     pipe = connected()
-    pipe.client.route("A", ("A", "B"), True, True)
-    pipe.client.route("", (), False, False)
+    pipe.client.route("A", 2**63, ("B", "C"), 3, 3)
+    pipe.client.route("", 0, (), 0, 0)
     pipe.server.receive_data(pipe.client.data_to_send(), 0.0)
     assert list(pipe.server.events()) == [
-        RouteAnnounced("A", ("A", "B"), True, True),
-        RouteAnnounced("", (), False, False),
+        RouteAnnounced("A", 2**63, ("B", "C"), 3, 3),
+        RouteAnnounced("", 0, (), 0, 0),
     ]
     assert pipe.server.peer_routes
 
@@ -39,7 +39,7 @@ def test_a_forwarded_sender_names_its_node_only_to_a_peer_that_routes() -> None:
     client.notify(KEY, ("/demo", 1, 1))
     server.receive_data(client.data_to_send(), 0.0)
     assert list(server.events())[0] == SenderChanged("pub", 3)
-    server.route("B", ("B",), True, True)
+    server.route("B", 1, ("A",), 0, 3)
     client.receive_data(server.data_to_send(), 0.0)
     list(client.events())
     client.sender("pub", 3, "A", 2)  # now it knows: node and hops go too
@@ -54,15 +54,16 @@ def test_a_forwarded_sender_names_its_node_only_to_a_peer_that_routes() -> None:
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
-        (("A", "A"), "path is 'A'"),
-        (("A", ["A", 7]), "path node 7"),
-        (("A", ["A"] * 256), "at most 255"),
-        (("A", ["A"], -1), "flags"),
+        (("A", 1, "B", 0, 3), "peers is 'B'"),
+        (("A", 1, ["B", 7], 0, 3), "peer node 7"),
+        (("A", 1, ["B"] * 256, 0, 3), "at most 255"),
+        (("A", -1, ["B"], 0, 3), "seq"),
+        (("A", 1, ["B"], 0, -1), "flags"),
+        (("A", 1, ["B"], 0), "6 elements"),
     ],
 )
 def test_a_malformed_route_is_refused(fields: tuple[object, ...], says: str) -> None:
     server = connected().server
-    body = (ROUTE, 1, *fields) if len(fields) == 3 else (ROUTE, 1, *fields, 1)
-    server.receive_data(encode_frame(*body), 0.0)
+    server.receive_data(encode_frame(ROUTE, 1, *fields), 0.0)
     with pytest.raises(ProtocolError, match=f"malformed ROUTE frame.*{says}"):
         list(server.events())

@@ -49,8 +49,13 @@ class Pub(Actor):
         print(f"PUB {state.name}", flush=True)
 
     def burst(self, count: int) -> None:
+        """Publish ``count`` as fast as it goes, once the feed has a subscriber
+        (until then, look again in 10 ms)."""
         feed = self.feed
         assert feed is not None
+        if not feed.is_feed_up():
+            self.schedule(0.01, lambda: self.burst(count))
+            return
         for _ in range(count):
             self.n += 1
             feed.publish(Counter(COUNT, n=self.n))

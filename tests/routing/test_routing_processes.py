@@ -90,6 +90,7 @@ def test_chain_of_four_pubsub_requests_wildcards_groups() -> None:
         w = wsub.subscribe(Counter, Wildcard.levels("/net/*"))
         tally.wait(lambda x: x.states == [UP])
         wsub.log.wait_for(lambda ev: ("feed_status", w.key, UP) in ev, 30)
+        n["A"].expect(lambda line: line == "PUB UP")  # T's subscription reached A
         n["A"].send("burst 1000")
         tally.wait(lambda x: len(x.seen) == 1000)
         assert tally.order == list(range(1, 1001)) and tally.duplicates == 0
@@ -273,3 +274,46 @@ def test_diamond_cut_one_path_traffic_goes_on_over_the_other() -> None:
         # what was in flight through B when it died, nothing more
         assert 0 <= lost < sent // 2, (lost, sent)
         print(f"diamond cut: {sent} sent, {len(tally.seen)} delivered, {lost} lost, 0 duplicates")
+
+
+def test_forward_and_max_hops_are_properties_keys(tmp_path: Path) -> None:
+    from actorbus.config import load_config
+
+    path = tmp_path / "node.properties"
+    path.write_text(
+        "actorbus.services=s\nactorbus.service.s.port=0\nactorbus.service.s.forward=true\n"
+        "actorbus.service.s.maxHops=3\n"
+        "actorbus.connections=c\nactorbus.connection.c.host=h\nactorbus.connection.c.port=1\n"
+        "actorbus.connection.c.forward=yes\n"
+    )
+    cfg = load_config(path)
+    assert (cfg.services[0].settings.forward, cfg.services[0].settings.max_hops) == (True, 3)
+    assert (cfg.connections[0].settings.forward, cfg.connections[0].settings.max_hops) == (
+        True,
+        8,
+    )
+
+
+def test_a_peer_that_does_not_know_route_is_told_clearly() -> None:
+    # a peer whose protocol predates ROUTE: it rejects the frame as unknown and
+    # logs off; this node's LinkLoggedOff says what to do
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "net"))
+    from nodes.support import RawPeer, SystemLog
+
+    from actorbus.config import ServiceSettings
+    from actorbus.errors import ProtocolError
+    from actorbus.net.protocol import FrameType
+
+    bus = Bus(node_id="new")
+    try:
+        log = SystemLog(bus)
+        service = bus.listen(0, settings=ServiceSettings(forward=True))
+        with RawPeer.connect(service.port, "old") as peer:
+            del peer.proto._handlers[int(FrameType.ROUTE)]
+            with pytest.raises(ProtocolError, match="type 33, which is not a frame type"):
+                peer.logon()  # the ROUTE comes with the node's advertisements
+            peer.send()  # its LOGOFF, as an old node sends it
+            off = SystemLog.next(log.logged_off)
+        assert "unknown frame type" in off.reason and "forward only toward" in off.reason
+    finally:
+        bus.close()

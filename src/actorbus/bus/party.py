@@ -167,15 +167,15 @@ class RemoteParty(Authorization):
         max_hops: int = 8,
     ) -> None:
         self.router = router
-        #: the link's ``maxHops``: the farthest root of the forwarding tree it follows
+        #: the link's ``maxHops``: the most links a notification from it has crossed
         self.max_hops = max_hops
         #: the category of its proxies: forwarded (bus/routing.py) or from remote
         self.category = CAT_FORWARD if forward else CAT_REMOTE
         #: forwarded requests' acknowledgements being added up (forwarding only)
         self._acks = AckWaits(self) if forward else None
         #: (forwarding) data messages from the peer passed on to other forwarding
-        #: peers (one per peer it went to); notifications and announcements from
-        #: it dropped past ``max_hops``
+        #: peers (one per peer it went to); notifications from it dropped past
+        #: ``max_hops``
         self.forwarded = 0
         self.hop_limited = 0
         self.name = name
@@ -730,9 +730,9 @@ class RemoteParty(Authorization):
             key,
         )
 
-    def route(self, root: str, path: Any, active: bool, forwards: bool) -> None:
-        """The peer's place in the forwarding tree (bus/spanning.py)."""
-        self.router.spanning.heard(self, root, tuple(path), active, forwards)
+    def route(self, origin: str, seq: int, peers: Any, hops: int, flags: int) -> None:
+        """A link-state announcement of the forwarding tree (bus/spanning.py)."""
+        self.router.spanning.heard(self, origin, seq, tuple(peers), hops=hops, flags=flags)
 
     def resume(self) -> None:
         """(the forwarding tree) The link carries feeds again: told all anew."""

@@ -19,14 +19,19 @@ message):
 * **Per-party aggregation.**  What a forwarding peer is told for a key is the
   aggregate of this node's remote-capable local feeds and the forwarded
   proxies of its *other* forwarding peers; an ordinary peer is told the local
-  aggregate only (as before forwarding existed).
+  aggregate only.  Queue groups are counted the same way: a peer learns the
+  members it can reach through this node, its own not counted back, and a
+  group notification from one forwarding peer goes to a member here or past
+  another forwarding peer, never back.
 * **Acknowledgements add up.**  A request forwarded on is acknowledged to the
   requestor's node once every forwarding hop it went to has acknowledged: the
   count is this node's repliers plus what each hop said, so ``remaining``
   holds end to end.  Replies that come before are held until then.
 
-Nothing here runs for a node without forwarding links: the router calls in
-only for parties of the forwarded category.
+A node without forwarding links computes the local aggregates only (and
+never the per-party ones); the publish and request paths test one attribute
+of the party (``_acks``, None unless it forwards).  Which forwarding links
+carry feeds at all is the forwarding tree's (:mod:`.spanning`).
 """
 
 from __future__ import annotations

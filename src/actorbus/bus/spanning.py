@@ -4,32 +4,37 @@ Forwarding (:mod:`.routing`) aggregates per key: a node tells a peer "I have
 publishers for this key" without saying where they are.  On a graph with a
 cycle that would loop (an advertisement would come back around and keep a
 feed UP after its publisher left), so the forwarding links of a network carry
-feeds only along one **spanning tree**, elected with a path vector:
+feeds only along one **spanning tree**, which every node computes from the
+same picture of the network (link state):
 
-* Every node announces to each forwarding peer ``(root, path, active)``:
-  the root it follows (the smallest node id it knows of, itself at first), the
-  path of node ids from that root to itself, and whether it holds the link
-  between them in the tree.
-* An announcement whose path holds this node, or is longer than the link's
-  ``maxHops``, is dropped (counted: ``loops_refused``, ``hop_limited``).
-* A node's best announcement is its own ``(self, [self])`` or a peer's with
-  itself appended, the least by (root, path length, peer id); the peer it
-  came from is its *parent*.
-* A link is **in the tree** at a node when the peer is its parent or it is
-  the peer's parent; it **carries feeds** when both ends say so.  A link that
-  stops carrying feeds drops everything it carried (feeds DOWN, requests in
-  flight ERROR, exactly as a lost link); one that starts is told everything
-  anew (each end re-advertises), so nothing is missed.
+* Each node describes itself in a **link-state announcement** (LSA): its id,
+  a sequence number that only grows (it starts from the clock, so a restarted
+  node's are newer), and the forwarding peers it has a link to.  It floods its
+  LSA over its forwarding links whenever that list changes; a node passes on
+  an LSA newer than the one it holds to every other forwarding peer and drops
+  one it holds already (counted ``duplicates``).  A new link starts with both
+  ends sending everything they hold.  (LSAs are not cut at ``maxHops``: two
+  nodes with views cut short differently could both keep a cycle's links;
+  ``maxHops`` bounds the notifications a forwarding link passes on.)
+* From its LSAs a node builds the graph of links both ends announce (a node
+  that left is still in some LSA, but its peers no longer list it, so it is
+  cut off), takes the part it can reach, and runs a breadth-first search from
+  the least node id in it, visiting neighbours in id order.  The edges of
+  that search are the **tree**: the same tree at every node holding the same
+  LSAs.
+* A link **carries feeds** when both ends say it is in their tree (each
+  ROUTE frame says so for the link it crosses).  A link that stops dropping
+  everything it carried (feeds DOWN, requests in flight ERROR, exactly as a
+  lost link); one that starts is told everything anew (each end
+  re-advertises), so nothing is missed.
 
-Why it cannot loop: every node picks one parent whose announced root is no
-larger and whose path is one shorter than its own, so following parents
-strictly decreases (root, length) and ends at a root; the parent links form a
-forest and a forest has no cycle.  A path never holds a repeat (a node drops
-announcements that contain it), so announcements are finite and each change
-ends after at most ``maxHops`` rounds.  While the tree changes, a link carries
-feeds only when both ends agree, and every change of one end is announced to
-the other in order on the same link, so an end never keeps using a link the
-other has left.
+Why it cannot loop: a search tree has no cycle, and every node in one part of
+the network computes the same tree once it holds the same LSAs; while LSAs
+are still on their way two nodes may disagree, and a link carries feeds only
+where both of its ends agree.  Why it ends: an LSA is passed on only when it
+is newer, so each one crosses each link at most once per direction; a change
+costs at most two frames per link per LSA it makes (the nodes whose list
+changed), whatever the cycles.
 
 A forwarding party whose peer does not take part (a J.REP session, a node
 that does not forward on that link) is a **leaf**: it carries feeds at once,
@@ -39,7 +44,9 @@ as it can relay nothing.  A node without forwarding links has no tree.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+import time
+import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Error
@@ -49,7 +56,11 @@ from .system import SYSTEM_SUBJECT, ForwardingChanged
 if TYPE_CHECKING:
     from .party import RemoteParty
 
-__all__ = ["Spanning", "TreeView"]
+__all__ = ["ACTIVE", "FORWARDS", "Spanning", "TreeView"]
+
+#: ROUTE flags: the sender holds the link in its tree / forwards on it
+ACTIVE = 1
+FORWARDS = 2
 
 #: what a suspended link's feeds end with
 LEFT_TREE = "it left the forwarding tree (another path took over; docs/routing.md)"
@@ -61,12 +72,10 @@ class _Peer:
     heard: bool = False
     #: the peer forwards on this link (takes part in the tree)
     forwards: bool = True
-    root: str = ""
-    path: tuple[str, ...] = ()
-    #: the peer holds the link in the tree
+    #: the peer holds the link in its tree
     active: bool = False
-    #: what was announced to it last
-    told: tuple[Any, ...] = ()
+    #: what this node last said of the link to it (None: nothing yet)
+    told: bool | None = None
     #: the link carries feeds now (the party is attached)
     carrying: bool = False
 
@@ -83,12 +92,12 @@ class TreeView:
     #: peers whose link carries feeds / waits or is out of the tree
     carrying: tuple[str, ...]
     blocked: tuple[str, ...]
-    #: announcements dropped: path over the link's maxHops / path holding this node
-    hop_limited: int = 0
-    loops_refused: int = 0
+    #: LSAs already held when they came again (over another path)
+    duplicates: int = 0
     #: links that started or stopped carrying feeds
     changes: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+    #: nodes this node knows an LSA of
+    known: int = 0
 
 
 class Spanning:
@@ -104,9 +113,13 @@ class Spanning:
         #: held while parties are suspended or resumed, so the last decision wins
         self._apply = threading.Lock()
         self._peers: dict[RemoteParty, _Peer] = {}
-        self._best: tuple[str, tuple[str, ...], RemoteParty | None] = ("", (), None)
-        self.hop_limited = 0
-        self.loops_refused = 0
+        #: plain parties that said once they do not forward
+        self._answered: weakref.WeakSet[RemoteParty] = weakref.WeakSet()
+        #: origin -> (sequence, its forwarding peers, links it crossed to here)
+        self._lsdb: dict[str, tuple[int, frozenset[str], int]] = {}
+        self._seq = time.time_ns()
+        self._tree: tuple[str, tuple[str, ...], frozenset[str]] = ("", (), frozenset())
+        self.duplicates = 0
         self.changes = 0
 
     # ------------------------------------------------------------------ inputs
@@ -117,79 +130,147 @@ class Spanning:
             return False
         with self._lock:
             self._peers[party] = _Peer()
-            self._compute()
+            self._send(party, self._mine(), False)
         return True
 
     def gone(self, party: RemoteParty) -> None:
         """``party``'s link is gone."""
         with self._lock:
-            if self._peers.pop(party, None) is None:
+            peer = self._peers.pop(party, None)
+            if peer is None:
                 return
+            if peer.heard and peer.forwards:
+                self._originate()
             self._compute()
         self._settle()
 
     def heard(
-        self, party: RemoteParty, root: str, path: tuple[str, ...], active: bool, forwards: bool
+        self,
+        party: RemoteParty,
+        origin: str,
+        seq: int,
+        neighbours: tuple[str, ...],
+        *,
+        hops: int,
+        flags: int,
     ) -> None:
-        """The peer's announcement (``forwards`` False: it does not forward on
-        this link, it is a leaf here).  A non-forwarding party answers once
-        that it does not forward, so the peer treats it as a leaf."""
+        """A ROUTE from the peer: an LSA (``origin``'s, ``seq``, its
+        ``neighbours``, ``hops`` links crossed) and what the peer says of this
+        link in ``flags`` (:data:`ACTIVE`: in its tree; without
+        :data:`FORWARDS`: it does not forward on this link, a leaf here).  A
+        non-forwarding party answers the first once that it does not forward."""
+        active, forwards = bool(flags & ACTIVE), bool(flags & FORWARDS)
         if party.category != CAT_FORWARD:
             send = getattr(party.transport, "send_route", None)
-            if send is not None and forwards and not getattr(party, "route_answered", False):
-                party.route_answered = True  # type: ignore[attr-defined]
-                send("", (), False, False)
+            if send is not None and forwards and party not in self._answered:
+                self._answered.add(party)
+                send("", 0, (), 0, 0)
             return
         with self._lock:
             peer = self._peers.get(party)
             if peer is None:
                 return
+            first = not peer.heard
             peer.heard, peer.forwards, peer.active = True, forwards, active
-            peer.root, peer.path = root, path
-            me = self._router.node_id
-            if me in path[:-2]:  # (me as the peer's parent is no loop)
-                self.loops_refused += 1
-            elif len(path) > party.max_hops:
-                self.hop_limited += 1
-                party.hop_limited += 1
+            if first and forwards:
+                # the link is up both ways: it goes in this node's LSA, and the
+                # peer learns everything this node holds
+                self._originate()
+                for lsa in self._lsdb.items():
+                    self._send(party, lsa, bool(peer.told))
+            if forwards and origin:
+                self._learn(party, origin, seq, frozenset(neighbours), hops)
             self._compute()
         self._settle()
 
-    # ----------------------------------------------------------------- the rule
+    # ------------------------------------------------------------- link state
+    def _mine(self) -> tuple[str, tuple[int, frozenset[str], int]]:
+        names = frozenset(p.name for p, v in self._peers.items() if v.heard and v.forwards)
+        return self._router.node_id, (self._seq, names, 0)
+
+    def _originate(self) -> None:
+        """(under the lock) This node's list of forwarding peers changed: a new
+        LSA to every forwarding peer."""
+        self._seq = max(self._seq + 1, time.time_ns())
+        lsa = self._mine()
+        for party, peer in self._peers.items():
+            if peer.forwards:
+                self._send(party, lsa, bool(peer.told))
+
+    def _learn(
+        self, party: RemoteParty, origin: str, seq: int, names: frozenset[str], hops: int
+    ) -> None:
+        if origin == self._router.node_id:
+            if seq >= self._seq:  # a previous run's, still about: outdo it
+                self._seq = seq
+                self._originate()
+            return
+        held = self._lsdb.get(origin)
+        if held is not None and held[0] >= seq:
+            self.duplicates += 1
+            return
+        # every node floods every LSA (each crosses a link once per direction):
+        # a view cut short by a hop limit could differ from a neighbour's and
+        # carry a cycle; the hop limit bounds data instead (routing.py)
+        self._lsdb[origin] = (seq, names, hops + 1)
+        for other, peer in self._peers.items():
+            if other is not party and peer.heard and peer.forwards:
+                self._send(other, (origin, (seq, names, hops)), bool(peer.told))
+
+    @staticmethod
+    def _send(party: RemoteParty, lsa: tuple[str, tuple[int, Any, int]], active: bool) -> None:
+        """An LSA to ``party`` (with the links it crossed so far), and whether
+        this node holds the link to it in its tree."""
+        origin, (seq, names, hops) = lsa
+        flags = FORWARDS | (ACTIVE if active else 0)
+        party.transport.send_route(  # type: ignore[attr-defined]
+            origin, seq, tuple(sorted(names)), hops, flags
+        )
+
+    # ----------------------------------------------------------------- the tree
     def _compute(self) -> None:
-        """(under the lock) Elect the best announcement, then tell every
-        forwarding peer what changed for it."""
-        me = self._router.node_id
-        best: tuple[str, tuple[str, ...], RemoteParty | None] = (me, (me,), None)
-        rank: tuple[str, int, str] = (me, 1, "")
+        """(under the lock) The search tree of the graph this node knows, and
+        what it says of each forwarding link when that changed."""
+        me, (_, mine, _) = self._mine()
+        lists = {origin: names for origin, (_, names, _) in self._lsdb.items()}
+        lists[me] = mine
+
+        def linked(u: str) -> list[str]:
+            return sorted(v for v in lists.get(u, ()) if u in lists.get(v, ()))
+
+        reach, todo = {me}, [me]
+        while todo:
+            for v in linked(todo.pop()):
+                if v not in reach:
+                    reach.add(v)
+                    todo.append(v)
+        root = min(reach)
+        parent: dict[str, str] = {root: ""}
+        queue = [root]
+        for u in queue:
+            for v in linked(u):
+                if v not in parent:
+                    parent[v] = u
+                    queue.append(v)
+        path = [me]
+        while parent[path[-1]]:
+            path.append(parent[path[-1]])
+        edges = {parent[me]} | {v for v, u in parent.items() if u == me}
+        self._tree = (root, tuple(reversed(path)), frozenset(edges - {""}))
         for party, peer in self._peers.items():
-            if not (peer.heard and peer.forwards and peer.path):
+            if not peer.forwards:
                 continue
-            if me in peer.path or len(peer.path) > party.max_hops:
-                continue  # a loop, or too far from its root
-            candidate = (peer.root, len(peer.path) + 1, party.name)
-            if candidate < rank:
-                rank = candidate
-                best = (peer.root, (*peer.path, me), party)
-        self._best = best
-        root, path, parent = best
-        for party, peer in self._peers.items():
-            if peer.heard and not peer.forwards:
-                continue
-            mine = party is parent or (
-                len(peer.path) >= 2 and peer.path[-2] == me and peer.root == root
-            )
-            told = (root, path, mine)
-            if told != peer.told:
-                peer.told = told
-                party.transport.send_route(root, path, mine, True)  # type: ignore[attr-defined]
+            mine_now = party.name in self._tree[2]
+            if peer.told is not mine_now:
+                peer.told = mine_now
+                self._send(party, self._mine(), mine_now)
 
     def _wanted(self, peer: _Peer) -> bool:
         if not peer.heard:
             return False
         if not peer.forwards:
             return True  # a leaf
-        return bool(peer.told and peer.told[2]) and peer.active
+        return bool(peer.told) and peer.active
 
     def _settle(self) -> None:
         """Suspend or resume the parties whose link should (no longer) carry
@@ -216,7 +297,7 @@ class Spanning:
         publish = self._router.system_publish
         if publish is None:
             return
-        root, _, parent = self._best
+        root, path, _ = self._tree
         try:
             publish(
                 ForwardingChanged(
@@ -224,7 +305,7 @@ class Spanning:
                     peer_node=party.name,
                     carrying=carrying,
                     root=root,
-                    parent=parent.name if parent is not None else "",
+                    parent=path[-2] if len(path) >= 2 else "",
                     forwarded=party.forwarded,
                     hop_limited=party.hop_limited,
                 )
@@ -235,14 +316,15 @@ class Spanning:
     # ------------------------------------------------------------------ inspect
     def view(self) -> TreeView:
         with self._lock:
-            root, path, parent = self._best
+            root, path, _ = self._tree
+            me = self._router.node_id
             return TreeView(
-                root=root or self._router.node_id,
-                path=path or (self._router.node_id,),
-                parent=parent.name if parent is not None else "",
+                root=root or me,
+                path=path or (me,),
+                parent=path[-2] if len(path) >= 2 else "",
                 carrying=tuple(sorted(p.name for p, v in self._peers.items() if v.carrying)),
                 blocked=tuple(sorted(p.name for p, v in self._peers.items() if not v.carrying)),
-                hop_limited=self.hop_limited,
-                loops_refused=self.loops_refused,
+                duplicates=self.duplicates,
                 changes=self.changes,
+                known=len(self._lsdb) + 1,
             )

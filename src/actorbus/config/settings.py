@@ -232,8 +232,9 @@ class LinkSettings(Settings):
         low=1,
         high=255,
         unit="hops",
-        doc="links a forwarded advertisement (or a source-routed message) may cross from "
-        "its origin; past it, it is dropped and counted (a routed message bounces)",
+        doc="links a forwarded notification (or a source-routed message) may have crossed "
+        "when it arrives on this link; past it, it is dropped and counted (`hop_limited`; a "
+        "routed message bounces)",
     )
 
     def __post_init__(self) -> None:

@@ -202,13 +202,18 @@ class Commands(ProtocolBase):
         self._queue_sequenced(_SENDER, fields, what, data=False)
         self._sent_by = (actor, feed, node, hops)
 
-    def route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
-        """Tell the peer this node's place in the forwarding tree (ROUTE;
-        bus/spanning.py)."""
+    def route(self, origin: str, seq: int, peers: tuple[str, ...], hops: int, flags: int) -> None:
+        """Send a link-state announcement of the forwarding tree (ROUTE;
+        bus/spanning.py): ``origin``'s ``seq``-th list of forwarding ``peers``,
+        ``hops`` links crossed so far, and ``flags``: bit 0, this node holds the
+        link in its tree; bit 1, it forwards on it."""
         what = "route"
         self._check_sending(what)
-        flags = (1 if active else 0) | (2 if forwards else 0)
-        self._queue_sequenced(_ROUTE, (root, list(path), flags), what, data=False)
+        self._check_uint(seq, "seq", what)
+        self._check_uint(hops, "hops", what)
+        self._check_uint(flags, "flags", what)
+        fields = (origin, seq, list(peers), hops, flags)
+        self._queue_sequenced(_ROUTE, fields, what, data=False)
 
     def notify(self, key: WireKey, body: object) -> None:
         """Queue a notification; ``body`` is the codec's msgpack-able wire value.

@@ -323,15 +323,16 @@ class SenderChanged(Event):
 
 @dataclass(slots=True)
 class RouteAnnounced(Event):
-    """The peer's place in the forwarding tree (ROUTE; bus/spanning.py): the
-    ``root`` it follows, the ``path`` of node ids from it to the peer, whether
-    it holds this link in the tree (``active``) and whether it ``forwards``
-    on it at all."""
+    """A link-state announcement of the forwarding tree (ROUTE;
+    bus/spanning.py): ``origin``'s ``seq``-th list of its forwarding ``peers``,
+    ``hops`` links crossed before this one; ``flags`` bit 0: the peer holds
+    this link in its tree, bit 1: it forwards on it at all."""
 
-    root: str
-    path: tuple[str, ...]
-    active: bool
-    forwards: bool
+    origin: str
+    seq: int
+    peers: tuple[str, ...]
+    hops: int
+    flags: int
 
 
 @dataclass(slots=True)

@@ -692,22 +692,23 @@ class FrameChecks(ProtocolBase):
             self._events.append(SenderChanged(actor, feed, node, hops))
 
     def _on_route(self, frame: _Frame) -> None:
-        self._length(frame, 5)
-        root = self._node_id(frame, 2) if frame[2] != "" else ""
-        path = frame[3]
-        if type(path) is not tuple or len(path) > MAX_ROUTE_PATH:
+        self._length(frame, 7)
+        origin = self._node_id(frame, 2) if frame[2] != "" else ""
+        seq = self._uint(frame, 3, "seq")
+        peers = frame[4]
+        if type(peers) is not tuple or len(peers) > MAX_ROUTE_PATH:
             raise self._malformed(
-                frame, f"path is {show(path)}, expected an array of at most {MAX_ROUTE_PATH}"
+                frame, f"peers is {show(peers)}, expected an array of at most {MAX_ROUTE_PATH}"
             )
-        for node in path:
+        for node in peers:
             problem = node_id_problem(node) if type(node) is str else "not a str"
             if problem is not None:
-                raise self._malformed(frame, f"path node {show(node)}: {problem}")
-        flags = self._uint(frame, 4, "flags")
+                raise self._malformed(frame, f"peer node {show(node)}: {problem}")
+        hops = self._uint(frame, 5, "hops")
+        flags = self._uint(frame, 6, "flags")
         if self._in_sequence(frame):
             self.peer_routes = True
-            active, forwards = bool(flags & 1), bool(flags & 2)
-            self._events.append(RouteAnnounced(root, path, active, forwards))
+            self._events.append(RouteAnnounced(origin, seq, peers, hops, flags))
 
     def _on_request(self, frame: _Frame) -> None:
         self._length(frame, 5)

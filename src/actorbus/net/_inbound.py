@@ -416,7 +416,7 @@ class Inbound(Outbound):
             self.sent_by = Sender(node, event.actor, event.feed, event.hops + 1)
         elif type(event) is RouteAnnounced:
             if party is not None:
-                party.route(event.root, event.path, event.active, event.forwards)
+                party.route(event.origin, event.seq, event.peers, event.hops, event.flags)
         elif type(event) is GroupChanged:
             key = self._key_of(event.key, Notification)
             if key is not None and party is not None:
@@ -444,7 +444,13 @@ class Inbound(Outbound):
         elif type(event) is LogonComplete:
             self._maybe_logged_on()
         elif type(event) is LogoffReceived:
-            self._end(f"logged off by the peer: {shown(event.reason)}", CLOSE)
+            hint = ""
+            if event.reason.endswith("unknown frame type") and self.link.settings.forward:
+                hint = (
+                    "; this link forwards and the peer may not know the ROUTE frame of "
+                    "forwarding nodes: set forward only toward nodes that do (docs/routing.md)"
+                )
+            self._end(f"logged off by the peer: {shown(event.reason)}{hint}", CLOSE)
             return False
         elif type(event) is LogonRejected:
             hint = ""

@@ -82,8 +82,8 @@ class LinkStats:
     #: its permissions, a link that does not forward).
     routed_bounced: int = 0
     #: (a forwarding link, docs/routing.md) data messages from the peer passed on
-    #: to other forwarding links, one per link; notifications and tree
-    #: announcements from it dropped past the link's ``maxHops``
+    #: to other forwarding links, one per link; notifications from it dropped
+    #: past the link's ``maxHops``
     forwarded: int = 0
     hop_limited: int = 0
 

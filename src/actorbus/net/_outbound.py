@@ -265,8 +265,10 @@ class Outbound(ConnectionBase):
     def send_group(self, key: MessageKey, group: str, members: int) -> None:
         self._push((OP_GROUP, key, group, members), False)
 
-    def send_route(self, root: str, path: tuple[str, ...], active: bool, forwards: bool) -> None:
-        self._push((OP_ROUTE, root, path, active, forwards), False)
+    def send_route(
+        self, origin: str, seq: int, peers: tuple[str, ...], hops: int, flags: int
+    ) -> None:
+        self._push((OP_ROUTE, origin, seq, peers, hops, flags), False)
 
     def send_group_notify(self, group: str, message: Message) -> None:
         # a data message: counted by the queue limit and, if it cannot go, dropped
@@ -709,7 +711,7 @@ class Outbound(ConnectionBase):
         elif op == OP_ROUTED:
             proto.routed(item[1])
         elif op == OP_ROUTE:
-            proto.route(item[1], item[2], item[3], item[4])
+            proto.route(*item[1:])
         elif op == OP_SUBSCRIBE_PATTERN:
             wildcard = item[2]
             proto.subscribe_pattern(item[1].__type_name__, wildcard.dialect, wildcard.text)

@@ -62,7 +62,7 @@ MAX_KEY_ID: Final = 0xFFFF_FFFF
 MAX_GROUP: Final = 256
 #: Longest actor name a SENDER frame may carry, in characters.
 MAX_ACTOR_NAME: Final = 256
-#: Most node ids a ROUTE frame's path may hold (a tree deeper than any maxHops).
+#: Most node ids a ROUTE frame may list (a node's forwarding peers).
 MAX_ROUTE_PATH: Final = 255
 
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
