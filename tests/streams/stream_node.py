@@ -40,8 +40,13 @@ class Done(Notification, type_name="tests.streams.Done"):
 
 
 def rss_mb() -> float:
-    """Peak resident memory of this process (MiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident memory of this process (MiB): VmHWM, which starts afresh at
+    exec (``ru_maxrss`` keeps the peak of the forking parent, here pytest)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("no VmHWM line in /proc/self/status")
 
 
 def rss_now_mb() -> float:
