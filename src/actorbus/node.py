@@ -20,8 +20,8 @@ request that collects every reply), and :meth:`arequest` / :meth:`areplies`
 :meth:`topics` lists the topics and queue groups in use on this node and every
 node linked to it (:mod:`actorbus.bus.discovery`): each bus advertises a
 replier for :class:`~actorbus.bus.discovery.DiscoverTopics` on the reserved
-system subject, next to its system publishers, and answers its peers with its
-own feeds.
+system subject, next to its system publishers and its inspection replier
+(:mod:`actorbus._system_feeds`), and answers its peers with its own feeds.
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from . import _gc, inspection
+from ._system_feeds import SystemFeeds
 from .actors import ActorRuntime
 from .actors._context import bus_runtimes
 from .actors.dispatcher import hold_wakes, release_wakes
 from .actors.recording import ActorRecorder, RecordingFile
 from .bus import discovery
 from .bus.discovery import DiscoverTopics, Topic
-from .bus.feeds import IncomingRequest, PublishFeed, ReplyFeed, RequestFeed, SubscribeFeed, _direct
+from .bus.feeds import PublishFeed, RequestFeed, SubscribeFeed, _direct
 from .bus.history import FeedHistory, RequestLatencies
 from .bus.inbox import Inbox
 from .bus.message import Message, MessageKey, Notification, Reply, Request
@@ -54,7 +55,7 @@ from .bus.queues import QueueGroup
 from .bus.router import Router
 from .bus.scope import FeedState, Scope
 from .bus.subjects import Wildcard, new_private_subject
-from .bus.system import SYSTEM_MESSAGES, SYSTEM_SUBJECT
+from .bus.system import SYSTEM_SUBJECT
 from .config.schema import BusConfig, node_id_problem
 from .config.settings import (
     ConnectionSettings,
@@ -66,7 +67,7 @@ from .config.settings import (
     from_old_keywords,
 )
 from .errors import RequestError, UsageError
-from .inspection import InspectNode, NodeSnapshot
+from .inspection import NodeSnapshot
 
 if TYPE_CHECKING:
     from .net.jrep import Gateway, JrepClient
@@ -79,7 +80,6 @@ __all__ = ["Bus"]
 
 N = TypeVar("N", bound=Notification)
 Q = TypeVar("Q", bound=Request)
-_SYSTEM_OWNER = object()
 
 
 class _FromConfig(enum.Enum):
@@ -156,52 +156,17 @@ class Bus:
             feed_changed=self.feed_history.record,
         )
         self.router.node_id = self.node_id
-        self.router.reserved_subject = SYSTEM_SUBJECT
-        self.router.reserved_owner = _SYSTEM_OWNER
         self.runtime = ActorRuntime(
             self.config, owner=self, router=self.router, timer_clock=timer_clock
         )
         self._recordings: list[RecordingFile] = []
         self._closed = False
-        self._system: dict[type, PublishFeed[Any]] = {}
-        for cls in SYSTEM_MESSAGES:
-            feed: PublishFeed[Any] = PublishFeed(
-                self.router,
-                _SYSTEM_OWNER,
-                MessageKey(cls, SYSTEM_SUBJECT),
-                Scope.LOCAL_ONLY,
-                discoverable=False,
-            )
-            feed.status_callback(_ignore)
-            feed.advertise()
-            feed.update_feed_state(FeedState.UP)
-            self._system[cls] = feed
-        self.router.system_publish = self.publish_system
-        # discovery: this node's answer to its peers' DiscoverTopics (topics()
-        # reads this node's own rows directly); hidden, so discovery never lists
-        # itself.  REMOTE_ONLY: a request reaches the peers' repliers only.
-        self._discovery: ReplyFeed[DiscoverTopics] = ReplyFeed(
+        #: the system publishers, the discovery and the inspection repliers
+        self._system = SystemFeeds(
             self.router,
-            _SYSTEM_OWNER,
-            MessageKey(DiscoverTopics, SYSTEM_SUBJECT),
-            Scope.REMOTE_ONLY,
-            discoverable=False,
+            self.node_id,
+            lambda diagram, fmt: self.inspect(diagram=diagram, diagram_format=fmt),
         )
-        self._discovery.request_callback(self._answer_discovery)
-        self._discovery.advertise()
-        self._discovery.update_feed_state(FeedState.UP)
-        # inspection: this node's answer to a peer's InspectNode (inspect() reads
-        # this node directly); hidden and REMOTE_ONLY, as discovery's
-        self._inspection: ReplyFeed[InspectNode] = ReplyFeed(
-            self.router,
-            _SYSTEM_OWNER,
-            MessageKey(InspectNode, SYSTEM_SUBJECT),
-            Scope.REMOTE_ONLY,
-            discoverable=False,
-        )
-        self._inspection.request_callback(self._answer_inspection)
-        self._inspection.advertise()
-        self._inspection.update_feed_state(FeedState.UP)
         self.net: Any = None
         c = self.config
         if c.services or c.connections or c.gateways or c.jrep_clients or c.multicasts:
@@ -322,7 +287,7 @@ class Bus:
     def publish_system(self, message: Notification) -> None:
         """Publish one of the system subject's notifications (``actorbus.bus.system``:
         link and service events); for the node's transports, which own them."""
-        self._system[type(message)].publish(message)
+        self._system.publish(message)
 
     # ---------------------------------------------------- non-actor helpers
     def inbox(
@@ -501,9 +466,6 @@ class Bus:
             replies = []
         return discovery.merge(replies, local)
 
-    def _answer_discovery(self, incoming: IncomingRequest[DiscoverTopics]) -> None:
-        discovery.answer(incoming, self.router, self.node_id)
-
     # ------------------------------------------------------------ inspection
     def inspect(
         self, *, diagram: str | None = None, diagram_format: str = "mermaid"
@@ -530,11 +492,6 @@ class Bus:
             self.links,
             diagram=diagram,
             diagram_format=diagram_format,
-        )
-
-    def _answer_inspection(self, incoming: IncomingRequest[InspectNode]) -> None:
-        inspection.answer(
-            incoming, lambda diagram, fmt: self.inspect(diagram=diagram, diagram_format=fmt)
         )
 
     # ------------------------------------------------------------------ net

@@ -14,7 +14,7 @@ import pytest
 from nodes.messages import Counter
 from nodes.support import buses, started
 
-from actorbus import FeedState, UsageError, Wildcard
+from actorbus import ConfigError, FeedState, UsageError, Wildcard
 from actorbus.config import load_config
 from actorbus.config.settings import MulticastSettings
 from actorbus.testing import Recorder
@@ -93,6 +93,33 @@ def test_a_channel_with_a_secret_refuses_datagrams_without_its_mac() -> None:
         stats = stranger.stats()
         assert stats["refused_mac"] >= 2  # the announcement and the data, at least
         assert other.log.of("message") == [] and other.states() == []
+
+
+def test_a_secret_file_keys_the_channel_as_the_same_secret_given_in_code(tmp_path: Path) -> None:
+    secret = b"0123456789abcdef0123"
+    path = tmp_path / "channel.secret"
+    path.write_bytes(secret + b"\n")
+    path.chmod(0o600)
+    settings = channel_settings()
+    with buses("pub", "friend") as (pub_bus, friend_bus):
+        with pytest.raises(ConfigError) as refused:
+            pub_bus.join_multicast(
+                "c", dataclasses.replace(settings, secret_file=path), secret=secret
+            )
+        assert "secret= and secret_file= both given" in str(refused.value)
+        assert "join_multicast(settings=MulticastSettings(secret_file=...))" in str(refused.value)
+        assert pub_bus.net.multicasts == ()  # nothing joined
+        pub_bus.join_multicast("c", dataclasses.replace(settings, secret_file=path))
+        friend = friend_bus.join_multicast("c", settings, secret=secret)
+        recorder = Recorder("friend")
+        started(friend_bus, recorder)
+        recorder.subscribe(Counter, "/mc/f")
+        publisher = pub_bus.publisher(Counter, "/mc/f")
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
+        publisher.publish(Counter("/mc/f", n=7))
+        got = recorder.log.wait_count("message", 1)
+        assert [e[1].n for e in got if e[0] == "message"] == [7]
+        assert friend.stats()["refused_mac"] == 0
 
 
 def test_the_properties_keys_open_a_channel_at_start(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "number_check",
     "parsed_check",
     "path_check",
+    "path_setting",
     "setting",
     "settings_fields",
     "strings_check",
@@ -91,6 +92,12 @@ def setting(
         row = _ms_row(1 if low else 0, zero) if ms else int_row(floor, high, unit)
     info = SettingInfo("", doc, unit, row, check, ms, aliases)
     return dataclasses.field(default=default, repr=repr, metadata={_META: info})
+
+
+def path_setting(*, row: Callable[[str], _Setting], doc: str) -> Any:
+    """A setting holding a file's path (None: not set): relative to the properties
+    file's directory in a file, checked when the settings are made."""
+    return setting(None, check=path_check, unit="path", row=row, doc=doc)
 
 
 def int_row(low: int, high: int | None, unit: str) -> Callable[[str], _Setting]:

@@ -31,7 +31,8 @@ or only a dialled link has — flat, so the Python attributes mirror the flat
 ``service.NAME.KEY`` keys and a service's settings *are* the settings of the
 links it accepts), :class:`GatewaySettings` (a J.REP gateway) and
 :class:`JrepClientSettings` (a J.REP client bus) and
-:class:`MulticastSettings` (a reliable multicast channel).
+:class:`MulticastSettings` (a reliable multicast channel; declared in
+:mod:`actorbus.config._multicast_settings`, re-exported here).
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ from actorbus.config._fields import (
     name_check,
     number_check,
     parsed_check,
-    path_check,
+    path_setting,
     setting,
     settings_fields,
     strings_check,
 )
+from actorbus.config._multicast_settings import MulticastSettings
 from actorbus.config._values import (
     _address_filter,
     _auth,
@@ -66,15 +68,12 @@ from actorbus.config._values import (
     _byte_order,
     _directory,
     _host,
-    _multicast_group,
     _origins,
     _permissions_file,
     _reference,
     _secret_file,
-    _subject_patterns,
     _tls_file,
     _url_path,
-    multicast_group_problem,
 )
 from actorbus.errors import UsageError
 
@@ -258,12 +257,6 @@ class LinkSettings(Settings):
 
 
 #: The high-water mark when ``message_queue_bytes`` is 0 (unlimited): 32 MiB.
-def _path_setting(*, row: Any, doc: str) -> Any:
-    """A setting holding a file's path (None: not set): relative to the properties
-    file's directory in a file, checked when the settings are made."""
-    return setting(None, check=path_check, unit="path", row=row, doc=doc)
-
-
 _UNLIMITED_HIGH_WATER = 32 * 1_048_576
 
 _SECRET_DOC = "a file holding the secret every peer proves at logon (the path, never the secret)"
@@ -312,11 +305,11 @@ class ServiceSettings(LinkSettings):
         unit="connections",
         doc="connections the kernel may hold waiting to be accepted",
     )
-    secret_file: str | os.PathLike[str] | None = _path_setting(
+    secret_file: str | os.PathLike[str] | None = path_setting(
         row=_secret_file,
         doc=_SECRET_DOC + "; not readable by every user",
     )
-    peer_secrets_file: str | os.PathLike[str] | None = _path_setting(
+    peer_secrets_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _secret_file(name, holds_one=False),
         doc="a file of `node-id = secret` lines: the nodes that prove a secret of their own",
     )
@@ -329,20 +322,20 @@ class ServiceSettings(LinkSettings):
         "(docs/security.md) and the service may listen on loopback only; `none`: links "
         "without a secret accepted on any address (one warning)",
     )
-    permissions_file: str | os.PathLike[str] | None = _path_setting(
+    permissions_file: str | os.PathLike[str] | None = path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules: what each peer may publish, subscribe to, request "
         "and reply on (none: everything)",
     )
-    tls_cert_file: str | os.PathLike[str] | None = _path_setting(
+    tls_cert_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: the service's certificate (PEM, its chain after it); needs `tlsKeyFile`",
     )
-    tls_key_file: str | os.PathLike[str] | None = _path_setting(
+    tls_key_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
-    tls_ca_file: str | os.PathLike[str] | None = _path_setting(
+    tls_ca_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the clients' certificates (mutual TLS)",
     )
@@ -389,7 +382,7 @@ class ConnectionSettings(LinkSettings):
         unit="seconds",
         doc="give up a dial the peer does not answer (0: when the operating system does)",
     )
-    secret_file: str | os.PathLike[str] | None = _path_setting(
+    secret_file: str | os.PathLike[str] | None = path_setting(
         row=_secret_file,
         doc="a file holding the secret this link proves at logon (the path, never the secret)",
     )
@@ -401,20 +394,20 @@ class ConnectionSettings(LinkSettings):
         doc="`auto`: without a secret configured, the link proves this user's secret "
         "(docs/security.md); `none`: it proves none (for a service whose `auth` is `none`)",
     )
-    permissions_file: str | os.PathLike[str] | None = _path_setting(
+    permissions_file: str | os.PathLike[str] | None = path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules: what the node this link dials may do here",
     )
-    tls_ca_file: str | os.PathLike[str] | None = _path_setting(
+    tls_ca_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "ca"),
         doc="TLS: the CA certificates that sign the service's certificate; set: the link "
         "speaks TLS and verifies the service's certificate and host name",
     )
-    tls_cert_file: str | os.PathLike[str] | None = _path_setting(
+    tls_cert_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "cert"),
         doc="TLS: this node's client certificate (mutual TLS); needs `tlsKeyFile`",
     )
-    tls_key_file: str | os.PathLike[str] | None = _path_setting(
+    tls_key_file: str | os.PathLike[str] | None = path_setting(
         row=lambda name: _tls_file(name, "key"),
         doc="TLS: its private key, unencrypted, not readable by every user",
     )
@@ -450,7 +443,7 @@ class GatewaySettings(Settings):
         doc="`Origin` values a WebSocket handshake may carry (`*`: any); empty: the "
         "gateway's own origin only",
     )
-    token_file: str | os.PathLike[str] | None = _path_setting(
+    token_file: str | os.PathLike[str] | None = path_setting(
         row=_secret_file,
         doc="a file holding the token every client gives, not readable by every user",
     )
@@ -462,11 +455,11 @@ class GatewaySettings(Settings):
         doc="`auto`: a token is required beyond loopback; `none`: clients without a token "
         "accepted on any address (one warning)",
     )
-    permissions_file: str | os.PathLike[str] | None = _path_setting(
+    permissions_file: str | os.PathLike[str] | None = path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules; the clients are the peer named like the gateway",
     )
-    static_dir: str | os.PathLike[str] | None = _path_setting(
+    static_dir: str | os.PathLike[str] | None = path_setting(
         row=_directory,
         doc="a directory whose files are served over HTTP on the same port",
     )
@@ -561,7 +554,7 @@ class JrepClientSettings(Settings):
     """A client bus of another node's J.REP gateway (``Bus.connect_jrep(url,
     settings=...)``; docs/jrep.md, "Federation")."""
 
-    token_file: str | os.PathLike[str] | None = _path_setting(
+    token_file: str | os.PathLike[str] | None = path_setting(
         row=_secret_file,
         doc="a file holding the gateway's token, not readable by every user",
     )
@@ -589,7 +582,7 @@ class JrepClientSettings(Settings):
         doc="WebSocket pings and, when idle, J.REP Heartbeats; a ping unanswered this long "
         "ends the session, so a vanished gateway is noticed within twice it (0 = off)",
     )
-    permissions_file: str | os.PathLike[str] | None = _path_setting(
+    permissions_file: str | os.PathLike[str] | None = path_setting(
         row=_permissions_file,
         doc="a file of allow/deny rules; the remote node is the peer named like the client",
     )
@@ -599,158 +592,6 @@ class JrepClientSettings(Settings):
         unit="selector name",
         row=lambda name: _reference(name, "selector"),
         doc="the selector (I/O thread) the client runs on (none: the default one)",
-    )
-
-
-# ================================================================= multicast
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MulticastSettings(Settings):
-    """A reliable multicast channel (``multicast.NAME.KEY``; docs/multicast.md): its
-    group and port, the subjects sent on it, the timers and limits of its NAK
-    recovery.  Every node of a channel should use the same secret."""
-
-    group: str = setting(
-        "239.255.77.1",
-        check=multicast_group_problem,
-        unit="IPv4 multicast address",
-        row=_multicast_group,
-        doc="the multicast group the channel sends to and joins",
-    )
-    port: int = setting(40_077, low=1, high=65535, unit="port", doc="the channel's UDP port")
-    interface: str | None = setting(
-        None,
-        check=host_check,
-        unit="IPv4 address",
-        row=_host,
-        doc="the address of the local interface to send and join on (none: the route's)",
-    )
-    ttl: int = setting(
-        1,
-        low=0,
-        high=255,
-        unit="hops",
-        doc="multicast time-to-live: 0 this host only, 1 this LAN segment, more crosses routers",
-    )
-    loopback: bool = setting(
-        True,
-        check=bool_check,
-        unit="boolean",
-        row=_boolean,
-        doc="deliver the channel's datagrams to other processes on this host too",
-    )
-    subjects: tuple[str, ...] = setting(
-        (),
-        check=strings_check,
-        unit="comma list",
-        row=_subject_patterns,
-        doc="the subjects (or patterns: `/prices/...`, `prices.*`) whose notifications this node publishes "
-        "on the channel; empty: the node only receives",
-    )
-    datagram_size: int = setting(
-        1_472,
-        low=256,
-        high=65_507,
-        unit="bytes",
-        doc="largest datagram sent (1,472 fits a 1,500-byte MTU); a larger message is "
-        "split into segments",
-    )
-    max_message_size: int = setting(1 << 20, low=1, unit="bytes", doc="largest message")
-    cache_bytes: int = setting(
-        16 << 20,
-        low=0,
-        unit="bytes",
-        doc="the retransmit cache: datagrams kept for retransmission, oldest dropped first",
-    )
-    cache_age: float = setting(
-        30.0,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="the retransmit cache: datagrams older than this are dropped",
-    )
-    heartbeat_interval: float = setting(
-        0.1,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="a publisher heartbeats its last sequence number this often",
-    )
-    publisher_timeout: float = setting(
-        3.0,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="a publisher not heard from for this long is gone: its feeds go DOWN",
-    )
-    announce_interval: float = setting(
-        1.0,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="a publisher announces its feeds (advertisements, UP/DOWN) this often",
-    )
-    nak_delay: float = setting(
-        0.02,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="a receiver waits a random time up to this before asking for a retransmission "
-        "(and holds its request when it hears another receiver ask for the same)",
-    )
-    nak_retry: float = setting(
-        0.1,
-        ms=True,
-        low=0.001,
-        unit="seconds",
-        doc="a receiver asks again after this long when the repair has not come",
-    )
-    retransmit_holdoff: float = setting(
-        0.05,
-        ms=True,
-        low=0.0,
-        unit="seconds",
-        doc="a publisher retransmits a datagram at most once in this long, whoever asks",
-    )
-    retransmit_rate: int = setting(
-        0,
-        low=0,
-        unit="bytes per second, 0 = unlimited",
-        doc="most retransmitted bytes a publisher sends per second (0 = unlimited)",
-    )
-    receive_window: int = setting(
-        65_536,
-        low=16,
-        unit="datagrams",
-        doc="datagrams a receiver holds past a gap; later ones are dropped until it closes",
-    )
-    max_publishers: int = setting(
-        256, low=1, unit="publishers", doc="publishers a receiver follows on the channel at most"
-    )
-    nagging_window_interval: float = setting(
-        0.0,
-        ms=True,
-        zero="off",
-        unit="seconds",
-        doc="the nagging monitor's window (0: off): retransmissions requested within it count",
-    )
-    nagging_check_interval: float = setting(
-        0.0,
-        ms=True,
-        zero="off",
-        unit="seconds",
-        doc="how often the nagging monitor checks the window (0: off)",
-    )
-    nagging_max_retransmissions: int = setting(
-        0,
-        low=0,
-        unit="datagrams, 0 = off",
-        doc="more retransmissions requested within the window flag the channel as nagging (0: off)",
-    )
-    secret_file: str | os.PathLike[str] | None = _path_setting(
-        row=_secret_file,
-        doc="a file holding the channel's secret: every datagram carries a MAC keyed from it",
     )
 
 

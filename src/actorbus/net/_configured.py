@@ -1,7 +1,9 @@
 """What ``listen()`` / ``connect()`` and a node's configuration turn into for a
-service or a link: credentials, permissions and TLS contexts, from the
+service or a link: credentials, permissions and TLS contexts (and, for
+``join_multicast()``, a channel's key), from the
 :class:`~actorbus.config.settings.ServiceSettings` or
-:class:`~actorbus.config.settings.ConnectionSettings` they are given, with errors
+:class:`~actorbus.config.settings.ConnectionSettings` (or
+:class:`~actorbus.config.settings.MulticastSettings`) they are given, with errors
 that name the properties key (a configured one) or the settings field."""
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "Label",
     "connection_tls",
     "credentials_of",
+    "multicast_key",
     "permissions_of",
     "service_tls",
 ]
@@ -86,6 +89,23 @@ def credentials_of(
     if shared is None and not peers:
         return None
     return Credentials(shared, peers)
+
+
+def multicast_key(
+    secret: bytes | None, secret_file: str | os.PathLike[str] | None, label: Label
+) -> bytes | None:
+    """The key a multicast channel's MACs are keyed from: ``secret`` given in
+    code, else the one its settings' secret file holds (None: neither)."""
+    if secret is not None and secret_file is not None:
+        raise ConfigError(
+            f"{label.call}(): secret= and secret_file= both given "
+            f"({label('secret_file')}); give one"
+        )
+    if secret is not None:
+        return secret_of(secret, f"{label.call}(secret=...)").reveal()
+    if secret_file is not None:
+        return read_secret_file(secret_file, label("secret_file")).reveal()
+    return None
 
 
 def permissions_of(

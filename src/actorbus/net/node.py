@@ -63,15 +63,17 @@ from ..config.settings import (
 )
 from ..errors import ConfigError, Error, UsageError
 from ._address import endpoint
+from ._closing import ABORT_WAIT, STOP_HOOK_WAIT, close_links
 from ._configured import (
     Label,
     SecretArg,
     connection_tls,
     credentials_of,
+    multicast_key,
     permissions_of,
     service_tls,
 )
-from ._credentials import read_secret_file, secret_of, user_secret
+from ._credentials import user_secret
 from ._io_thread import IOThread, log_polling
 from ._receipts import Receipts
 from ._tls import check_client_context, check_server_context
@@ -351,16 +353,7 @@ class NodeNet:
         self._check_open("join_multicast()")
         s = settings if settings is not None else MulticastSettings()
         label = Label("join_multicast", "MulticastSettings", config_prefix)
-        key: bytes | None = None
-        if secret is not None and s.secret_file is not None:
-            raise ConfigError(
-                f"join_multicast(): secret= and secret_file= both given "
-                f"({label('secret_file')}); give one"
-            )
-        if secret is not None:
-            key = secret_of(secret, "join_multicast(secret=...)").reveal()
-        elif s.secret_file is not None:
-            key = read_secret_file(s.secret_file, label("secret_file")).reveal()
+        key = multicast_key(secret, s.secret_file, label)
         if name is None:
             name = f"multicast-{self._next()}"
         channel = MulticastChannel(
@@ -718,7 +711,7 @@ class NodeNet:
                 len(links),
                 why,
             )
-            await _close_links(links, why, _STOP_HOOK_WAIT)
+            await close_links(links, why, STOP_HOOK_WAIT)
         if selector.poller is not None:
             selector.poller.stop()
 
@@ -751,14 +744,14 @@ class NodeNet:
             by_selector.setdefault(link.selector, []).append(link)
         futures = []
         for selector, group in by_selector.items():
-            coro = _close_links(group, "node closing", timeout)
+            coro = close_links(group, "node closing", timeout)
             try:
                 futures.append(asyncio.run_coroutine_threadsafe(coro, selector.loop))
             except RuntimeError:
                 coro.close()
         for future in futures:
             try:
-                future.result(timeout + 2 * _ABORT_WAIT)
+                future.result(timeout + 2 * ABORT_WAIT)
             except concurrent.futures.TimeoutError:
                 future.cancel()
         for selector in self._selectors.values():
@@ -767,39 +760,3 @@ class NodeNet:
         with self._lock:
             self._links.clear()
             self._peers.clear()
-
-
-#: How long close waits for aborted sockets to report they are gone.
-_ABORT_WAIT = 1.0
-#: How long a stopping dispatcher's hook waits for the links on its loop to log off
-#: before aborting them (the dispatcher's stop() timeout defaults to 5 s).
-_STOP_HOOK_WAIT = 1.0
-
-
-async def _close_links(links: list[Link], reason: str, timeout: float) -> None:
-    """(loop) Log off ``links``, wait for their sockets to close, abort stragglers."""
-    loop = asyncio.get_running_loop()
-    waits: list[asyncio.Future[None]] = []
-    for link in links:
-        future: asyncio.Future[None] = loop.create_future()
-        waits.append(future)
-        link.close_on_loop(reason, _setter(future))
-    if waits:
-        await asyncio.wait(waits, timeout=timeout)
-    stragglers: list[asyncio.Future[None]] = []
-    for link in links:
-        future = loop.create_future()
-        if link.abort_connection(_setter(future)):
-            stragglers.append(future)
-    if stragglers:
-        await asyncio.wait(stragglers, timeout=_ABORT_WAIT)
-    # Give cancelled dials one turn of the loop to let go of their sockets.
-    await asyncio.sleep(0)
-
-
-def _setter(future: asyncio.Future[None]) -> Callable[[], None]:
-    def done() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    return done
