@@ -63,6 +63,7 @@ from .feeds import (
 from .history import RequestLatencies
 from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
+from .passthrough import ForwardingParty
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
 from .routed import SourceRoutes
@@ -734,7 +735,8 @@ class Router(Congestion):
         them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
         forwarded to and from the other forwarding peers (bus/routing.py), once
         the forwarding tree lets the link carry feeds (bus/spanning.py)."""
-        party = RemoteParty(self, name, transport, permissions, forward=forward, max_hops=max_hops)
+        cls = ForwardingParty if forward else RemoteParty
+        party = cls(self, name, transport, permissions, forward=forward, max_hops=max_hops)
         if forward and self.spanning.join(party):
             return party
         self.reattach(party)

@@ -187,6 +187,9 @@ class Inbound(Outbound):
         next_batch = proto.next_batch
         notified = self.notified
         touched_add = self.touched.add
+        # a forwarding party's: a run only other forwarding links need goes on
+        # undecoded (bus/passthrough.py); None on every other link
+        pass_run = getattr(self.party, "pass_run", None)
         # The hot path: the protocol hands over notifications that arrived one
         # after the other on one key as a run, (wire key, bodies); on a key seen
         # before they are decoded with the cached decoder and go to the party in
@@ -216,6 +219,9 @@ class Inbound(Outbound):
                     if not bodies:
                         continue
                 decode, key = known  # type: ignore[misc]
+                if pass_run is not None and pass_run(key, wire_key, bodies, self.sent_by):
+                    touched_add(key)
+                    continue
                 try:
                     messages = [decode(body) for body in bodies]
                 except CodecError:
