@@ -127,6 +127,7 @@ class _Connection(PassThrough):
             routed_bounced=party.routed_bounced if party is not None else 0,
             forwarded=party.forwarded if party is not None else 0,
             hop_limited=party.hop_limited if party is not None else 0,
+            passed_through=getattr(party, "passed", 0),
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,
