@@ -63,7 +63,7 @@ from .feeds import (
 from .history import RequestLatencies
 from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
-from .passthrough import ForwardingParty
+from ._forwarding_party import ForwardingParty
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
 from .routed import SourceRoutes

@@ -188,7 +188,7 @@ class Inbound(Outbound):
         notified = self.notified
         touched_add = self.touched.add
         # a forwarding party's: a run only other forwarding links need goes on
-        # undecoded (bus/passthrough.py); None on every other link
+        # undecoded (bus/_forwarding_party.py); None on every other link
         pass_run = getattr(self.party, "pass_run", None)
         # The hot path: the protocol hands over notifications that arrived one
         # after the other on one key as a run, (wire key, bodies); on a key seen

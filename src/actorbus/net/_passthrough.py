@@ -1,8 +1,8 @@
 """A forwarder's pass-through on the sending side: a run of notifications
 queued as the wire bodies another link received.
 
-:meth:`~actorbus.bus.passthrough.ForwardingParty.pass_run` hands the bodies of
-a run that only other forwarding links need to each such link's
+``ForwardingParty.pass_run`` (:mod:`actorbus.bus._forwarding_party`) hands
+the bodies of a run that only other forwarding links need to each such link's
 ``send_bodies_from``; the run is queued as one item (``OP_BODIES``) behind the
 Sender it names, as ``send_notify_from`` queues a message, and ``_drain``
 encodes it into NOTIFY_RUN frames (``LinkProtocol.notify_many``) with no
