@@ -48,6 +48,7 @@ from typing import Any
 from .._log import RateLimitedLog
 from ..errors import RequestError, UsageError
 from ._congestion import Congestion
+from ._forwarding_party import ForwardingParty
 from ._stamp import restamp as _restamp
 from ._stamp import stamped as _stamped
 from ._timeouts import RequestTimeouts
@@ -63,7 +64,6 @@ from .feeds import (
 from .history import RequestLatencies
 from .message import Message, MessageKey, Notification
 from .party import PartyTransport, PatternWatch, RemoteParty, Role
-from ._forwarding_party import ForwardingParty
 from .permissions import Permissions
 from .queues import QueueTotals, _Group
 from .routed import SourceRoutes
