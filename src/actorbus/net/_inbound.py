@@ -44,7 +44,7 @@ from ..bus.message import (
     lookup_type,
 )
 from ..bus.party import Role
-from ..bus.scope import FeedState
+from ..bus.scope import CAT_FORWARD, FeedState
 from ..bus.sender import Sender
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
@@ -187,9 +187,6 @@ class Inbound(Outbound):
         next_batch = proto.next_batch
         notified = self.notified
         touched_add = self.touched.add
-        # a forwarding party's: a run only other forwarding links need goes on
-        # undecoded (bus/_forwarding_party.py); None on every other link
-        pass_run = getattr(self.party, "pass_run", None)
         # The hot path: the protocol hands over notifications that arrived one
         # after the other on one key as a run, (wire key, bodies); on a key seen
         # before they are decoded with the cached decoder and go to the party in
@@ -219,7 +216,11 @@ class Inbound(Outbound):
                     if not bodies:
                         continue
                 decode, key = known  # type: ignore[misc]
-                if pass_run is not None and pass_run(key, wire_key, bodies, self.sent_by):
+                # a forwarding party (every one is a ForwardingParty): a run only
+                # other forwarding links need goes on undecoded (bus/_forwarding_party.py)
+                if party.category == CAT_FORWARD and party.pass_run(  # type: ignore[union-attr]
+                    key, wire_key, bodies, self.sent_by
+                ):
                     touched_add(key)
                     continue
                 try:
