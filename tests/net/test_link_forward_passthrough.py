@@ -14,13 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 from nodes.messages import Counter
-from nodes.support import buses, started, wait_for
+from nodes.support import RawPeer, buses, started, wait_for
 
-from actorbus import Bus
+from actorbus import Bus, FeedState, Scope
+from actorbus.bus.router import Role
 from actorbus.config import ServiceSettings
+from actorbus.net.protocol import Subscribed
 from actorbus.testing import Recorder
 
 N = 2_000
+COUNTER = ("linktest.Counter", "/c")
 
 
 @pytest.fixture
@@ -90,3 +93,35 @@ def test_forwarded_notifications_pass_through_and_a_local_subscriber_gets_them_d
     assert _values(sub, 3 * N) == list(range(3 * N))
     wait_for(lambda: _passed(b) == passed + N, "B passes them through again")
     assert _forwarded(b) == 3 * N
+
+
+def test_a_body_that_does_not_decode_is_caught_by_the_node_that_decodes_it() -> None:
+    """A raw peer X publishes through forwarder B to a subscriber on C, then
+    sends a body that is msgpack but not a Counter: B passes it on undecoded
+    (its link to X stays up), C cannot decode it and closes its link to B."""
+    with buses("B", "C") as (b, c):
+        into_b = b.listen(0, settings=ServiceSettings(forward=True))
+        out_of_b = b.listen(0, settings=ServiceSettings(forward=True))
+        link_c = c.connect("127.0.0.1", out_of_b.port)
+        link_c.wait_logged_on(5)
+        inbox = c.inbox(Counter, "/c")
+        with RawPeer.connect(into_b.port, "X") as raw:
+            raw.logon()
+            raw.proto.advertise(COUNTER, Role.PUBLISHER, Scope.LOCAL_AND_REMOTE, FeedState.UP)
+            raw.send()
+            raw.expect(Subscribed)  # C's inbox, through B
+            assert inbox.wait_up(5)
+            raw.proto.notify(COUNTER, ("/c", 1, 0, b""))  # decoded at B: learns the key
+            raw.send()
+            first = inbox.receive(5)
+            assert first is not None and first.n == 0
+            raw.proto.notify(COUNTER, ("/c", "not a timestamp", "not an int"))
+            for n in range(1, 6):
+                raw.proto.notify(COUNTER, ("/c", 1, n, b""))
+            raw.send()
+            wait_for(lambda: link_c.counters.corrupt_frames == 1, "C finds the bad body")
+            wait_for(lambda: out_of_b.counters.open_links == 0, "C's link to B closes")
+            # B passed the run on undecoded, and still serves X
+            assert into_b.counters.links.corrupt_frames == 0
+            assert into_b.counters.links.passed_through == 6
+            assert into_b.counters.open_links == 1
