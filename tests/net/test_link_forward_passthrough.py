@@ -5,7 +5,9 @@ subscribes.
 While only C's link needs them, B sends on the bodies it received (counted in
 ``passed_through``) and C still decodes every message, in order, from A.  Once
 a subscriber on B itself wants them, B decodes them for it (the ordinary path)
-and still forwards them to C; when it leaves, pass-through resumes.
+and still forwards them to C; when it leaves, pass-through resumes.  A body
+that does not decode is not B's concern then: C, which decodes it, closes its
+link to B, and B keeps serving the publisher's link.
 """
 
 from __future__ import annotations
