@@ -72,7 +72,7 @@ from actorbus.bus.scope import FeedState
 from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.node import Bus
 
-__all__ = ["main"]
+__all__ = ["budget_row", "main"]
 
 SUBJECT = "/bench/routed"
 PAYLOAD = b"p" * 32
@@ -90,7 +90,10 @@ PATHS: dict[str, tuple[int, bool]] = {
 #: --paths names them so
 PATH_KEYS = {"direct": "direct", "feed1": "feed, 1 hop", "feed2": "feed, 2 hops",
              "route1": "route, 1 hop", "route2": "route, 2 hops"}  # fmt: skip
+#: the budget: a forwarder's CPU per message on this path <= BUDGET_CPU x a
+#: direct link receiver's
 BUDGET_CPU = 1.5
+BUDGET_PATH = "feed, 1 hop"
 
 
 class Point(Notification, type_name="bench.RoutedPoint"):
@@ -511,6 +514,24 @@ def _nats_round(n: int, rtt_n: int) -> tuple[float, float]:
 # ============================================================ the table
 
 
+def budget_row(forwarder: float, direct: float | None, note: str) -> Row:
+    """The issue's budget row, the one measure of it (``forwarding_cpu.py``
+    reports the same row alone): the forwarder's process CPU seconds per
+    message on the ``feed, 1 hop`` path against a direct link's receiver's
+    (the sink of the ``direct`` path), each the least of its rounds."""
+    ratio = forwarder / direct if direct else None
+    return row(
+        f"CPU per message, forwarder ({BUDGET_PATH})",
+        forwarder * 1e6,
+        "us/msg",
+        baseline_name="direct receiver",
+        baseline_value=direct * 1e6 if direct else None,
+        budget=f"<= {BUDGET_CPU}x",
+        ok=ratio is not None and ratio <= BUDGET_CPU,
+        note=f"process CPU time / messages; {note}",
+    )
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     """Run the benchmark, print a table, return its rows."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -583,8 +604,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
         if not hops:
             continue
         cpu = min(r[2] for r in one_way[path])
-        budget = path == "feed, 1 hop"
-        ratio = cpu / direct_cpu if direct_cpu else None
+        if path == BUDGET_PATH:
+            rows.append(budget_row(cpu, direct_cpu, f"N={n}, best of {rounds}"))
+            continue
         rows.append(
             row(
                 f"CPU per message, forwarder ({path})",
@@ -592,8 +614,6 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 "us/msg",
                 baseline_name="direct receiver",
                 baseline_value=direct_cpu * 1e6 if direct_cpu else None,
-                budget=f"<= {BUDGET_CPU}x" if budget else "",
-                ok=(ratio is not None and ratio <= BUDGET_CPU) if budget else None,
                 note="process CPU time / messages"
                 + ("; the forwarders' mean" if hops == 2 else ""),
             )

@@ -53,3 +53,32 @@ def test_every_path_of_the_routing_benchmark_runs_and_is_measured() -> None:
         assert (forwarder > 0) == (name != "direct"), (name, out[name])
     nats_rate, nats_p50 = out["nats"]
     assert nats_rate > 0 and nats_p50 > 0
+
+
+BUDGET_CODE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import forwarding_cpu, routing
+(budget,) = forwarding_cpu.main(["--n", "2000", "--rounds", "1"])
+print(json.dumps({"row": budget, "name": routing.budget_row(1e-6, 2e-6, "x")["name"]}))
+"""
+
+
+def test_forwarding_cpu_reports_the_routing_benchmarks_budget_row() -> None:
+    """benchmarks/forwarding_cpu.py is routing.py's budget row alone: the same
+    row (name, budget), measured on both paths."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", BUDGET_CODE, str(BENCHMARKS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    row = out["row"]
+    assert row["name"] == out["name"] == "CPU per message, forwarder (feed, 1 hop)"
+    assert row["budget"] == "<= 1.5x"
+    assert row["value"] > 0 and row["baseline_value"] > 0

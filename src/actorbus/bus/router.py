@@ -48,6 +48,7 @@ from typing import Any
 from .._log import RateLimitedLog
 from ..errors import RequestError, UsageError
 from ._congestion import Congestion
+from ._forwarding_party import ForwardingParty
 from ._stamp import restamp as _restamp
 from ._stamp import stamped as _stamped
 from ._timeouts import RequestTimeouts
@@ -734,7 +735,8 @@ class Router(Congestion):
         them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
         forwarded to and from the other forwarding peers (bus/routing.py), once
         the forwarding tree lets the link carry feeds (bus/spanning.py)."""
-        party = RemoteParty(self, name, transport, permissions, forward=forward, max_hops=max_hops)
+        cls = ForwardingParty if forward else RemoteParty
+        party = cls(self, name, transport, permissions, forward=forward, max_hops=max_hops)
         if forward and self.spanning.join(party):
             return party
         self.reattach(party)

@@ -34,8 +34,9 @@ from ..bus import codec
 from ..bus.system import SYSTEM_SUBJECT, LinkLoggedOff, LinkLoggedOn
 from ._address import endpoint
 from ._connection_base import ABORT, CLOSE, ORDERLY, TELL, locked
-from ._inbound import BACKLOG_RECHECK, Inbound
+from ._inbound import BACKLOG_RECHECK
 from ._link_stats import LinkStats
+from ._passthrough import PassThrough
 from ._tls import handshake_failure
 from .protocol import LinkProtocol, ProtocolState, Side
 
@@ -75,7 +76,7 @@ def _reset(transport: asyncio.Transport) -> None:
     transport.abort()
 
 
-class _Connection(Inbound):
+class _Connection(PassThrough):
     """One TCP connection of a link: protocol object, socket, remote party.
 
     Threads:
@@ -126,6 +127,7 @@ class _Connection(Inbound):
             routed_bounced=party.routed_bounced if party is not None else 0,
             forwarded=party.forwarded if party is not None else 0,
             hop_limited=party.hop_limited if party is not None else 0,
+            passed_through=getattr(party, "passed", 0),
             gaps=c.gaps,
             duplicates=c.duplicates,
             heartbeats_out=c.heartbeats_out,

@@ -40,6 +40,7 @@ __all__ = [
     "CLOSE",
     "DATA_OPS",
     "OP_ADVERTISE",
+    "OP_BODIES",
     "OP_CANCEL",
     "OP_FEED_STATUS",
     "OP_GROUP",
@@ -94,10 +95,13 @@ OP_GROUP_NOTIFY: Final = 14
 OP_ROUTED: Final = 16
 #: this node's place in the forwarding tree (ROUTE)
 OP_ROUTE: Final = 15
+#: a run of notifications on one key as their wire bodies (a forwarder's
+#: pass-through, net/_passthrough.py): (OP_BODIES, wire key, [body, ...])
+OP_BODIES: Final = 17
 #: opcodes of data messages (those the queue limit and the dropped counter count;
 #: a notification, queued as the message itself, is one too).
 DATA_OPS: Final = frozenset(
-    {OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL, OP_GROUP_NOTIFY, OP_ROUTED}
+    {OP_REQUEST, OP_REQUEST_ACK, OP_REPLY, OP_CANCEL, OP_GROUP_NOTIFY, OP_ROUTED, OP_BODIES}
 )
 
 _F = TypeVar("_F", bound=Callable[..., Any])

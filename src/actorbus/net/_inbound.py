@@ -44,7 +44,7 @@ from ..bus.message import (
     lookup_type,
 )
 from ..bus.party import Role
-from ..bus.scope import FeedState
+from ..bus.scope import CAT_FORWARD, FeedState
 from ..bus.sender import Sender
 from ..errors import CodecError, ProtocolError
 from ._connection_base import CLOSE, TELL, locked
@@ -216,6 +216,13 @@ class Inbound(Outbound):
                     if not bodies:
                         continue
                 decode, key = known  # type: ignore[misc]
+                # a forwarding party (every one is a ForwardingParty): a run only
+                # other forwarding links need goes on undecoded (bus/_forwarding_party.py)
+                if party.category == CAT_FORWARD and party.pass_run(  # type: ignore[union-attr]
+                    key, wire_key, bodies, self.sent_by
+                ):
+                    touched_add(key)
+                    continue
                 try:
                     messages = [decode(body) for body in bodies]
                 except CodecError:

@@ -86,6 +86,10 @@ class LinkStats:
     #: past the link's ``maxHops``
     forwarded: int = 0
     hop_limited: int = 0
+    #: (a forwarding link) notifications from the peer passed on to other
+    #: forwarding links as the wire bodies received, not decoded here (each
+    #: counted once; docs/routing.md, "Pass-through")
+    passed_through: int = 0
 
     def __add__(self, other: LinkStats) -> LinkStats:
         return LinkStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

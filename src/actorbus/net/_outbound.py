@@ -20,16 +20,16 @@ idle, in one frame straight from the protocol (``request_now``/``reply_now``):
 on the loop's own thread (an actor on an asyncio dispatcher that shares it)
 through the transport, as a flush would; on any other thread (a requestor or
 replier on a threaded dispatcher) by that thread itself.  For the other threads,
-idle means: nothing is paused or left over, at most a few
-items are pending (they are written first, in order), and the transport has
-nothing buffered (uvloop's ``get_write_buffer_size()`` counts libuv's write
-queue too, so the socket is ours alone).  The thread encodes into the protocol
-and calls ``os.write`` on a ``dup`` of the socket's descriptor (the transport's
-own may be closed and reused on the loop at any moment; the dup is opened on
-the loop at the flush after the connection's first request or reply, so a
-connection that carries none holds one descriptor, and closed when the
-connection ends, before the transport closes).  Whatever the socket does
-not take at once goes to ``tail``, which the loop writes before anything else.
+idle means: nothing is paused or left over, at most a few items are pending
+(they are written first, in order), and the transport has nothing buffered
+(uvloop's ``get_write_buffer_size()`` counts libuv's write queue too, so the
+socket is ours alone).  The thread encodes into the protocol and calls
+``os.write`` on a ``dup`` of the socket's descriptor (the transport's own may
+be closed and reused on the loop at any moment; the dup is opened on the loop
+at the flush after the connection's first request or reply, so a connection
+that carries none holds one descriptor, and closed when the connection ends,
+before the transport closes).  Whatever the socket does not take at once goes
+to ``tail``, which the loop writes before anything else.
 On a TLS link only the transport may write (it makes the TLS records, on the
 loop): another thread still encodes its frame at once, but hands the bytes to
 the loop as ``tail`` (``_write_via_loop``) instead of writing them itself.
@@ -82,6 +82,7 @@ from ._connection_base import (
     ABORT,
     DATA_OPS,
     OP_ADVERTISE,
+    OP_BODIES,
     OP_CANCEL,
     OP_FEED_STATUS,
     OP_GROUP,
@@ -159,9 +160,8 @@ class Outbound(ConnectionBase):
     def send_notify_from(self, sender: Sender, message: Message) -> None:
         """``send_notify`` naming the publisher: the sender goes in as an item of
         its own right before the message, in one ``extend`` (atomic: no other
-        thread's item can come between them).  ``_drain`` writes a SENDER frame
-        when it differs from the last one written.  (``_extend``'s body, written
-        out: a hot path, one call less per message.)"""
+        thread's item can come between them); ``_drain`` writes a SENDER frame when
+        it differs from the last one written (``_extend``'s body inlined: a hot path)."""
         if self.open:
             self.pending.extend((sender, message))
             if not self.scheduled:
@@ -708,6 +708,8 @@ class Outbound(ConnectionBase):
             proto.group_notify((cls.__type_name__, message.subject), item[1], body)
         elif op == OP_GROUP:
             proto.group(_wire_key(item[1]), item[2], item[3])
+        elif op == OP_BODIES:  # a forwarder's pass-through (net/_passthrough.py)
+            self._notify_run(proto, item[1], item[2])
         elif op == OP_ROUTED:
             proto.routed(item[1])
         elif op == OP_ROUTE:
