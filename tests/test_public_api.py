@@ -263,6 +263,7 @@ PINNED: dict[str, list[str]] = {
         "KINDS",
         "KIND_BOUNCE",
         "KIND_CANCEL",
+        "KIND_LAST_REPLY",
         "KIND_NOTIFY",
         "KIND_REPLY",
         "KIND_REQUEST",

@@ -199,6 +199,10 @@ class NodeSnapshot(Field, type_name="actorbus.NodeSnapshot"):
     """Source-routed messages (replies and bounces included) delivered here."""
     routed_lost: int = 0
     """Source-routed replies, cancels and bounces dropped (they never bounce)."""
+    routed_in_flight: int = 0
+    """Peers' source-routed requests this node passed on and has not seen end."""
+    routed_untracked: int = 0
+    """Source-routed requests passed on untracked, that record being full."""
     forwarding: ForwardingInfo | None = None
     """The forwarding tree (None for a node without forwarding links)."""
 
@@ -383,6 +387,8 @@ def snapshot(
         routed_bounced=routes.bounced,
         routed_delivered=routes.delivered,
         routed_lost=routes.lost,
+        routed_in_flight=len(routes.in_flight),
+        routed_untracked=routes.in_flight.untracked,
         forwarding=_forwarding(router, link_infos),
     )
 

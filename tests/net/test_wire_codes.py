@@ -10,6 +10,7 @@ from actorbus import FeedState, ReplyStatus, Scope
 from actorbus.bus.routed import (
     KIND_BOUNCE,
     KIND_CANCEL,
+    KIND_LAST_REPLY,
     KIND_NOTIFY,
     KIND_REPLY,
     KIND_REQUEST,
@@ -136,9 +137,9 @@ def test_reply_statuses() -> None:
 
 
 def test_routed_kinds() -> None:
-    kinds = (KIND_NOTIFY, KIND_REQUEST, KIND_REPLY, KIND_BOUNCE, KIND_CANCEL)
-    assert kinds == KINDS == (0, 1, 2, 3, 4)
-    line = "`NOTIFY=0`, `REQUEST=1`, `REPLY=2`, `BOUNCE=3`, `CANCEL=4`"
+    kinds = (KIND_NOTIFY, KIND_REQUEST, KIND_REPLY, KIND_BOUNCE, KIND_CANCEL, KIND_LAST_REPLY)
+    assert kinds == KINDS == (0, 1, 2, 3, 4, 5)
+    line = "`NOTIFY=0`, `REQUEST=1`, `REPLY=2`, `BOUNCE=3`, `CANCEL=4`, `LAST_REPLY=5`"
     assert line in PROTOCOL_MD.read_text()
 
 

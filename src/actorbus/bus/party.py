@@ -8,23 +8,20 @@ tomorrow) meets the bus in exactly two objects, both defined here:
   wildcard patterns, queue groups) and to send it notifications, requests,
   acknowledgements, replies and cancels (the ``*_from`` ones naming their
   sender).
-* :class:`RemoteParty` is what the **transport calls**: ``router.attach(name,
-  transport)`` returns one per peer; the transport calls its inbound methods
-  (``advertise``, ``retract``, ``feed_status``, ``subscribe``, ``unsubscribe``,
-  ``subscribe_pattern``, ``unsubscribe_pattern``, ``group``, ``group_notify``,
-  ``notify``, ``notify_run``, ``request``, ``request_ack``, ``reply``,
-  ``cancel``; ``routed`` for source routes, after ``carry_routes``) as the
-  peer's frames arrive, and ``detach(reason)`` when the peer is gone.
-  ``backlogs(keys)`` tells it what holds the peer's undelivered notifications
-  (for input back-pressure); ``congested(True/False)`` is how it says its
-  output queue to the peer went over its high-water mark or drained (publisher
-  back-pressure: the publishers sending there learn it).  ``router.attach(name,
-  transport, permissions)`` may hand over the link's
-  :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself
-  (below), so every transport gets the same authorization.  Around a batch of
-  inbound calls made on one thread it may call the party's
-  ``hold_deliveries()`` / ``release_deliveries()``, so the actors the batch
-  makes runnable are woken once it is done rather than one by one.
+* :class:`RemoteParty` is what the **transport calls**: ``router.attach(name, transport)``
+  returns one per peer; the transport calls its inbound methods (``advertise``, ``retract``,
+  ``feed_status``, ``subscribe``, ``unsubscribe``, ``subscribe_pattern``,
+  ``unsubscribe_pattern``, ``group``, ``group_notify``, ``notify``, ``notify_run``,
+  ``request``, ``request_ack``, ``reply``, ``cancel``; ``routed`` for source routes, after
+  ``carry_routes``) as the peer's frames arrive, and ``detach(reason)`` when the peer is gone.
+  ``backlogs(keys)`` tells it what holds the peer's undelivered notifications (for input
+  back-pressure); ``congested(True/False)`` is how it says its output queue to the peer went
+  over its high-water mark or drained (publisher back-pressure: the publishers sending there
+  learn it). ``router.attach(name, transport, permissions)`` may hand over the link's
+  :class:`~actorbus.bus.permissions.Permissions`: the party checks them itself (below), so
+  every transport gets the same authorization. Around a batch of inbound calls made on one
+  thread it may call the party's ``hold_deliveries()`` / ``release_deliveries()``, so the
+  actors the batch makes runnable are woken once it is done rather than one by one.
 
 Nothing else of the bus is a transport's business: no router internals, no
 feeds, no mailboxes, no dispatcher.  Inside, a party is made of ordinary feeds
@@ -35,28 +32,26 @@ aggregated advertisement per role: "I have remote-capable publishers (repliers)
 for this key, and at least one is UP / none is".  The peer answers
 ``subscribe(key)`` when it has subscribers that match the proxy.
 
-Threads: the transport's ``send_*`` methods are called from any thread
-(publishers', repliers', the timer thread), sometimes under the router lock, so
-they must be thread-safe and must not block.  The inbound methods of one party
-are called by one thread at a time, in the order the peer sent the frames (the
-link's I/O thread); they never run actor code, they post to mailboxes.
+Threads: the transport's ``send_*`` methods are called from any thread (publishers',
+repliers', the timer thread), sometimes under the router lock, so they must be thread-safe and
+must not block. The inbound methods of one party are called by one thread at a time, in the
+order the peer sent the frames (the link's I/O thread); they never run actor code, they post
+to mailboxes.
 
-**Authorization.**  With permissions, the party asks them once per decision,
-never per message: when the peer advertises publishers (``publish``) or
-repliers (``reply``), subscribes (``subscribe``), joins a queue group
-(``subscribe``), or sends its first request on a key (``request``).  A refused
-advertisement makes no proxy, so the peer's notifications on that key are
-dropped as "unexpected" and this node's requests never go to its repliers; a
-refused subscription or group join makes no proxy subscriber, so nothing is
-sent to it; a refused request is acknowledged with no replier.  A pattern
-subscription is narrowed, not refused: it follows only the keys the peer may
-subscribe to (the first key held back is reported once per pattern).  Each
-refusal is counted (``refused``), logged at most once per period per peer
-(``router.peer_log``), and reported once per action and key with an
-``AccessRefused`` system notification (``router.system_publish``, which the
-node installs).  A transport that answers its peer message by message, saying
-why one was refused (the J.REP gateway's ``Refused`` error), asks the same rule
-first with :meth:`RemoteParty.refusal`; it never reads the permissions itself.
+**Authorization.** With permissions, the party asks them once per decision, never per message:
+when the peer advertises publishers (``publish``) or repliers (``reply``), subscribes
+(``subscribe``), joins a queue group (``subscribe``), or sends its first request on a key
+(``request``). A refused advertisement makes no proxy, so the peer's notifications on that key
+are dropped as "unexpected" and this node's requests never go to its repliers; a refused
+subscription or group join makes no proxy subscriber, so nothing is sent to it; a refused
+request is acknowledged with no replier. A pattern subscription is narrowed, not refused: it
+follows only the keys the peer may subscribe to (the first key held back is reported once per
+pattern). Each refusal is counted (``refused``), logged at most once per period per peer
+(``router.peer_log``), and reported once per action and key with an ``AccessRefused`` system
+notification (``router.system_publish``, which the node installs). A transport that answers
+its peer message by message, saying why one was refused (the J.REP gateway's ``Refused``
+error), asks the same rule first with :meth:`RemoteParty.refusal`; it never reads the
+permissions itself.
 
 **Logs.**  Whatever the peer can make this module say goes through
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
@@ -715,9 +710,14 @@ class RemoteParty(Authorization):
             self.reply(incoming.id, Reply(frame.subject, status=ReplyStatus.ERROR, reason=why), 1)
 
     def routed_cancelled(self, incoming: IncomingRequest[Any]) -> bool:
-        """(bus/routed.py) Forget a cancelled or timed-out routed request; True if
-        it was still outstanding here."""
+        """(bus/routed.py) Forget a cancelled or timed-out routed request; True if outstanding."""
         return self._out.pop(incoming.id, None) is not None
+
+    def routed_lost(self, request_id: int, reason: str) -> None:
+        """(bus/routed.py) A routed request that left here bounced: one ERROR ends it."""
+        incoming = self._out.pop(request_id, None)
+        if incoming is not None and incoming.is_active:
+            incoming.handle._fail_remote(incoming, reason)
 
     def _unexpected(self, key: MessageKey, text: str) -> None:
         """Count something the peer should not have sent; log it at most once per
@@ -748,7 +748,7 @@ class RemoteParty(Authorization):
         self.suspend(text)
         # source routes go over the link itself, tree or not: they end with it
         self._send_routed = None
-        self.router.source_routes.detach(self)
+        self.router.source_routes.detach(self, reason)
         self._fail_forwarded(None, text)  # source-routed requests that left here
 
     def suspend(self, reason: str) -> None:

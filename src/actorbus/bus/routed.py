@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from .._log import shown
 from ..errors import CodecError, Error, RequestError, UsageError
 from . import codec
+from ._routed_inflight import InFlight
 from ._stamp import stamped
 from .message import MessageKey, Notification, Reply, ReplyStatus, Request, lookup_type
 from .permissions import Action
@@ -61,6 +62,7 @@ __all__ = [
     "KINDS",
     "KIND_BOUNCE",
     "KIND_CANCEL",
+    "KIND_LAST_REPLY",
     "KIND_NOTIFY",
     "KIND_REPLY",
     "KIND_REQUEST",
@@ -79,7 +81,10 @@ KIND_REQUEST = 1
 KIND_REPLY = 2
 KIND_BOUNCE = 3
 KIND_CANCEL = 4
-KINDS = (KIND_NOTIFY, KIND_REQUEST, KIND_REPLY, KIND_BOUNCE, KIND_CANCEL)
+#: a request's last reply: the nodes on the way forget the request (_routed_inflight.py)
+KIND_LAST_REPLY = 5
+KINDS = (KIND_NOTIFY, KIND_REQUEST, KIND_REPLY, KIND_BOUNCE, KIND_CANCEL, KIND_LAST_REPLY)
+_REPLIES = (KIND_REPLY, KIND_LAST_REPLY)
 
 #: most nodes a route may name (either list); the hop limit is usually far lower
 MAX_ROUTE = 255
@@ -213,6 +218,8 @@ class SourceRoutes:
         self.bounced = 0
         self.delivered = 0
         self.lost = 0
+        #: the peers' routed requests this node passed on, until they end
+        self.in_flight = InFlight()
 
     def __str__(self) -> str:
         return "a source route"
@@ -230,13 +237,45 @@ class SourceRoutes:
         with self._lock:
             self._hops[party.name] = _Hop(party, send, forward, max_hops)
 
-    def detach(self, party: RemoteParty) -> None:
+    def detach(self, party: RemoteParty, reason: str = "") -> None:
         """The link to ``party`` is gone (the party fails this node's routed
-        requests that left over it, as its other requests)."""
+        requests that left over it, as its other requests): the peers' requests
+        this node passed on over it bounce, those that came in over it are
+        cancelled on, and those its repliers hold for a route back over it are
+        cancelled here."""
         with self._lock:
             hop = self._hops.get(party.name)
             if hop is not None and hop.party is party:
                 del self._hops[party.name]
+            held = [local for local, info in self._back.items() if info[0][:1] == (party.name,)]
+            handles = []
+            for local in held:
+                _back, origin_id, _repliers, origin = self._back.pop(local)
+                self._by_origin.pop((origin, origin_id), None)
+                handles.append(self._in.pop(local, None))
+        for handle in handles:
+            if handle is not None:
+                handle.cancel()
+        lost, orphaned = self.in_flight.dropped(party)
+        me = self._router.node_id
+        why = f": {reason}" if reason else ""
+        for frame, came_party in lost:
+            came = self._hops.get(came_party.name)
+            self._bounce(
+                frame,
+                came if came is not None and came.party is came_party else None,
+                "link-lost",
+                f"node {me} lost its link to node {party.name}, the next one on the route, "
+                f"with the request passed on over it{why}",
+            )
+        for frame, out_party in orphaned:  # nobody left to answer: cancelled on
+            out = self._hops.get(out_party.name)
+            if out is not None and out.party is out_party:
+                cancel = RoutedFrame(KIND_CANCEL, *frame[1:5], frame.request_id, 0, b"")
+                try:
+                    out.send(cancel)
+                except Error:  # that link is closing too
+                    pass
 
     # --------------------------------------------------------- the origin
     def publish(self, sender: Sender, message: Notification, route_to: Iterable[str]) -> int:
@@ -405,6 +444,8 @@ class SourceRoutes:
             self._bounce(frame, came, "unknown-node", f"node {me} lost its link to {target}: {exc}")
             return False
         if came is not None:
+            if frame.kind == KIND_REQUEST:
+                self.in_flight.passed(frame, came.party, hop.party)
             n = 1 if isinstance(frame.body, bytes) else len(frame.body)
             with self._lock:
                 self.forwarded += n
@@ -421,7 +462,7 @@ class SourceRoutes:
                 (me, "routed lost"),
                 "a source-routed {} from node {} is dropped (a reply, cancel or bounce "
                 "never bounces): {}",
-                ("reply", "", "reply", "bounce", "cancel")[frame.kind],
+                ("", "", "reply", "bounce", "cancel", "reply")[frame.kind],
                 frame.route_from[0],
                 reason,
             )
@@ -504,6 +545,13 @@ class SourceRoutes:
                 )
                 return
         if frame.route_to:
+            kind = frame.kind
+            if kind > KIND_REPLY and frame.request_id:  # a request ends on the way
+                if kind == KIND_CANCEL:
+                    out, origin = frame.route_to[0], frame.route_from[0]
+                else:  # its last reply or its bounce, back from where it went
+                    out, origin = party.name, frame.route_to[-1]
+                self.in_flight.ended(out, origin, frame.request_id)
             if came is None:
                 came = _Hop(party, _no_send, False, 0)  # a transport that cannot forward
             self._pass_on(frame, came)
@@ -524,7 +572,8 @@ class SourceRoutes:
                 handle.cancel()
             return
         cls = lookup_type(frame.type_name)
-        family = (Notification, Request, Reply, Undeliverable)[kind]
+        family = (Notification, Request, Reply, Undeliverable, None, Reply)[kind]
+        assert family is not None
         if cls is None or not issubclass(cls, family):
             if kind in (KIND_NOTIFY, KIND_REQUEST):
                 self._bounce(
@@ -552,7 +601,7 @@ class SourceRoutes:
             self._deliver(MessageKey.of(message), messages, sender, CAT_REMOTE)
         elif kind == KIND_REQUEST:
             self._arrive_request(message, frame, sender)
-        elif kind == KIND_REPLY:
+        elif kind in _REPLIES:
             if came is not None:  # (it came back over the link the request left on)
                 came.party.reply(frame.request_id, message, frame.repliers or None, sender)
         else:
@@ -616,7 +665,7 @@ class SourceRoutes:
                 status=ReplyStatus.ERROR,
                 reason=f"no replier of {key} is up at node {router.node_id}",
             )
-            self._send_reply(back, frame.request_id, 1, reply)
+            self._send_reply(back, frame.request_id, 1, reply, last=True)
             return
         local = next(self._ids)
         with self._lock:
@@ -646,13 +695,13 @@ class SourceRoutes:
                 del self._back[local]
                 self._by_origin.pop((origin, origin_id), None)
                 self._in.pop(local, None)
-        self._send_reply(back, origin_id, repliers, reply)
+        self._send_reply(back, origin_id, repliers, reply, last=remaining == 0)
 
     def _send_reply(
-        self, back: tuple[str, ...], request_id: int, repliers: int, reply: Reply
+        self, back: tuple[str, ...], request_id: int, repliers: int, reply: Reply, *, last: bool
     ) -> None:
         frame = RoutedFrame(
-            KIND_REPLY,
+            KIND_LAST_REPLY if last else KIND_REPLY,
             back,
             (self._router.node_id,),
             reply.__type_name__,
@@ -669,14 +718,11 @@ class SourceRoutes:
         """A bounce reached its origin: published on the system subject; a
         request's ends with an ERROR reply naming the node and the reason."""
         if bounce.request and came is not None:
-            reply = Reply(
-                bounce.original_subject,
-                status=ReplyStatus.ERROR,
-                reason=f"undeliverable at node {bounce.node}: {bounce.reason}",
+            # it came back over the link the request left on: one ERROR ends
+            # the request's part there, however many repliers took it
+            came.party.routed_lost(
+                request_id, f"undeliverable at node {bounce.node}: {bounce.reason}"
             )
-            # it came back over the link the request left on: the ERROR, with
-            # one replier acknowledged, ends the request's one replier (the route)
-            came.party.reply(request_id, reply, 1)
         publish = self._router.system_publish
         if publish is not None:
             try:
