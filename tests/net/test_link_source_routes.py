@@ -28,6 +28,7 @@ import pytest
 from nodes.messages import Ask, Counter
 
 from actorbus import Actor, Bus, ReplyStatus
+from actorbus.bus import SYSTEM_SUBJECT, Undeliverable
 from actorbus.config import ConnectionSettings, ServiceSettings
 from calculator_nodes import ENV, free_port
 
@@ -392,3 +393,178 @@ def test_a_routed_request_ends_with_an_error_when_its_first_link_drops() -> None
     finally:
         for bus in buses.values():
             bus.close()
+
+
+# ---------------------------------------------------------------- a link further on drops
+#: how long a link waits before declaring a silent peer down (the defaults):
+#: a request in flight must end within it when a link on its route drops
+HEARTBEAT_TIMEOUT = (
+    ConnectionSettings().heartbeat_delay + ConnectionSettings().heartbeat_reply_delay
+)
+
+
+@pytest.fixture
+def line() -> Iterator[dict[str, RouteNode]]:
+    """A --- B --- C --- D, every link between B, C and D forwarding."""
+    p_b, p_c, p_d = (free_port() for _ in range(3))
+    specs = [
+        {"node": "D", "services": [{"port": p_d}]},
+        {
+            "node": "C",
+            "services": [{"port": p_c, "forward": True}],
+            "connect": [{"port": p_d, "forward": True}],
+        },
+        {
+            "node": "B",
+            "services": [{"port": p_b, "forward": True}],
+            "connect": [{"port": p_c, "forward": True}],
+        },
+        {"node": "A", "connect": [{"port": p_b}]},
+    ]
+    nodes: dict[str, RouteNode] = {}
+    try:
+        for spec in specs:
+            nodes[spec["node"]] = RouteNode(spec)
+        for node in nodes.values():
+            assert node.next_line() == {"ready": node.name}
+        yield nodes
+    finally:
+        for node in nodes.values():
+            node.stop()
+
+
+def _held_at_d(line: dict[str, RouteNode]) -> float:
+    """A sends a request along B, C, D that D's replier holds; returns once D
+    holds it (the clock then), A waiting for its reply (60 s timeout)."""
+    a, d = line["A"], line["D"]
+    assert a.proc.stdin is not None
+    command = {"cmd": "request", "q": 5, "hold": True, "route": ["B", "C", "D"], "timeout": 60.0}
+    a.proc.stdin.write(json.dumps(command) + "\n")
+    a.proc.stdin.flush()
+    deadline = time.monotonic() + TIMEOUT
+    held = d.ask(cmd="held")
+    while held["held"] < 1:  # polled: the request crosses 3 links
+        assert time.monotonic() < deadline, held
+        held = d.ask(cmd="held")
+    assert line["C"].ask(cmd="stats")["routes"]["in_flight"] == 1  # C keeps it
+    return time.monotonic()
+
+
+def _error_naming_c(answer: dict[str, Any], since: float) -> None:
+    took = time.monotonic() - since
+    (reply,) = answer["replies"]
+    assert reply["status"] == "ERROR", answer
+    assert reply["reason"].startswith(
+        "undeliverable at node C: node C lost its link to node D, the next one on the route"
+    ), reply
+    assert took < HEARTBEAT_TIMEOUT, f"the ERROR took {took:.1f} s"
+
+
+def test_a_routed_request_ends_with_an_error_when_its_last_node_is_killed(
+    line: dict[str, RouteNode],
+) -> None:
+    since = _held_at_d(line)
+    line["D"].proc.kill()  # SIGKILL: D never says goodbye
+    line["D"].proc.wait(TIMEOUT)
+    _error_naming_c(line["A"].next_line(), since)
+    # the ERROR came as a bounce, published on A's system subject too
+    bounce = _bounce(line["A"])
+    assert (bounce["node"], bounce["code"], bounce["request"]) == ("C", "link-lost", True)
+    assert (bounce["route_to"], bounce["route_from"]) == (["D"], ["A", "B", "C"])
+    c_routes = line["C"].ask(cmd="stats")["routes"]
+    assert (c_routes["in_flight"], c_routes["bounced"], c_routes["untracked"]) == (0, 1, 0)
+    assert line["B"].ask(cmd="stats")["routes"]["in_flight"] == 0  # the bounce ended it at B
+
+
+def test_a_routed_request_ends_with_an_error_when_a_link_further_on_drops(
+    line: dict[str, RouteNode],
+) -> None:
+    since = _held_at_d(line)
+    assert line["D"].ask(cmd="drop", peer="C")["dropped"] == 1  # C and D both stay up
+    _error_naming_c(line["A"].next_line(), since)
+    assert "dropped for the test" in _bounce(line["A"])["reason"]
+    # D's replier is told its request is cancelled: nobody is left to answer
+    deadline = time.monotonic() + TIMEOUT
+    held = line["D"].ask(cmd="held")
+    while held["cancelled"] < 1:
+        assert time.monotonic() < deadline, held
+        held = line["D"].ask(cmd="held")
+    assert held == {"held": 1, "cancelled": 1}
+
+
+def test_forwarders_forget_a_routed_request_once_its_last_reply_passes(
+    line: dict[str, RouteNode],
+) -> None:
+    answer = line["A"].ask(cmd="request", q=4, route=["B", "C", "D"], timeout=TIMEOUT)
+    assert [r["value"] for r in answer["replies"]] == [8]
+    for name in "BC":  # the last reply went back through them: nothing kept
+        assert line[name].ask(cmd="stats")["routes"]["in_flight"] == 0
+    # and a later drop of C's link to D bounces nothing
+    before = line["C"].ask(cmd="stats")["routes"]["bounced"]
+    assert line["D"].ask(cmd="drop", peer="C")["dropped"] == 1
+    assert _quiet_bounces(line["A"]) and line["C"].ask(cmd="stats")["routes"]["bounced"] == before
+
+
+def _quiet_bounces(node: RouteNode) -> bool:
+    """True when no bounce reaches ``node`` within a second."""
+    return "none" in node.ask(cmd="bounce", timeout=1.0)
+
+
+def test_the_record_of_requests_passed_on_is_bounded_and_says_when_full() -> None:
+    """B keeps at most ``limit`` requests passed on (lowered to 2 here) and
+    ``limit_bytes`` of their bodies (0 here); past the count a request is
+    untracked and counted; when B's link to C drops, the two kept bounce (with
+    no body), the third ends at its timeout."""
+    buses = {name: Bus(node_id=name) for name in "ABC"}
+    askers: list[threading.Thread] = []
+    try:
+        b_service = buses["B"].listen(0, settings=ServiceSettings(forward=True))
+        c_service = buses["C"].listen(0)
+        a_to_b = buses["A"].connect("127.0.0.1", b_service.port)
+        b_to_c = buses["B"].connect(
+            "127.0.0.1", c_service.port, settings=ConnectionSettings(forward=True)
+        )
+        assert a_to_b.wait_logged_on(TIMEOUT) and b_to_c.wait_logged_on(TIMEOUT)
+        in_flight = buses["B"].router.source_routes.in_flight
+        in_flight.limit, in_flight.limit_bytes = 2, 0
+        holder = _Holder()
+        buses["C"].register(holder)
+        buses["C"].startup(holder).wait(TIMEOUT)
+        replies: queue.SimpleQueue[tuple[int, list[Any]]] = queue.SimpleQueue()
+        waiter = threading.Event()
+        for q, timeout in ((1, 60.0), (2, 60.0), (3, 3.0)):
+            askers.append(
+                threading.Thread(
+                    target=lambda q=q, t=timeout: replies.put(
+                        (q, buses["A"].request_all(Ask("/routed", q=q), t, route_to=["B", "C"]))
+                    )
+                )
+            )
+            askers[-1].start()
+            snap = buses["B"].inspect()  # polled: the request crosses 2 links
+            deadline = time.monotonic() + TIMEOUT
+            while snap.routed_in_flight + snap.routed_untracked < q:
+                assert time.monotonic() < deadline, snap
+                waiter.wait(0.01)
+                snap = buses["B"].inspect()
+        assert (snap.routed_in_flight, snap.routed_untracked) == (2, 1)
+        bounces = buses["A"].inbox(Undeliverable, SYSTEM_SUBJECT)
+        b_to_c.close("cut for the test")
+        ended = dict(replies.get(timeout=TIMEOUT) for _ in range(2))
+        assert sorted(ended) == [1, 2]  # the kept ones, long before their 60 s
+        for (reply,) in ended.values():
+            assert reply.status is ReplyStatus.ERROR
+            assert reply.reason.startswith(
+                "undeliverable at node B: node B lost its link to node C"
+            )
+        q, (reply,) = replies.get(timeout=TIMEOUT)  # the untracked one: its timeout
+        assert (q, reply.reason) == (3, "timed out after 3 s")
+        for _ in range(2):
+            bounce = bounces.receive(TIMEOUT)
+            assert bounce is not None and bounce.code == "link-lost" and bounce.body == b""
+        assert buses["B"].inspect().routed_in_flight == 0
+    finally:
+        for bus in buses.values():
+            bus.close()
+        for asker in askers:
+            asker.join(TIMEOUT)

@@ -11,11 +11,13 @@ naming this node and the lost link instead of waiting for its timeout; when
 the incoming link drops, nobody is left to answer, so the node sends the
 request's cancel on.
 
-The record is bounded (``MAX_IN_FLIGHT`` requests per node, whatever the
-peers send): past it a request is passed on untracked, counted in
-``untracked``, and ends at its timeout if a link after this node drops.  It
-keeps the frame as passed on without its body (``b""``): the forwarder never
-holds the bodies it passed on, and the origin still has its request.
+The record is bounded, whatever the peers send: ``MAX_IN_FLIGHT`` requests
+per node, past which a request is passed on untracked (counted in
+``untracked``; it ends at its timeout if a link after this node drops), and
+``MAX_IN_FLIGHT_BYTES`` of request bodies, past which a request is kept
+without its body (its bounce then carries an empty ``body``; the origin still
+has its request).  The bodies kept are the bytes that were passed on, never
+decoded or copied.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ if TYPE_CHECKING:
     from .party import RemoteParty
     from .routed import RoutedFrame
 
-__all__ = ["MAX_IN_FLIGHT", "InFlight"]
+__all__ = ["MAX_IN_FLIGHT", "MAX_IN_FLIGHT_BYTES", "InFlight"]
 
 #: most routed requests a node keeps as passed on and not ended
 MAX_IN_FLIGHT: Final = 4_096
+#: most bytes of their bodies it keeps (for their bounces' ``body``)
+MAX_IN_FLIGHT_BYTES: Final = 4 << 20
 
 #: (node id of the link it went out on, origin node, origin's request id)
 _Key = tuple[str, str, int]
@@ -39,9 +43,12 @@ _Key = tuple[str, str, int]
 class InFlight:
     """The routed requests this node passed on and has not seen end."""
 
-    def __init__(self, limit: int = MAX_IN_FLIGHT) -> None:
+    def __init__(self, limit: int = MAX_IN_FLIGHT, limit_bytes: int = MAX_IN_FLIGHT_BYTES) -> None:
         self._lock = threading.Lock()
-        self._limit = limit
+        #: the bounds (``MAX_IN_FLIGHT``, ``MAX_IN_FLIGHT_BYTES``), read at each request
+        self.limit = limit
+        self.limit_bytes = limit_bytes
+        self._bytes = 0
         #: key -> (the frame as passed on, body emptied; in link's party; out link's party)
         self._kept: dict[_Key, tuple[RoutedFrame, RemoteParty, RemoteParty]] = {}
         #: requests passed on without a record, the record being full
@@ -55,17 +62,25 @@ class InFlight:
         to ``out``, having come from ``came``; False when the record is full."""
         key = (out.name, frame.route_from[0], frame.request_id)
         with self._lock:
-            if len(self._kept) >= self._limit and key not in self._kept:
+            old = self._kept.get(key)
+            if old is not None:  # the same request passed twice (a route through here twice)
+                self._bytes -= len(old[0].body)
+            elif len(self._kept) >= self.limit:
                 self.untracked += 1
                 return False
-            self._kept[key] = (type(frame)(*frame[:7], b""), came, out)
+            if self._bytes + len(frame.body) > self.limit_bytes:
+                frame = type(frame)(*frame[:7], b"")
+            self._bytes += len(frame.body)
+            self._kept[key] = (frame, came, out)
         return True
 
     def ended(self, out_node: str, origin: str, request_id: int) -> None:
         """The request ``request_id`` of ``origin`` that went out to ``out_node``
         ended (its last reply or bounce came back, or its cancel went on)."""
         with self._lock:
-            self._kept.pop((out_node, origin, request_id), None)
+            old = self._kept.pop((out_node, origin, request_id), None)
+            if old is not None:
+                self._bytes -= len(old[0].body)
 
     def dropped(
         self, party: RemoteParty
@@ -84,4 +99,5 @@ class InFlight:
                 else:
                     continue
                 del self._kept[key]
+                self._bytes -= len(frame.body)
         return lost, orphaned

@@ -26,8 +26,11 @@ logged on, then answers one JSON line per command line read on stdin:
   ``original_n`` (its original message decoded)
 * ``{"cmd": "held"}`` -> ``{"held", "cancelled"}``: the Asks with ``hold`` kept
   unanswered, and the cancels told of them
+* ``{"cmd": "drop", "peer": P}`` -> ``{"dropped": k}``: closes this node's links
+  to node P (both stay up)
 * ``{"cmd": "stats"}`` -> ``{"links": {peer: {"routed_forwarded",
-  "routed_bounced"}}, "routes": {"forwarded", "bounced", "delivered", "lost"}}``
+  "routed_bounced"}}, "routes": {"forwarded", "bounced", "delivered", "lost", "in_flight",
+  "untracked"}}``
 
 It closes its bus and exits when stdin closes.
 """
@@ -169,6 +172,11 @@ def _run(
         counts: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
         doubler.post(lambda: counts.put({"held": doubler.held, "cancelled": doubler.cancelled}))
         return counts.get(timeout=10)
+    if cmd == "drop":  # this node closes its links to the peer (the peer stays up)
+        dropped = [link for link in bus.links if link.peer_node == command["peer"]]
+        for link in dropped:
+            link.close("dropped for the test")
+        return {"dropped": len(dropped)}
     if cmd == "stats":  # what bus.inspect() shows of this node and its links
         snap = bus.inspect()
         counters = {link.peer_node: link.counters for link in bus.links}
@@ -188,6 +196,8 @@ def _run(
                 "bounced": snap.routed_bounced,
                 "delivered": snap.routed_delivered,
                 "lost": snap.routed_lost,
+                "in_flight": snap.routed_in_flight,
+                "untracked": snap.routed_untracked,
             },
         }
     return {"error": f"unknown command {cmd!r}"}
