@@ -457,7 +457,7 @@ def test_heartbeat_frames_are_answered_and_counted() -> None:
         ((int(FrameType.NOTIFY_RUN), 1, 4, (1,)), "key id 4, which the peer never defined"),
         ((int(FrameType.NOTIFY_RUN), 1, 0), "NOTIFY_RUN frame: 3 elements, expected 4"),
         ((ROUTED, 1, 0, ("B",), ("A",), "T", "/s", 0, 0), "ROUTED frame: 9 elements"),
-        ((ROUTED, 1, 5, ("B",), ("A",), "T", "/s", 0, 0, b""), "kind is 5, expected one of"),
+        ((ROUTED, 1, 6, ("B",), ("A",), "T", "/s", 0, 0, b""), "kind is 6, expected one of"),
         ((ROUTED, 1, 0, ("B",), (), "T", "/s", 0, 0, b""), "route_from not empty"),
         ((ROUTED, 1, 0, "B", ("A",), "T", "/s", 0, 0, b""), "must be arrays"),
         ((ROUTED, 1, 0, ("B", ""), ("A",), "T", "/s", 0, 0, b""), "holds '', not a node id"),
