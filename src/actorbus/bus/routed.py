@@ -27,6 +27,12 @@ such link), a message type the last node does not know (``unknown-type``).
 Replies, cancels and bounces never bounce: one that cannot go is dropped and
 counted (``lost``), so nothing circulates.
 
+A request in flight whose route loses a link further on bounces too: each node
+that passes a peer's request on keeps it (bounded, :mod:`._routed_inflight`)
+until its last reply (``KIND_LAST_REPLY``), bounce or cancel passes, and when
+the link it went out on drops, bounces it (``link-lost``) so the origin ends it
+with an ERROR reply naming the node and the lost link.
+
 A transport takes part by implementing ``send_routed(frame)`` (the party seam,
 :mod:`actorbus.bus.party`) and handing what its peer sent to
 ``RemoteParty.routed(frame)``; :meth:`SourceRoutes.attach` learns of each such
