@@ -568,3 +568,23 @@ def test_the_record_of_requests_passed_on_is_bounded_and_says_when_full() -> Non
             bus.close()
         for asker in askers:
             asker.join(TIMEOUT)
+
+
+def test_a_forwarder_whose_link_back_drops_cancels_the_request_on(
+    line: dict[str, RouteNode],
+) -> None:
+    """B drops its link to C: B bounces the request to A (C is past the lost
+    link), and C, with nobody left to answer, sends its cancel on to D."""
+    since = _held_at_d(line)
+    assert line["B"].ask(cmd="drop", peer="C")["dropped"] == 1
+    (reply,) = line["A"].next_line()["replies"]
+    took = time.monotonic() - since
+    assert reply["status"] == "ERROR" and took < HEARTBEAT_TIMEOUT
+    assert reply["reason"].startswith("undeliverable at node B: node B lost its link to node C")
+    deadline = time.monotonic() + TIMEOUT
+    held = line["D"].ask(cmd="held")
+    while held["cancelled"] < 1:  # told by C's cancel (A's request ended by the bounce)
+        assert time.monotonic() < deadline, held
+        held = line["D"].ask(cmd="held")
+    assert held == {"held": 1, "cancelled": 1}
+    assert line["C"].ask(cmd="stats")["routes"]["in_flight"] == 0
