@@ -90,3 +90,45 @@ def test_a_publisher_that_waits_is_never_reset() -> None:
         assert told[:2] == [True, False]
         assert (counters.dropped, counters.over_limit, counters.connections) == (0, 0, 1)
         assert held.in_order
+
+
+def test_the_message_count_limit_tells_the_publisher_first() -> None:
+    # With message_queue_size set the count limit is reached long before the
+    # byte mark (20,000 messages of 200 bytes, 4 MB): the publisher is told at
+    # half of it, so one that waits while congested is never reset.  (The
+    # margin, 10,000 messages, holds what the publisher makes before the I/O
+    # thread next measures the queue.)
+    assert LinkSettings(message_queue_size=2_000).high_water_messages == 1_000
+    assert LinkSettings().high_water_messages == 0
+    assert LinkSettings(message_queue_size=10, message_queue_high_water=0).high_water_messages == 0
+    total = 200_000  # (more than the sockets' buffers take: 44 MB)
+    payload = b"x" * 200
+    with buses("S", "P") as (s, p):
+        held = _Held()
+        s.register(held)
+        s.startup([held]).wait(5)
+        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
+        link = p.connect(
+            "127.0.0.1", service.port, settings=ConnectionSettings(message_queue_size=20_000)
+        )
+        link.wait_logged_on(5)
+        told: list[bool] = []
+        feed = p.publisher(Counter, "/congest", on_congestion=lambda state, f: told.append(state))
+        waits = 0
+        try:
+            wait_for(feed.is_feed_up, "the publisher sees the held subscriber")
+            for n in range(total):
+                if feed.congested:
+                    waits += 1
+                    held.gate.set()  # the subscriber wakes up while we wait
+                    assert feed.wait_ready(30), "the link drained"
+                assert feed.publish(Counter("/congest", n=n, payload=payload)) == 1
+            assert wait_until(lambda: held.taken == total, 30), held.taken
+        finally:
+            held.gate.set()
+            feed.close()
+        counters = link.counters
+        assert waits >= 1 and counters.congestions >= 1, (waits, counters)
+        assert told[:2] == [True, False]
+        assert (counters.dropped, counters.over_limit, counters.connections) == (0, 0, 1)
+        assert held.in_order

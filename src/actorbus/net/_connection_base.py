@@ -200,8 +200,10 @@ class ConnectionBase(asyncio.BufferedProtocol):
     #: times this connection was closed over an output queue limit
     limit_closes: int
     #: publisher back-pressure: the output queue's high-water mark (bytes, 0 =
-    #: never), whether it is over it now, and how many times it went over
+    #: never), its mark in data messages (half of ``message_queue_size``; 0 =
+    #: none), whether it is over either now, and how many times it went over
     high_water: int
+    high_water_messages: int
     congested: bool
     congestions: int
     #: bytes a direct write could not write at once; the loop writes them first
@@ -271,6 +273,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.popped = 0
         self.limit_closes = 0
         self.high_water = link.settings.high_water
+        self.high_water_messages = link.settings.high_water_messages
         self.congested = False
         self.congestions = 0
         self.tail = b""
@@ -304,7 +307,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
 
         def _arm(self) -> None: ...
 
-        def _congest(self, congested: bool, waiting: int) -> None: ...
+        def _congest(self, congested: bool, waiting: str) -> None: ...
 
         def _logon(self, peer: str, run_id: str) -> bool: ...
 
