@@ -494,7 +494,7 @@ class _Connection(Inbound):
                     if data:
                         transport.write(data)
                 transport.close()
-                self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
             else:
                 if proto is not None:
                     self.link.count_dropped(proto.data_queued)
@@ -502,7 +502,7 @@ class _Connection(Inbound):
                 self.tail = b""
                 if how == CLOSE:
                     transport.close()
-                    self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                    self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
                 else:
                     _reset(transport)
         self._drop_pending()
@@ -546,6 +546,16 @@ class _Connection(Inbound):
             _reset(transport)
 
     def _closed(self) -> None:
+        if self.grace_timer is not None:
+            # the socket is closed: nothing to abort, and the timer would hold
+            # this object (and its buffers) for the rest of the grace
+            self.grace_timer.cancel()
+            self.grace_timer = None
+        proto = self.proto
+        if proto is not None:
+            # its handlers refer back to it and to this object: without them
+            # both go when their last user lets go, not at a cyclic collection
+            proto.release()
         callbacks, self.on_closed = self.on_closed, []
         for callback in callbacks:
             callback()

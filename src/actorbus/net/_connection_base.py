@@ -207,6 +207,9 @@ class ConnectionBase(asyncio.BufferedProtocol):
     congested: bool
     congestions: int
     #: bytes a direct write could not write at once; the loop writes them first
+    #: the timer that resets a closing socket whose peer did not close its
+    #: side within the grace (cancelled once the socket is closed)
+    grace_timer: asyncio.TimerHandle | None
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
     #: writes the socket took only in part (the loop wrote the rest)
@@ -256,6 +259,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.timer = None
         self.timer_at = None
         self.ack_timer = None
+        self.grace_timer = None
         self.acks_since = None
         self._unexpected_party = None
         self._call_soon_threadsafe = self.loop.call_soon_threadsafe

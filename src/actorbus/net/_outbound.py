@@ -526,10 +526,13 @@ class Outbound(ConnectionBase):
         frames, size = self.queued
         now, more = proto.output_size(frames)
         if now < frames:  # (handed over since: count afresh)
+            frames = 0
             now, more = proto.output_size(0)
             size = 0
         size += more
-        self.queued = (now, size)
+        # what waits is held as one bytes object per check, not one per frame:
+        # the limit then bounds the memory it takes, not only its wire size
+        self.queued = (proto.compact_output(frames), size)
         data = proto.data_queued
         if data and self.popped:
             # bytes per data message, times data messages per pending item (a

@@ -167,6 +167,8 @@ class ProtocolBase:
 
     # -- output
     _out: list[bytes]
+    #: frames in ``_out`` beyond its length: joined by ``compact_output``
+    _joined: int
     _has_output: partial[bool]
     _data_queued: int
     _tx_seq: int
@@ -263,6 +265,21 @@ class ProtocolBase:
         rather than when the collector gets to the connection."""
         self._out.clear()
         self._data_queued = 0
+        self._joined = 0
+
+    def compact_output(self, start: int) -> int:
+        """Join the frames waiting for ``data_to_send()`` from the ``start``-th
+        entry on into one ``bytes``, and return how many entries wait now.  A
+        shell that cannot write calls it as the output grows, so what waits
+        costs about its wire size in memory rather than an object per frame
+        (a 6-byte heartbeat reply is a ~50-byte object and a list slot)."""
+        out = self._out
+        if len(out) - start > 1:
+            joined = b"".join(out[start:])
+            self._joined += len(out) - start - 1
+            del out[start:]
+            out.append(joined)
+        return len(out)
 
     def _queue(self, frame: tuple[object, ...], what: str) -> None:
         self._out.append(self._encode(frame, what))
