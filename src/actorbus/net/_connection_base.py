@@ -206,10 +206,10 @@ class ConnectionBase(asyncio.BufferedProtocol):
     high_water_messages: int
     congested: bool
     congestions: int
-    #: bytes a direct write could not write at once; the loop writes them first
     #: the timer that resets a closing socket whose peer did not close its
     #: side within the grace (cancelled once the socket is closed)
     grace_timer: asyncio.TimerHandle | None
+    #: bytes a direct write could not write at once; the loop writes them first
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
     #: writes the socket took only in part (the loop wrote the rest)

@@ -48,7 +48,11 @@ waits there is the *output queue*: past ``message_queue_size`` data messages
 management included, with what the transport holds, and the items not yet
 encoded at the average size of those that were) the connection is
 aborted (a TCP reset), the waiting messages are dropped and counted, and a
-client link reconnects if configured.  One congestion rule
+client link reconnects if configured.  At each check the frames encoded since
+the last one are joined into one ``bytes`` (``compact_output``): what waits
+then takes about its wire size in memory, so the byte limit bounds the
+process's memory too, not only the bytes it would write (a heartbeat reply
+is 6 bytes on the wire, ~50 as an object of its own).  One congestion rule
 holds for both limits: past either high-water mark (``message_queue_high_water``
 bytes, measured the same way, or half of ``message_queue_size`` data
 messages), whichever comes first, the party is told ``congested(True)``
