@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from actorbus.bus import Message
 from actorbus.config import LinkSettings
 from actorbus.errors import ProtocolError
 from actorbus.net import LinkProtocol, Side
@@ -120,6 +121,13 @@ def logged_on(
 ) -> socket.socket:
     """A connection logged on with a fresh node id and the victim's secret (an
     attacker that holds it: a peer of the cluster gone bad)."""
+    return logged_on_with(port, tls, secret, index, rcvbuf)[0]
+
+
+def logged_on_with(
+    port: int, tls: ssl.SSLContext | None, secret: bytes, index: int = 0, rcvbuf: int = 0
+) -> tuple[socket.socket, LinkProtocol]:
+    """:func:`logged_on`, and the protocol object that logged on (to send more)."""
     sock = open_socket(port, tls, index, rcvbuf=rcvbuf)
     try:
         proto = _client(f"insider-{next(_fresh)}", secret)
@@ -128,7 +136,33 @@ def logged_on(
     except BaseException:
         sock.close()
         raise
-    return sock
+    return sock, proto
+
+
+def request_flood(
+    sock: socket.socket, proto: LinkProtocol, message: Message, most: int, batch: int = 1_000
+) -> int:
+    """Send ``message`` as a request again and again (at most ``most`` bytes)
+    and never read, until the victim resets the connection; returns the bytes
+    sent."""
+    cls = type(message)
+    encode = cls.__wire_encode__
+    body = message if encode is None else encode(message)
+    key = (cls.__type_name__, message.subject)
+    sent = 0
+    request_id = 0
+    sock.settimeout(30)
+    try:
+        while sent < most:
+            for _ in range(batch):
+                request_id += 1
+                proto.request(key, request_id, body)
+            data = proto.data_to_send()
+            sock.sendall(data)
+            sent += len(data)
+    except (ConnectionResetError, BrokenPipeError, ssl.SSLError, TimeoutError):
+        pass
+    return sent
 
 
 def flood_without_reading(sock: socket.socket, data: bytes, most: int) -> int:
@@ -228,9 +262,11 @@ __all__ = [
     "logon_cycles",
     "flood_without_reading",
     "logged_on",
+    "logged_on_with",
     "logon_frame",
     "make_certificate",
     "open_socket",
     "partial_frame",
+    "request_flood",
     "rss",
 ]
