@@ -129,6 +129,15 @@ def wire_text(reason: str) -> str:
     return data[: MAX_REASON - 3].decode("utf-8", "ignore") + "..."
 
 
+#: The unpacker of every released protocol object (it holds nothing and takes nothing).
+_SPENT: Final = closed_unpacker()
+
+
+def _no_type(type_name: str) -> bool:
+    """``is_known_type`` after :meth:`LinkProtocol.release`: nothing is."""
+    return False
+
+
 class ProtocolBase:
     """The state of one end of a link, and the moves every part makes."""
 
@@ -153,6 +162,8 @@ class ProtocolBase:
     _rx_done: bool
     _is_known_type: Callable[[str], bool]
     _created: float
+    #: frame type -> its handler (``FrameChecks``); emptied by ``release``
+    _handlers: dict[int, Callable[[tuple[object, ...]], None]]
 
     # -- the authentication (_auth.py)
     #: the key of a link is the secret of its client node: node id -> key
@@ -266,6 +277,20 @@ class ProtocolBase:
         self._out.clear()
         self._data_queued = 0
         self._joined = 0
+
+    def release(self) -> None:
+        """The shell is done with this object (its connection ended): drop the
+        frame handlers and data sinks.  They are bound methods of this object
+        and of the shell, so they make reference cycles, which only the cyclic
+        collector frees — late, when a burst of connections has already piled
+        up; without them the object and its buffers go when the shell lets go.
+        Counters and state stay readable; nothing may be received after it."""
+        self._handlers = {}
+        self._sinks = (None, None, None)
+        self._is_known_type = _no_type
+        # an unpacker costs ~40 KiB (msgpack's parse stack) even when empty
+        self._unpacker = _SPENT
+        self._buffered = 0
 
     def compact_output(self, start: int) -> int:
         """Join the frames waiting for ``data_to_send()`` from the ``start``-th

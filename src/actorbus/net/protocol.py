@@ -194,7 +194,6 @@ from ._framing import (
     DEFAULT_MAX_FRAME_SIZE,
     LOGON_FRAME_LIMIT,
     PREFIX,
-    closed_unpacker,
     length_packer,
     length_reader,
     length_reader_from,
@@ -268,15 +267,6 @@ _STATEFUL: Final = frozenset(
         Failure,
     }
 )
-
-
-#: The unpacker of every released protocol object (it holds nothing and takes nothing).
-_SPENT: Final = closed_unpacker()
-
-
-def _no_type(type_name: str) -> bool:
-    """``is_known_type`` after :meth:`LinkProtocol.release`: nothing is."""
-    return False
 
 
 class LinkProtocol(Parser, Commands):
@@ -493,20 +483,6 @@ class LinkProtocol(Parser, Commands):
         They run inside ``receive_data`` and must not call this object; one that
         returns False leaves the frame to be queued as its event."""
         self._sinks = (request, reply, request_ack)
-
-    def release(self) -> None:
-        """The shell is done with this object (its connection ended): drop the
-        frame handlers and data sinks.  They are bound methods of this object
-        and of the shell, so they make reference cycles, which only the cyclic
-        collector frees — late, when a burst of connections has already piled
-        up; without them the object and its buffers go when the shell lets go.
-        Counters and state stay readable; nothing may be received after it."""
-        self._handlers = {}
-        self._sinks = (None, None, None)
-        self._is_known_type = _no_type
-        # an unpacker costs ~40 KiB (msgpack's parse stack) even when empty
-        self._unpacker = _SPENT
-        self._buffered = 0
 
     def next_event(self) -> Event | None:
         """The next event, or None when nothing is waiting.
