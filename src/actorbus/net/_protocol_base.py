@@ -131,6 +131,10 @@ def wire_text(reason: str) -> str:
 
 #: The unpacker of every released protocol object (it holds nothing and takes nothing).
 _SPENT: Final = closed_unpacker()
+#: The unpacker of every protocol object until its first read that is not one
+#: whole frame (``Parser._stream``): a real one costs ~40 KiB, msgpack's parse
+#: stack, which a connection that never logs on need not hold.
+UNSTARTED: Final = closed_unpacker()
 
 
 def _no_type(type_name: str) -> bool:
@@ -206,6 +210,7 @@ class ProtocolBase:
     _in_patterns: set[tuple[str, int, str]]
     _in_groups: set[tuple[int, str]]
     _unpacker: msgpack.Unpacker
+    _ext_hook: Callable[[int, bytes], object] | None
     _buffered: int
     _frame_len: int
     _read_len: Callable[[bytes], tuple[int]]
@@ -363,7 +368,7 @@ class ProtocolBase:
 
     def _drop_partial_frame(self) -> None:
         """Forget whatever partial frame was buffered: nothing more is parsed."""
-        self._unpacker = closed_unpacker()
+        self._unpacker = _SPENT
         self._buffered = 0
         self._frame_len = -1
         self._partial_since = None
