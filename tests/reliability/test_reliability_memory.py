@@ -9,9 +9,10 @@ buffers and frame the other limits allow, and 24 MiB of slack).
 The figures (before, peak, after) are recorded; docs/reliability.md ("Memory
 after an attack") has them.  Scale: the logon cycles run at the full scale of
 the case they reproduce in plain TCP (20,000; before the fix the victim kept
-130 MB of them) and at 2,000 over TLS (a TLS handshake costs the attacker's
-one thread ~5 ms; at that scale the victim kept 8 MB before the fix too, so
-the TLS run checks the fix holds there, the plain run shows the failure); the
+130-145 MB of them) and at 2,000 over TLS (a TLS handshake costs the
+attacker's one thread ~5 ms; one after the other, TLS cycles kept only 8-9 MB
+before the fix, at 2,000 and at 6,000 alike, so the TLS run checks that the
+fix holds there and the plain run shows the failure); the
 half-open and logged-on partial-frame cases at full scale (1,000 and 300);
 the pre-logon partial frames with 1,000 connections at once, not 1,500
 (docs/reliability.md says what 1,500 leave; 1,000 kept 70-95 MB before the
