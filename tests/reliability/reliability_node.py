@@ -8,6 +8,8 @@ dial).  Roles:
 
 * ``publisher`` — a :class:`CountingPublisher` of ``Seq`` on SUBJECT: TOTAL
   messages at RATE per second, started by the ``start`` command;
+* ``victim`` — the same, and an :class:`Echo` replier of ``Hold`` on
+  SUBJECT/ask (the memory tests' victim);
 * ``subscriber`` — a :class:`SeqSubscriber` of SUBJECT;
 * ``holder`` — a replier of ``Hold`` on SUBJECT that never answers;
 * ``wildsub`` — a :class:`WildSeqSubscriber` of the pattern SUBJECT, written
@@ -46,6 +48,7 @@ from typing import Any
 
 from reliability_support import (
     CountingPublisher,
+    Echo,
     Holder,
     Seq,
     SeqSubscriber,
@@ -117,7 +120,9 @@ def main() -> int:
     subscriber: SeqSubscriber | None = None
     try:
         start_actors(bus, LinkWatcher(name="link-watcher"))
-        if role == "publisher":
+        if role in ("publisher", "victim"):
+            if role == "victim":
+                start_actors(bus, Echo(subject + "/ask"))
             publisher = CountingPublisher(
                 bus,
                 subject,

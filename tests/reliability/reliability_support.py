@@ -512,6 +512,20 @@ class Holder(Actor):
             self.on_count(len(self.held))
 
 
+class Echo(Actor):
+    """Answers every ``Hold`` request at once with one OK reply."""
+
+    def __init__(self, subject: str) -> None:
+        super().__init__(name="echo")
+        self.subject = subject
+
+    def startup(self) -> None:
+        self.replier(Hold, self.subject, on_request=self._take)
+
+    def _take(self, request: IncomingRequest[Hold]) -> None:
+        request.reply(Reply(self.subject))
+
+
 # ------------------------------------------------------------------ logs
 
 
@@ -819,6 +833,7 @@ __all__ = [
     "Asker",
     "CountingPublisher",
     "Hold",
+    "Echo",
     "Holder",
     "LogCapture",
     "NodeProcess",

@@ -129,7 +129,8 @@ class LinkSettings(Settings):
         low=0,
         unit="messages, 0 = unlimited",
         doc="most data messages waiting for a socket that cannot keep up; past it the link "
-        "closes (0 = unlimited)",
+        "closes (0 = unlimited); past half of it the publishers sending to the peer are told "
+        "the link is congested, as for `messageQueueHighWater`",
     )
     heartbeat_delay: float = setting(
         5.0,
@@ -215,8 +216,9 @@ class LinkSettings(Settings):
         -1,
         low=-1,
         unit="bytes, -1 = half of messageQueueBytes, 0 = never",
-        doc="past this many bytes waiting the publishers sending to the peer are told the "
-        "link is congested, and told again below half of it (-1 = half of "
+        doc="past this many bytes waiting (or half of `messageQueueSize` messages, whichever "
+        "comes first) the publishers sending to the peer are told the link is congested, and "
+        "told again once both are below half of their marks (-1 = half of "
         "`messageQueueBytes`, 32 MiB when that is 0; 0 = never tell)",
     )
     forward: bool = setting(
@@ -254,6 +256,17 @@ class LinkSettings(Settings):
         if high >= 0:
             return high
         return (self.message_queue_bytes or _UNLIMITED_HIGH_WATER * 2) // 2
+
+    @property
+    def high_water_messages(self) -> int:
+        """The output queue's high-water mark in data messages: half of
+        ``message_queue_size`` (0: no count limit, or publishers never told).
+        One congestion rule for both limits: publishers are told when what
+        waits passes either mark, whichever comes first, so they hear of it
+        before either limit resets the link."""
+        if not self.message_queue_size or self.message_queue_high_water == 0:
+            return 0
+        return max(1, self.message_queue_size // 2)
 
 
 #: The high-water mark when ``message_queue_bytes`` is 0 (unlimited): 32 MiB.

@@ -271,27 +271,32 @@ class _Connection(PassThrough):
                 waiting = len(self.tail) + len(self.pending) * self.item_bytes
                 if transport is not None:
                     waiting += transport.get_write_buffer_size()
-                if waiting <= self.high_water // 2:
-                    self._congest(False, waiting)
+                proto = self.proto
+                count = len(self.pending) + (proto.data_queued if proto is not None else 0)
+                if waiting <= self.high_water // 2 and count <= self.high_water_messages // 2:
+                    self._congest(False, f"{waiting} bytes, {count} data messages")
             if self.pending and not self.scheduled:
                 self.scheduled = True
                 self.loop.call_soon(self._flush)
 
-    def _congest(self, congested: bool, waiting: int) -> None:
+    def _congest(self, congested: bool, waiting: str) -> None:
         """(loop, holding wlock) Tell the party (the publishers sending to the
-        peer) that the output queue went over its high-water mark, or drained."""
+        peer) that the output queue went over a high-water mark, or drained
+        below half of both.  One rule for both limits: the byte mark
+        (``message_queue_high_water``) and the count mark (half of
+        ``message_queue_size``), whichever is passed first, so a publisher is
+        told before either limit resets the link; ``waiting`` says what waits."""
         self.congested = congested
         self.congestions += congested
         if congested:
             self.net.peer_log.info(
                 (self._origin(), "congested"),
-                "link {}: {} bytes wait for node {}, over message_queue_high_water={}; the "
-                "publishers sending there are told (PublishFeed.congested) until it is "
-                "below half of it",
+                "link {}: {} wait for node {}; the publishers sending there are told "
+                "(PublishFeed.congested) until what waits is below half of each "
+                "high-water mark",
                 self.name,
                 waiting,
                 self.peer,
-                self.high_water,
             )
         party = self.party
         if party is not None:
@@ -520,7 +525,7 @@ class _Connection(PassThrough):
                     if data:
                         transport.write(data)
                 transport.close()
-                self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
             else:
                 if proto is not None:
                     self.link.count_dropped(proto.data_queued)
@@ -528,7 +533,7 @@ class _Connection(PassThrough):
                 self.tail = b""
                 if how == CLOSE:
                     transport.close()
-                    self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                    self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
                 else:
                     _reset(transport)
         self._drop_pending()
@@ -573,6 +578,16 @@ class _Connection(PassThrough):
             _reset(transport)
 
     def _closed(self) -> None:
+        if self.grace_timer is not None:
+            # the socket is closed: nothing to abort, and the timer would hold
+            # this object (and its buffers) for the rest of the grace
+            self.grace_timer.cancel()
+            self.grace_timer = None
+        proto = self.proto
+        if proto is not None:
+            # its handlers refer back to it and to this object: without them
+            # both go when their last user lets go, not at a cyclic collection
+            proto.release()
         callbacks, self.on_closed = self.on_closed, []
         for callback in callbacks:
             callback()

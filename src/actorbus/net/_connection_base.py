@@ -212,10 +212,15 @@ class ConnectionBase(asyncio.BufferedProtocol):
     #: times this connection was closed over an output queue limit
     limit_closes: int
     #: publisher back-pressure: the output queue's high-water mark (bytes, 0 =
-    #: never), whether it is over it now, and how many times it went over
+    #: never), its mark in data messages (half of ``message_queue_size``; 0 =
+    #: none), whether it is over either now, and how many times it went over
     high_water: int
+    high_water_messages: int
     congested: bool
     congestions: int
+    #: the timer that resets a closing socket whose peer did not close its
+    #: side within the grace (cancelled once the socket is closed)
+    grace_timer: asyncio.TimerHandle | None
     #: bytes a direct write could not write at once; the loop writes them first
     tail: bytes
     #: requests and replies written by their sending thread; how many of those
@@ -266,6 +271,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.timer = None
         self.timer_at = None
         self.ack_timer = None
+        self.grace_timer = None
         self.acks_since = None
         self._unexpected_party = None
         self._call_soon_threadsafe = self.loop.call_soon_threadsafe
@@ -283,6 +289,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.popped = 0
         self.limit_closes = 0
         self.high_water = link.settings.high_water
+        self.high_water_messages = link.settings.high_water_messages
         self.congested = False
         self.congestions = 0
         self.tail = b""
@@ -316,7 +323,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
 
         def _arm(self) -> None: ...
 
-        def _congest(self, congested: bool, waiting: int) -> None: ...
+        def _congest(self, congested: bool, waiting: str) -> None: ...
 
         def _logon(self, peer: str, run_id: str) -> bool: ...
 

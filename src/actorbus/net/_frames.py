@@ -111,8 +111,6 @@ _Frame = tuple[object, ...]
 class FrameChecks(ProtocolBase):
     """The handler of every frame type (mixed into LinkProtocol)."""
 
-    _handlers: dict[int, Callable[[_Frame], None]]
-
     def _frame_handlers(self) -> dict[int, Callable[[_Frame], None]]:
         """frame type -> this object's handler."""
         return {

@@ -48,10 +48,16 @@ waits there is the *output queue*: past ``message_queue_size`` data messages
 management included, with what the transport holds, and the items not yet
 encoded at the average size of those that were) the connection is
 aborted (a TCP reset), the waiting messages are dropped and counted, and a
-client link reconnects if configured.  Past the high-water mark
-(``message_queue_high_water``, measured the same way) the party is told
-``congested(True)`` before that, and ``congested(False)`` when
-``resume_writing`` finds less than half of it waiting (publisher
+client link reconnects if configured.  At each check the frames encoded since
+the last one are joined into one ``bytes`` (``compact_output``): what waits
+then takes about its wire size in memory, so the byte limit bounds the
+process's memory too, not only the bytes it would write (a heartbeat reply
+is 6 bytes on the wire, ~50 as an object of its own).  One congestion rule
+holds for both limits: past either high-water mark (``message_queue_high_water``
+bytes, measured the same way, or half of ``message_queue_size`` data
+messages), whichever comes first, the party is told ``congested(True)``
+before that limit is reached, and ``congested(False)`` when
+``resume_writing`` finds less than half of each mark waiting (publisher
 back-pressure, :mod:`actorbus.bus.party`).
 
 **Acknowledgements ride on replies.**  After a read whose requests our repliers
@@ -514,15 +520,23 @@ class Outbound(ConnectionBase):
         it did."""
         settings = self.link.settings
         limit = settings.message_queue_size
-        if limit and self._waiting(proto, limit) > limit:
-            self.limit_closes += 1
-            self._end(
-                f"output queue limit: {self._waiting(proto, limit)} data messages wait "
-                f"for a socket that cannot keep up, over message_queue_size={limit}; "
-                "the peer does not read fast enough",
-                ABORT,
-            )
-            return True
+        if limit:
+            count = self._waiting(proto, limit)
+            mark = self.high_water_messages
+            if mark and count > mark and not self.congested:
+                # (told first, whichever limit is nearer: see _connection._congest)
+                self._congest(
+                    True, f"{count} data messages, over half of message_queue_size={limit}"
+                )
+            if count > limit:
+                self.limit_closes += 1
+                self._end(
+                    f"output queue limit: {self._waiting(proto, limit)} data messages wait "
+                    f"for a socket that cannot keep up, over message_queue_size={limit}; "
+                    "the peer does not read fast enough",
+                    ABORT,
+                )
+                return True
         most = settings.message_queue_bytes
         high = self.high_water
         if not (most or high):
@@ -530,10 +544,13 @@ class Outbound(ConnectionBase):
         frames, size = self.queued
         now, more = proto.output_size(frames)
         if now < frames:  # (handed over since: count afresh)
+            frames = 0
             now, more = proto.output_size(0)
             size = 0
         size += more
-        self.queued = (now, size)
+        # what waits is held as one bytes object per check, not one per frame:
+        # the limit then bounds the memory it takes, not only its wire size
+        self.queued = (proto.compact_output(frames), size)
         data = proto.data_queued
         if data and self.popped:
             # bytes per data message, times data messages per pending item (a
@@ -547,7 +564,7 @@ class Outbound(ConnectionBase):
         if transport is not None:
             waiting += transport.get_write_buffer_size()
         if high and waiting > high and not self.congested:
-            self._congest(True, waiting)
+            self._congest(True, f"{waiting} bytes, over message_queue_high_water={high}")
         if not most or waiting <= most:
             return False
         self.limit_closes += 1

@@ -14,12 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgpack
+
 from ..errors import ProtocolError
 from ._events import ConnectionClosed, ReplyReceived, RequestAcknowledged, RequestReceived
 from ._frames import FrameChecks
-from ._framing import BAD_BODY, DECODE_ERRORS, OverLimit, Reject, bad_body, bad_length
+from ._framing import (
+    BAD_BODY,
+    DECODE_ERRORS,
+    OverLimit,
+    Reject,
+    bad_body,
+    bad_length,
+    new_unpacker,
+)
 from ._handshake import Step
-from ._protocol_base import Failure, Run
+from ._protocol_base import UNSTARTED, Failure, Run
 from ._wire import REPLY_STATUSES, FrameType, WireKey, WireValue
 
 __all__ = ["Parser"]
@@ -68,7 +78,7 @@ class Parser(FrameChecks):
         frames = self.counters.frames_in
         room = self._buffer_limit - self._buffered
         if size <= room:
-            self._unpacker.feed(data)
+            self._stream().feed(data)
             self._buffered += size
             self._parse(None)
         else:
@@ -78,7 +88,7 @@ class Parser(FrameChecks):
             pos = 0
             while pos < size and not self._rx_done:
                 piece = view[pos : pos + self._buffer_limit - self._buffered]
-                self._unpacker.feed(piece)
+                self._stream().feed(piece)
                 self._buffered += len(piece)
                 pos += len(piece)
                 self._parse(None)
@@ -89,6 +99,14 @@ class Parser(FrameChecks):
                 self._partial_since = now
         else:
             self._partial_since = None
+
+    def _stream(self) -> msgpack.Unpacker:
+        """The streaming unpacker, made at its first use: a connection whose
+        reads are each one whole frame (every logon) never holds one."""
+        unpacker = self._unpacker
+        if unpacker is UNSTARTED:
+            unpacker = self._unpacker = new_unpacker(self._buffer_limit, self._ext_hook)
+        return unpacker
 
     def _parse(self, data: bytes | bytearray | memoryview | None) -> None:
         """Turn every complete frame into events (the hot loop): of ``data``, a
@@ -287,11 +305,11 @@ class Parser(FrameChecks):
                 # a frame whose end has not arrived: the unpacker holds its start
                 # (less than one maximum frame), as if it had read it itself
                 if stop - at >= 4:  # its prefix is here: ``need`` is its length
-                    self._unpacker.feed(data[at + 4 :])
+                    self._stream().feed(data[at + 4 :])
                     self._buffered = stop - at - 4
                     self._frame_len = need
                 else:
-                    self._unpacker.feed(data[at:])
+                    self._stream().feed(data[at:])
                     self._buffered = stop - at
             if rx_seq > self._rx_seq:  # noqa: PLR1730 (no builtin call per read)
                 self._rx_seq = rx_seq

@@ -132,6 +132,19 @@ def wire_text(reason: str) -> str:
     return data[: MAX_REASON - 3].decode("utf-8", "ignore") + "..."
 
 
+#: The unpacker of every released protocol object (it holds nothing and takes nothing).
+_SPENT: Final = closed_unpacker()
+#: The unpacker of every protocol object until its first read that is not one
+#: whole frame (``Parser._stream``): a real one costs ~40 KiB, msgpack's parse
+#: stack, which a connection that never logs on need not hold.
+UNSTARTED: Final = closed_unpacker()
+
+
+def _no_type(type_name: str) -> bool:
+    """``is_known_type`` after :meth:`LinkProtocol.release`: nothing is."""
+    return False
+
+
 class ProtocolBase:
     """The state of one end of a link, and the moves every part makes."""
 
@@ -156,6 +169,8 @@ class ProtocolBase:
     _rx_done: bool
     _is_known_type: Callable[[str], bool]
     _created: float
+    #: frame type -> its handler (``FrameChecks``); emptied by ``release``
+    _handlers: dict[int, Callable[[tuple[object, ...]], None]]
 
     # -- the authentication (_auth.py)
     #: the key of a link is the secret of its client node: node id -> key
@@ -170,6 +185,8 @@ class ProtocolBase:
 
     # -- output
     _out: list[bytes]
+    #: frames in ``_out`` beyond its length: joined by ``compact_output``
+    _joined: int
     _has_output: partial[bool]
     _data_queued: int
     _tx_seq: int
@@ -198,6 +215,7 @@ class ProtocolBase:
     #: node ids of the peer's ROUTED frames already checked (bounded)
     _routed_ids: set[str]
     _unpacker: msgpack.Unpacker
+    _ext_hook: Callable[[int, bytes], object] | None
     _buffered: int
     _frame_len: int
     _read_len: Callable[[bytes], tuple[int]]
@@ -271,6 +289,35 @@ class ProtocolBase:
         rather than when the collector gets to the connection."""
         self._out.clear()
         self._data_queued = 0
+        self._joined = 0
+
+    def release(self) -> None:
+        """The shell is done with this object (its connection ended): drop the
+        frame handlers and data sinks.  They are bound methods of this object
+        and of the shell, so they make reference cycles, which only the cyclic
+        collector frees — late, when a burst of connections has already piled
+        up; without them the object and its buffers go when the shell lets go.
+        Counters and state stay readable; nothing may be received after it."""
+        self._handlers = {}
+        self._sinks = (None, None, None)
+        self._is_known_type = _no_type
+        # an unpacker costs ~40 KiB (msgpack's parse stack) even when empty
+        self._unpacker = _SPENT
+        self._buffered = 0
+
+    def compact_output(self, start: int) -> int:
+        """Join the frames waiting for ``data_to_send()`` from the ``start``-th
+        entry on into one ``bytes``, and return how many entries wait now.  A
+        shell that cannot write calls it as the output grows, so what waits
+        costs about its wire size in memory rather than an object per frame
+        (a 6-byte heartbeat reply is a ~50-byte object and a list slot)."""
+        out = self._out
+        if len(out) - start > 1:
+            joined = b"".join(out[start:])
+            self._joined += len(out) - start - 1
+            del out[start:]
+            out.append(joined)
+        return len(out)
 
     def _queue(self, frame: tuple[object, ...], what: str) -> None:
         self._out.append(self._encode(frame, what))
@@ -329,7 +376,7 @@ class ProtocolBase:
 
     def _drop_partial_frame(self) -> None:
         """Forget whatever partial frame was buffered: nothing more is parsed."""
-        self._unpacker = closed_unpacker()
+        self._unpacker = _SPENT
         self._buffered = 0
         self._frame_len = -1
         self._partial_since = None

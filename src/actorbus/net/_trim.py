@@ -16,6 +16,7 @@ glibc's ``MALLOC_MMAP_THRESHOLD_`` keeps that choice."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 from collections.abc import Callable
 from typing import Final
@@ -34,8 +35,10 @@ MMAP_THRESHOLD: Final = 512 * 1024
 _M_MMAP_THRESHOLD: Final = -3
 
 #: After a link closes, free memory is returned to the system this many
-#: seconds later (once for all the links that close meanwhile).
-TRIM_DELAY = 1.0
+#: seconds later (once for all the links that close meanwhile): later than
+#: a closing connection's grace for its peer's FIN (1 s), whose timer holds
+#: the connection until then.
+TRIM_DELAY = 1.5
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -74,8 +77,18 @@ def fix_mmap_threshold() -> bool:
 
 
 def release_free_memory() -> None:
-    """Give the memory the C allocator holds free back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere).  Python's own small-object arenas
-    are returned when empty; this covers the buffers above them."""
+    """Free what closed connections left and give the memory back to the system.
+
+    A connection's objects form reference cycles (its protocol's frame
+    handlers are its own bound methods; the connection, its link and its
+    protocol refer to each other), so they are freed by the cyclic collector,
+    not when the connection ends: with the young generation's threshold a bus
+    raises (:mod:`actorbus._gc`) that can be thousands of connections later,
+    after they were promoted to the old generation, which is collected rarely
+    — a burst of connections would stay.  So a full collection frees them
+    first; then glibc's ``malloc_trim`` returns the free memory to the system
+    (nothing on another C library; Python's own small-object arenas are
+    returned when empty)."""
+    gc.collect()
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)

@@ -623,11 +623,17 @@ class NodeNet:
             with contextlib.suppress(RuntimeError):  # the loop is closing
                 link.selector.loop.call_later(TRIM_DELAY, self._trim)
 
-    def _trim(self) -> None:
-        """(a loop) Return the memory the C allocator holds free to the system."""
+    def _trim(self, again: bool = True) -> None:
+        """(a loop) Return the memory the C allocator holds free to the system;
+        once more TRIM_DELAY later (``again``): what a closed link left to
+        work through — requests its peer queued for our actors, replies to
+        it that are dropped — is freed after the first trim."""
         with self._lock:
             self._trim_due = False
         release_free_memory()
+        if again and not self.closing:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                asyncio.get_running_loop().call_later(TRIM_DELAY, self._trim, False)
 
     def links_of(self, service: Service, read: Callable[[], T]) -> tuple[list[Link], T]:
         """The open links ``service`` accepted, and ``read()``, in one step: a link

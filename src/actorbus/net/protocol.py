@@ -199,11 +199,10 @@ from ._framing import (
     length_reader_from,
     new_packer,
     new_unpackb,
-    new_unpacker,
 )
 from ._handshake import MOVES, SHOWN, Move, ProtocolState, Side, Step
 from ._parser import Parser
-from ._protocol_base import Failure, QueueItem, Run, run_id_problem, show, wire_text
+from ._protocol_base import UNSTARTED, Failure, QueueItem, Run, run_id_problem, show, wire_text
 from ._settings import ProtocolSettings, WireCounters
 from ._wire import DATA_FRAME_TYPES, PROTOCOL_VERSION, FrameType, WireKey, WireValue
 
@@ -363,6 +362,7 @@ class LinkProtocol(Parser, Commands):
 
         # -- output
         self._out = []
+        self._joined = 0
         self._has_output = partial(truth, self._out)  # (see has_output)
         self._data_queued = 0
         self._tx_seq = 0
@@ -380,7 +380,7 @@ class LinkProtocol(Parser, Commands):
         self._buffer_limit = self._max_frame + PREFIX
         # frames before the logon is accepted are handshake frames, all small
         self._max_in = min(self._max_frame, LOGON_FRAME_LIMIT)
-        self._unpacker = new_unpacker(self._buffer_limit, ext_hook)
+        self._unpacker, self._ext_hook = UNSTARTED, ext_hook  # (Parser._stream makes it)
         self._partial_since = None  # when the first bytes of a frame not whole yet arrived
         self._in_feeds = set()
         self._in_patterns = set()
@@ -598,11 +598,12 @@ class LinkProtocol(Parser, Commands):
             return b""
         data = out[0] if len(out) == 1 else b"".join(out)
         counters = self.counters
-        counters.frames_out += len(out)
+        counters.frames_out += len(out) + self._joined
         counters.bytes_out += len(data)
         counters.messages_out += self._data_queued
         out.clear()
         self._data_queued = 0
+        self._joined = 0
         return data
 
     def output_size(self, start: int) -> tuple[int, int]:

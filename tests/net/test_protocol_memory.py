@@ -1,0 +1,72 @@
+"""What a protocol object costs in memory: output joined while a shell cannot
+write (the bytes and the counters unchanged), and an object released by its
+shell freed without the cyclic collector."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+from nodes.protocol import accepted_server, frames_of
+
+from actorbus.net import LinkProtocol, Side
+from actorbus.net.protocol import FrameType
+from actorbus.testing import all_types_known, encode_frame
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    """The cyclic collector off: only reference counts free objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_joined_output_is_the_same_bytes_and_frames() -> None:
+    srv = accepted_server(is_known_type=all_types_known)
+    heartbeats = encode_frame(int(FrameType.HEARTBEAT)) * 1_000
+    srv.receive_data(heartbeats, 1.0)
+    assert list(srv.events()) == []
+    assert srv.output_size(0)[0] == 1_000  # a frame object per reply
+    assert srv.compact_output(0) == 1
+    srv.receive_data(heartbeats[:6_000], 2.0)  # 1,000 more
+    assert srv.compact_output(1) == 2  # the earlier ones stay as they were joined
+    assert srv.compact_output(2) == 2  # nothing new: nothing to join
+    before = srv.counters.frames_out
+    data = srv.data_to_send()
+    assert srv.counters.frames_out - before == 2_000
+    assert frames_of(data) == [(int(FrameType.HEARTBEAT_REPLY),)] * 2_000
+
+
+def test_a_released_protocol_is_freed_by_reference_counts(no_collector: None) -> None:
+    class Shell:
+        """Holds the protocol and gives it its own bound methods, as a connection does."""
+
+        def __init__(self) -> None:
+            self.proto = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=self.known)
+            self.proto.deliver_data_to(self.sink, self.sink, self.sink)
+
+        def known(self, type_name: str) -> bool:
+            return True
+
+        def sink(self, *args: object) -> bool:
+            return False
+
+    kept = Shell()
+    kept_ref = weakref.ref(kept.proto)
+    released = Shell()
+    released.proto.release()
+    released_ref = weakref.ref(released.proto)
+    counters = released.proto.counters
+    del kept, released
+    assert kept_ref() is not None  # a reference cycle: left to the collector
+    assert released_ref() is None  # freed at once
+    assert counters.frames_in == 0
+    gc.collect()
+    assert kept_ref() is None
