@@ -48,7 +48,7 @@ from _common import Row, print_table, row
 from actorbus import Actor, Bus, FeedState, Notification
 from actorbus.config.settings import MulticastSettings
 from actorbus.net.multicast.channel import ChannelProtocol
-from actorbus.net.multicast.runs import notification_item, pack_notifications
+from actorbus.net.multicast.runs import pack_notifications
 
 SUBJECT = "/bench/mc"
 N = 20_000
@@ -172,8 +172,8 @@ def _raw_datagrams(n: int) -> list[bytes]:
     (the same bytes: notifications packed into runs, then numbered)."""
     proto = ChannelProtocol(_settings("239.255.0.1", 1), name="raw", stream=1, key=None, now=0.0)
     assert proto.publisher is not None
-    items = [notification_item(Tick(SUBJECT, value=i, payload=PAYLOAD), 1 << 20) for i in range(n)]
-    for record in pack_notifications(items, proto.publisher.segment_size):
+    messages = [Tick(SUBJECT, value=i, payload=PAYLOAD) for i in range(n)]
+    for record in pack_notifications(messages, proto.publisher.segment_size):
         proto.send(record, 0.0)
     return proto.datagrams_to_send()
 

@@ -46,6 +46,7 @@ Every party call is made on the channel's thread.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ipaddress
 import queue
@@ -70,7 +71,7 @@ from ...errors import CodecError, UsageError
 from . import datagram as dg
 from .channel import ChannelProtocol, new_stream
 from .receiver import Announced, Delivered, Gone, Joined, LostRange, Nagging
-from .runs import RUN, RUN_HEAD, STATE, Encoder, run_record
+from .runs import RUN, STATE, Encoder
 
 if TYPE_CHECKING:
     from ...bus.router import Router
@@ -107,6 +108,9 @@ class _Outbound:
 
     def __init__(self, channel: MulticastChannel) -> None:
         self._channel = channel
+        # the router's route for a notification is the channel's own method:
+        # no hop through here, no partial naming the sender (nothing sends it)
+        self.send_notify = channel.send_notify  # type: ignore[method-assign]
 
     def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None:
         if role is Role.PUBLISHER:
@@ -145,6 +149,9 @@ class _Outbound:
 
 class _Inbound(_Outbound):
     """A remote publisher's party's transport: nothing goes back to it."""
+
+    def __init__(self, channel: MulticastChannel) -> None:
+        self._channel = channel
 
     def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None: ...
     def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None: ...
@@ -211,8 +218,11 @@ class MulticastChannel:
         self._told: set[MessageKey] = set()
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
-        #: notifications published, not yet handed to the protocol
-        self._pending: list[Message] = []
+        #: notifications published, not yet handed to the protocol (appended
+        #: by publishers' threads without a lock; popped under it)
+        self._pending: collections.deque[Message] = collections.deque()
+        #: a wake-up for what is pending is on its way
+        self._scheduled = False
         self._encoder = Encoder()
         #: notifications numbered so far (the next run's first number)
         self._numbered = 0
@@ -308,6 +318,8 @@ class MulticastChannel:
             if self.protocol.publisher is not None:
                 out.update({f"pub_{k}": v for k, v in self.protocol.publisher.counters.items()})
             out.update(self.counters)
+            # (counted when the channel's thread takes them: those queued count too)
+            out["notifications_sent"] += len(self._pending)
         return out
 
     # ------------------------------------------------------------ publishing (any thread)
@@ -353,62 +365,53 @@ class MulticastChannel:
                 logger.warning("multicast channel {}: {}", self.name, exc)
         self._flush_locked()
 
-    def publish(self, message: Message) -> None:
-        """Queue one notification for the channel (the router calls this through
-        the party); the channel's thread encodes and sends what is queued when it
-        wakes, the notifications queued meanwhile packed into as few datagrams as
-        fit.  One it cannot encode, or larger than ``maxMessageSize``, is dropped
-        there, counted (``unencodable``, ``too_large``) and logged."""
-        with self._lock:
-            if self._stop:
-                return
-            pending = self._pending
-            pending.append(message)
-            self.counters["notifications_sent"] += 1
-            if len(pending) >= _MAX_PENDING:
-                # the channel's thread is behind: this thread sends them itself
-                # (what waits stays bounded; the publisher slows down to the socket)
-                self._send_pending_locked(self._clock())
-                self._flush_locked()
-                return
-            if len(pending) > 1:
-                return  # the wake-up of the first is on its way
-        self._wake()
+    def send_notify(self, message: Message) -> None:
+        """Queue one notification for the channel (the router calls this as the
+        party's route: the hot path, no lock).  The channel's thread encodes and
+        sends what is queued when it wakes, the notifications queued meanwhile
+        packed into as few datagrams as fit; one wake-up per batch, not per
+        message.  One it cannot encode, or larger than ``maxMessageSize``, is
+        dropped there, counted (``unencodable``, ``too_large``) and logged."""
+        if self._stop:
+            return
+        pending = self._pending
+        pending.append(message)
+        if len(pending) >= _MAX_PENDING:
+            # the channel's thread is behind: this thread sends them itself
+            # (what waits stays bounded; the publisher slows down to the socket)
+            with self._lock:
+                if not self._stop:
+                    self._send_pending_locked(self._clock())
+                    self._flush_locked()
+            return
+        if not self._scheduled:
+            self._scheduled = True
+            self._wake()
+
+    publish = send_notify
 
     def _send_pending_locked(self, now: float) -> None:
-        """Encode what is queued and hand it to the protocol as runs (the loop of
-        :func:`~.runs.pack_notifications`, fused with the encoding: the hot path)."""
+        """Encode what is queued now and hand it to the protocol as runs
+        (:meth:`.runs.Encoder.pack`).  The flag is cleared first: a notification
+        queued after the count was taken wakes the thread again."""
+        self._scheduled = False
         pending = self._pending
-        if not pending:
+        count = len(pending)
+        if not count:
             return
-        self._pending = []
-        item = self._encoder.item
-        most = self.settings.max_message_size - RUN_HEAD  # a run of one item must fit
-        limit = self._run_limit
+        popleft = pending.popleft
+        batch = [popleft() for _ in range(count)]
+        self.counters["notifications_sent"] += count
+        records, self._numbered = self._encoder.pack(
+            batch,
+            self._numbered,
+            self._run_limit,
+            self.settings.max_message_size,
+            self._dropped,
+        )
         send = self.protocol.send
-        first = self._numbered
-        run: list[bytes] = []
-        size = RUN_HEAD
-        for message in pending:
-            try:
-                encoded = item(message)
-            except (ValueError, CodecError) as exc:  # lone surrogates, msgpack's limits
-                self._dropped("unencodable", message, str(exc))
-                continue
-            n = len(encoded)
-            if n > most:
-                self._dropped("too_large", message, f"{n} bytes, over {most} (with a run's head)")
-                continue
-            if run and size + n > limit:
-                send(run_record(first, run), now)
-                first += len(run)
-                run, size = [], RUN_HEAD
-            run.append(encoded)
-            size += n
-        if run:
-            send(run_record(first, run), now)
-            first += len(run)
-        self._numbered = first
+        for record in records:
+            send(record, now)
 
     def _dropped(self, counter: str, message: Message, why: str) -> None:
         self.counters[counter] += 1
@@ -614,14 +617,13 @@ class MulticastChannel:
             )
             kind = record[0]
             if kind == RUN:
-                _, number, items = record
+                _, number, groups = record
                 expected = remote.next_number
                 if expected is not None and number != expected:
                     self._report_loss(remote, number - expected)
                 elif remote.loss is not None:
                     self._report_loss(remote, 0)  # only state records were lost
-                remote.next_number = number + len(items)
-                self._notify_run(remote, items)
+                remote.next_number = number + self._notify_run(remote, groups)
             elif kind == STATE:
                 _, type_name, subject, up = record
                 key = self._key(type_name, subject)
@@ -630,33 +632,30 @@ class MulticastChannel:
         except (ValueError, TypeError, IndexError, msgpack.UnpackException):
             self.counters["undecodable"] += 1
 
-    def _notify_run(self, remote: _Remote, items: Any) -> None:
-        """A run's notifications to the party, consecutive ones on one key together."""
+    def _notify_run(self, remote: _Remote, groups: Any) -> int:
+        """A run's groups to the party, each group's notifications at once (the
+        party's ``notify_run``); returns how many notifications the run numbers."""
         notify_run = remote.party.notify_run
-        messages: list[Message] = []
-        append = messages.append
-        key: MessageKey | None = None
-        decode: Any = None
-        last_type: Any = None
-        last_subject: Any = None
-        for type_name, subject, body in items:
-            if subject != last_subject or type_name != last_type:
-                if messages and key is not None:
-                    notify_run(messages, key)
-                messages = []
-                append = messages.append
-                last_type, last_subject = type_name, subject
-                key = self._key(type_name, subject)
-                # (codec.from_wire, without its call: the run's hot loop)
-                decode = key.message_class.__wire_decode__ if key is not None else None
-            if decode is None:
+        numbered = 0
+        for type_name, subject, bodies in groups:
+            numbered += len(bodies)
+            key = self._key(type_name, subject)
+            if key is None:
                 continue
+            # (codec.from_wire, without its call: the run's hot loop)
+            decode = key.message_class.__wire_decode__
             try:
-                append(decode(body))
+                messages = [decode(body) for body in bodies]
             except CodecError:  # a body this node's class cannot read: count it, go on
-                self.counters["undecodable"] += 1
-        if messages and key is not None:
-            notify_run(messages, key)
+                messages = []
+                for body in bodies:
+                    try:
+                        messages.append(decode(body))
+                    except CodecError:
+                        self.counters["undecodable"] += 1
+            if messages:
+                notify_run(messages, key)
+        return numbered
 
     def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
         before = remote.keys.get(key)
