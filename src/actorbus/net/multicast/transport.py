@@ -230,6 +230,10 @@ class MulticastChannel:
         self._run_limit = publisher.segment_size if publisher is not None else 0
         self._keys: dict[tuple[str, str], MessageKey | None] = {}
         self._remotes: dict[int, _Remote] = {}
+        #: notifications decoded on one key from one publisher, not yet handed on
+        self._run_party: RemoteParty | None = None
+        self._run_key: MessageKey | None = None
+        self._run_messages: list[Message] = []
         self._party: RemoteParty | None = None
         self._recv: socket.socket | None = None
         self._send: socket.socket | None = None
@@ -527,7 +531,9 @@ class MulticastChannel:
                         if remote.party not in held and remote.party.hold_deliveries():
                             held.append(remote.party)
                         self._delivered(remote, event.payload)
-                elif kind is Joined:
+                    continue
+                self._flush_run()  # what came before goes first
+                if kind is Joined:
                     name = shown(event.name)  # the sender's text, in party names and logs
                     party = self._router.attach(
                         f"{name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
@@ -567,6 +573,7 @@ class MulticastChannel:
                         )
                     )
         finally:
+            self._flush_run()
             for party in held:
                 party.release_deliveries()
 
@@ -620,11 +627,14 @@ class MulticastChannel:
                 _, number, groups = record
                 expected = remote.next_number
                 if expected is not None and number != expected:
+                    self._flush_run()
                     self._report_loss(remote, number - expected)
                 elif remote.loss is not None:
+                    self._flush_run()
                     self._report_loss(remote, 0)  # only state records were lost
                 remote.next_number = number + self._notify_run(remote, groups)
             elif kind == STATE:
+                self._flush_run()
                 _, type_name, subject, up = record
                 key = self._key(type_name, subject)
                 if key is not None:
@@ -632,10 +642,20 @@ class MulticastChannel:
         except (ValueError, TypeError, IndexError, msgpack.UnpackException):
             self.counters["undecodable"] += 1
 
+    def _flush_run(self) -> None:
+        """Hand the notifications gathered on one key to its party, in one call."""
+        run = self._run_messages
+        if run:
+            self._run_messages = []
+            self._run_party.notify_run(run, self._run_key)  # type: ignore[union-attr]
+
     def _notify_run(self, remote: _Remote, groups: Any) -> int:
-        """A run's groups to the party, each group's notifications at once (the
-        party's ``notify_run``); returns how many notifications the run numbers."""
-        notify_run = remote.party.notify_run
+        """A run's groups to the party: consecutive notifications on one key from
+        one publisher are gathered, across the datagrams of a wake-up, and go in
+        one ``notify_run`` (:meth:`_flush_run`: at a change of key or publisher,
+        before anything else is handled, and at the end of the wake-up's
+        events); returns how many notifications the run numbers."""
+        party = remote.party
         numbered = 0
         for type_name, subject, bodies in groups:
             numbered += len(bodies)
@@ -654,7 +674,11 @@ class MulticastChannel:
                     except CodecError:
                         self.counters["undecodable"] += 1
             if messages:
-                notify_run(messages, key)
+                if key is self._run_key and party is self._run_party:
+                    self._run_messages += messages
+                else:
+                    self._flush_run()
+                    self._run_party, self._run_key, self._run_messages = party, key, messages
         return numbered
 
     def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
