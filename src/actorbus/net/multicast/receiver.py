@@ -50,6 +50,7 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from actorbus.config.settings import MulticastSettings
 
@@ -82,8 +83,10 @@ class Joined:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(NamedTuple):
+    """A reliable message of ``stream``, whole and in order (a named tuple: one
+    is made per datagram delivered, the receiver's hot path)."""
+
     stream: int
     payload: bytes
 
@@ -424,9 +427,9 @@ class ReceiverProtocol:
         if d.index == 0:
             if st.parts:
                 self.counters["segment_mismatch"] += 1
+                st.parts = []
             st.resync = False
             if d.count == 1:
-                st.parts = []
                 self.events.append(Delivered(st.stream, d.payload))
                 self.counters["delivered"] += 1
             else:
