@@ -44,7 +44,6 @@ import hashlib
 import hmac
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
 
 __all__ = [
     "ANNOUNCE",
@@ -130,9 +129,11 @@ class DatagramError(ValueError):
         self.reason = reason
 
 
-class Data(NamedTuple):
-    """A DATA datagram (a named tuple, not a frozen dataclass: made once per
-    datagram received, it is the receiver's hot path)."""
+@dataclass(slots=True)
+class Data:
+    """A DATA datagram.  Not frozen (a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, the slow way): one is made
+    per datagram received, the receiver's hot path; nothing changes it."""
 
     stream: int
     stamp: int

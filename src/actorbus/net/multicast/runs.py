@@ -65,7 +65,7 @@ class Encoder:
         self._pack = msgpack.Packer(default=codec.pack_default).pack
         self._prefixes: dict[tuple[type, str], bytes] = {}
 
-    def _prefix(self, cls: type, subject: str) -> bytes:
+    def _prefix(self, cls: type[Message], subject: str) -> bytes:
         prefix = self._prefixes.get((cls, subject))
         if prefix is None:
             if len(self._prefixes) >= _MAX_PREFIXES:
@@ -89,7 +89,7 @@ class Encoder:
         add = packer.add
         bodies: list[Any] = []
         group: list[Message] = []
-        run_cls: type | None = None
+        run_cls: type[Message] | None = None
         run_subject: str | None = None
         enc: Any = None
         for message in messages:

@@ -647,7 +647,7 @@ class MulticastChannel:
         run = self._run_messages
         if run:
             self._run_messages = []
-            self._run_party.notify_run(run, self._run_key)  # type: ignore[union-attr]
+            self._run_party.notify_run(run, self._run_key)  # type: ignore[union-attr,arg-type]
 
     def _notify_run(self, remote: _Remote, groups: Any) -> int:
         """A run's groups to the party: consecutive notifications on one key from
