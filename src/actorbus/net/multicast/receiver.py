@@ -336,6 +336,23 @@ class ReceiverProtocol:
             return
         seq = d.seq
         if seq == st.expected:
+            if (
+                d.count == 1
+                and not st.parts
+                and not st.buffer
+                and st.pending is None
+                and st.closing is None
+            ):
+                # the common case, written out: a whole message, next in line, nothing
+                # held (what _take, _drain and _after_progress do for it)
+                st.expected = seq = seq + 1
+                st.resync = False
+                self.events.append(Delivered(st.stream, d.payload))
+                self.counters["delivered"] += 1
+                if st.highest <= seq:
+                    st.highest = seq
+                    st.nak_due = None
+                return
             self._take(st, d)
             if st.buffer:
                 self._drain(st)
