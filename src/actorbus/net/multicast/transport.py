@@ -38,10 +38,14 @@ flag are published as the system notifications
 :class:`~actorbus.bus.system.MulticastNagging`.
 
 Threads: ``send_*`` are called from publishers' threads (sometimes under the
-router lock); they take the channel's lock, hand the message to the protocol
-and write its datagrams to the sending socket at once (which may block
-briefly when the socket's buffer is full: back-pressure on the publisher).
-Every party call is made on the channel's thread.
+router lock).  A notification is appended to the channel's queue without a
+lock (the router calls :meth:`MulticastChannel.send_notify` itself), the
+channel's thread woken once per batch; it encodes and sends what is queued
+under the channel's lock.  Past ``_MAX_PENDING`` queued the publishing thread
+takes the lock and sends them itself (which may block briefly when the
+socket's buffer is full: back-pressure on the publisher).  A feed's state
+change takes the lock, sends what was queued before it, then its state
+record, at once.  Every party call is made on the channel's thread.
 """
 
 from __future__ import annotations
