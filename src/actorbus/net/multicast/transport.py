@@ -52,11 +52,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import ipaddress
 import queue
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -89,6 +91,8 @@ _MAX_PENDING = 16_384
 _MAX_KEYS = 4_096
 
 
+#: the socket option attaching a classic BPF filter (Linux's SO_ATTACH_FILTER)
+_SO_ATTACH_FILTER = 26
 #: datagrams read per wake-up before the timers run and the bus is told
 _READ_BATCH = 256
 
@@ -274,6 +278,7 @@ class MulticastChannel:
         s = self.settings
         try:
             self._recv, self._send = _sockets(s)
+            _ignore_own(self._recv, self.stream)
         except BaseException:
             self._wake_r.close()
             self._wake_w.close()
@@ -721,6 +726,35 @@ class MulticastChannel:
         if self._party is not None:
             self._party.detach(reason)
             self._party = None
+
+
+def _ignore_own(sock: socket.socket, stream: int) -> None:
+    """On Linux, a socket filter drops the datagrams of ``stream`` (this node's,
+    looped back by multicast) before the socket queues them: the channel's
+    thread does not read what it sent.  The filter sees the UDP header first
+    (8 bytes), then the datagram, whose bytes 8 to 16 are its stream; shorter
+    ones pass, for the decoder to count.  Elsewhere, or if the kernel refuses
+    it, the protocol drops them by the same bytes (``own``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    at = 8 + 8
+    program = [
+        (0x80, 0, 0, 0),  # A = length (UDP header included)
+        (0x35, 0, 5, at + 8),  # A >= at + 8 ? go on : accept
+        (0x20, 0, 0, at),  # A = the stream's high 32 bits
+        (0x15, 0, 3, stream >> 32),
+        (0x20, 0, 0, at + 4),  # A = its low 32 bits
+        (0x15, 0, 1, stream & 0xFFFFFFFF),
+        (0x06, 0, 0, 0),  # this node's own: dropped
+        (0x06, 0, 0, 0xFFFFFFFF),  # accepted whole
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+    with contextlib.suppress(OSError):  # (the kernel copies the program)
+        sock.setsockopt(
+            socket.SOL_SOCKET,
+            _SO_ATTACH_FILTER,
+            struct.pack("HL", len(program), ctypes.addressof(code)),
+        )
 
 
 def _sockets(s: MulticastSettings) -> tuple[socket.socket, socket.socket]:
