@@ -563,7 +563,6 @@ PINNED: dict[str, list[str]] = {
         "RUN",
         "RUN_HEAD",
         "STATE",
-        "notification_item",
         "pack_notifications",
         "run_record",
     ],

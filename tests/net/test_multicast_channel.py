@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from nodes.support import buses, started
 from actorbus import ConfigError, FeedState, UsageError, Wildcard
 from actorbus.config import load_config
 from actorbus.config.settings import MulticastSettings
-from actorbus.testing import Recorder
+from actorbus.testing import Recorder, wait_until
 
 UP, DOWN = FeedState.UP, FeedState.DOWN
 
@@ -151,6 +152,37 @@ def test_an_interface_that_is_not_an_ipv4_address_is_refused_with_the_fix() -> N
         with pytest.raises(UsageError, match="IPv4 address of a local interface"):
             a.join_multicast("c", channel_settings(interface="eth0"))
         assert a.net.multicasts == ()
+
+
+def test_a_node_does_not_read_its_own_datagrams_back() -> None:
+    """Multicast loops every datagram back to every socket on the host, the
+    sender's own included; the channel's socket filter drops this node's stream
+    before its socket queues it (Linux), while another node's datagrams, and
+    datagrams too short to carry a stream, still reach it."""
+    settings = channel_settings()
+    with buses("pub", "sub") as (pub_bus, sub_bus):
+        pub_channel = pub_bus.join_multicast("c", settings)
+        sub_channel = sub_bus.join_multicast("c", settings)
+        recorder = Recorder("r")
+        started(sub_bus, recorder)
+        recorder.subscribe(Counter, "/mc/own")
+        publisher = pub_bus.publisher(Counter, "/mc/own")
+        recorder.log.wait_for(lambda ev: recorder.states() == [UP])
+        for n in range(300):
+            publisher.publish(Counter("/mc/own", n=n, payload=bytes(40)))
+        got = recorder.log.wait_count("message", 300)
+        assert [e[1].n for e in got if e[0] == "message"] == list(range(300))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
+            raw.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+            raw.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+            raw.sendto(b"AB", (settings.group, settings.port))  # truncated: counted, not filtered
+        # (a counter, no event to wait on)
+        assert wait_until(lambda: pub_channel.stats()["refused_truncated"] == 1, 10)
+        pub = pub_channel.stats()
+        assert pub["pub_datagrams_sent"] > 10  # the data, announcements, heartbeats
+        assert pub["own"] == 0  # none of them read back
+        assert pub["refused_truncated"] == 1
+        assert sub_channel.stats()["received"] >= 10
 
 
 def test_a_notification_over_max_message_size_is_dropped_counted_and_the_rest_goes_on() -> None:

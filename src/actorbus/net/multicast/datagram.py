@@ -88,6 +88,8 @@ _FLAG_RETRANSMIT = 2
 _HEADER = struct.Struct("!2sBBB3xQQ")
 HEADER_SIZE = _HEADER.size
 _DATA = struct.Struct("!QHH")
+#: a DATA datagram's header and fields in one pack (the publisher's hot path)
+_DATA_HEAD = struct.Struct("!2sBBB3xQQQHH")
 _NAK = struct.Struct("!QH")
 _RANGE = struct.Struct("!QI")
 _U64 = struct.Struct("!Q")
@@ -127,8 +129,12 @@ class DatagramError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Data:
+    """A DATA datagram.  Not frozen (a frozen dataclass's ``__init__`` sets
+    each field through ``object.__setattr__``, the slow way): one is made
+    per datagram received, the receiver's hot path; nothing changes it."""
+
     stream: int
     stamp: int
     seq: int
@@ -223,8 +229,11 @@ def encode_data(  # noqa: PLR0917
     *,
     retransmit: bool = False,
 ) -> bytes:
-    body = _header(DATA, stream, stamp, _FLAG_RETRANSMIT if retransmit else 0)
-    body += _DATA.pack(seq, index, count)
+    flags = _FLAG_RETRANSMIT if retransmit else 0
+    if key is None:
+        head: bytes = _DATA_HEAD.pack(MAGIC, VERSION, DATA, flags, stream, stamp, seq, index, count)
+        return head + payload
+    body = bytearray(_DATA_HEAD.pack(MAGIC, VERSION, DATA, flags, stream, stamp, seq, index, count))
     body += payload
     return _seal(body, key)
 
@@ -299,6 +308,30 @@ def decode(datagram: bytes, key: bytes | None, max_segments: int = MAX_SEGMENTS)
     a wrong one is refused; without one, a datagram with a MAC is refused (it
     cannot be checked).  ``max_segments``: a DATA with a larger count is
     refused (the channel passes what its largest message needs)."""
+    if key is None and len(datagram) >= _DATA_HEAD.size:
+        # the common case first, in one unpack: an unsigned DATA (else the checks below)
+        magic, version, kind, flags, stream, stamp, seq, index, count = _DATA_HEAD.unpack_from(
+            datagram
+        )
+        if (
+            kind == DATA
+            and magic == MAGIC
+            and version == VERSION
+            and not flags & _FLAG_MAC
+            and stream
+            and 0 < count <= max_segments
+            and index < count
+            and seq < _SEQ_LIMIT - count
+        ):
+            return Data(
+                stream,
+                stamp,
+                seq,
+                index,
+                count,
+                datagram[_DATA_HEAD.size :],
+                bool(flags & _FLAG_RETRANSMIT),
+            )
     view = memoryview(datagram)
     _need(view, HEADER_SIZE, "the header")
     magic, version, kind, flags, stream, stamp = _HEADER.unpack_from(view)

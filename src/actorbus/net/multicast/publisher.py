@@ -122,9 +122,21 @@ class PublisherProtocol:
                 f"({self.settings.max_message_size}); raise it or send less"
             )
         seg = self._segment
-        count = max(1, -(-size // seg))
         first = self.next_seq
         key = self._key
+        if size <= seg:  # one datagram (the common case, written out)
+            self.next_seq = first + 1
+            self._stamp += 1
+            self._out.append(dg.encode_data(self.stream, self._stamp, first, 0, 1, payload, key))
+            self._cache.append(_Cached(first, 0, 1, payload, now))
+            self._cache_bytes += size
+            self.counters["messages_sent"] += 1
+            if self._cache_bytes > self.settings.cache_bytes or self._cache[0].sent < (
+                now - self.settings.cache_age
+            ):
+                self._evict(now)
+            return first
+        count = -(-size // seg)
         for index in range(count):
             part = payload[index * seg : (index + 1) * seg] if count > 1 else payload
             seq = self.next_seq

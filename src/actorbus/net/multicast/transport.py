@@ -38,20 +38,27 @@ flag are published as the system notifications
 :class:`~actorbus.bus.system.MulticastNagging`.
 
 Threads: ``send_*`` are called from publishers' threads (sometimes under the
-router lock); they take the channel's lock, hand the message to the protocol
-and write its datagrams to the sending socket at once (which may block
-briefly when the socket's buffer is full: back-pressure on the publisher).
-Every party call is made on the channel's thread.
+router lock).  A notification is appended to the channel's queue without a
+lock (the router calls :meth:`MulticastChannel.send_notify` itself), the
+channel's thread woken once per batch; it encodes and sends what is queued
+under the channel's lock.  Past ``_MAX_PENDING`` queued the publishing thread
+takes the lock and sends them itself (which may block briefly when the
+socket's buffer is full: back-pressure on the publisher).  A feed's state
+change takes the lock, sends what was queued before it, then its state
+record, at once.  Every party call is made on the channel's thread.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import ctypes
 import ipaddress
 import queue
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -70,7 +77,7 @@ from ...errors import CodecError, UsageError
 from . import datagram as dg
 from .channel import ChannelProtocol, new_stream
 from .receiver import Announced, Delivered, Gone, Joined, LostRange, Nagging
-from .runs import RUN, RUN_HEAD, STATE, Encoder, run_record
+from .runs import RUN, STATE, Encoder
 
 if TYPE_CHECKING:
     from ...bus.router import Router
@@ -84,6 +91,8 @@ _MAX_PENDING = 16_384
 _MAX_KEYS = 4_096
 
 
+#: the socket option attaching a classic BPF filter (Linux's SO_ATTACH_FILTER)
+_SO_ATTACH_FILTER = 26
 #: datagrams read per wake-up before the timers run and the bus is told
 _READ_BATCH = 256
 
@@ -107,6 +116,9 @@ class _Outbound:
 
     def __init__(self, channel: MulticastChannel) -> None:
         self._channel = channel
+        # the router's route for a notification is the channel's own method:
+        # no hop through here, no partial naming the sender (nothing sends it)
+        self.send_notify = channel.send_notify  # type: ignore[method-assign]
 
     def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None:
         if role is Role.PUBLISHER:
@@ -145,6 +157,9 @@ class _Outbound:
 
 class _Inbound(_Outbound):
     """A remote publisher's party's transport: nothing goes back to it."""
+
+    def __init__(self, channel: MulticastChannel) -> None:
+        self._channel = channel
 
     def send_advertise(self, key: MessageKey, role: Role, up: bool) -> None: ...
     def send_feed_status(self, key: MessageKey, role: Role, up: bool) -> None: ...
@@ -211,8 +226,11 @@ class MulticastChannel:
         self._told: set[MessageKey] = set()
         #: party calls for the channel's thread: (method name, key)
         self._calls: queue.SimpleQueue[tuple[str, MessageKey]] = queue.SimpleQueue()
-        #: notifications published, not yet handed to the protocol
-        self._pending: list[Message] = []
+        #: notifications published, not yet handed to the protocol (appended
+        #: by publishers' threads without a lock; popped under it)
+        self._pending: collections.deque[Message] = collections.deque()
+        #: a wake-up for what is pending is on its way
+        self._scheduled = False
         self._encoder = Encoder()
         #: notifications numbered so far (the next run's first number)
         self._numbered = 0
@@ -220,6 +238,10 @@ class MulticastChannel:
         self._run_limit = publisher.segment_size if publisher is not None else 0
         self._keys: dict[tuple[str, str], MessageKey | None] = {}
         self._remotes: dict[int, _Remote] = {}
+        #: notifications decoded on one key from one publisher, not yet handed on
+        self._run_party: RemoteParty | None = None
+        self._run_key: MessageKey | None = None
+        self._run_messages: list[Message] = []
         self._party: RemoteParty | None = None
         self._recv: socket.socket | None = None
         self._send: socket.socket | None = None
@@ -256,6 +278,7 @@ class MulticastChannel:
         s = self.settings
         try:
             self._recv, self._send = _sockets(s)
+            _ignore_own(self._recv, self.stream)
         except BaseException:
             self._wake_r.close()
             self._wake_w.close()
@@ -308,6 +331,8 @@ class MulticastChannel:
             if self.protocol.publisher is not None:
                 out.update({f"pub_{k}": v for k, v in self.protocol.publisher.counters.items()})
             out.update(self.counters)
+            # (counted when the channel's thread takes them: those queued count too)
+            out["notifications_sent"] += len(self._pending)
         return out
 
     # ------------------------------------------------------------ publishing (any thread)
@@ -353,62 +378,53 @@ class MulticastChannel:
                 logger.warning("multicast channel {}: {}", self.name, exc)
         self._flush_locked()
 
-    def publish(self, message: Message) -> None:
-        """Queue one notification for the channel (the router calls this through
-        the party); the channel's thread encodes and sends what is queued when it
-        wakes, the notifications queued meanwhile packed into as few datagrams as
-        fit.  One it cannot encode, or larger than ``maxMessageSize``, is dropped
-        there, counted (``unencodable``, ``too_large``) and logged."""
-        with self._lock:
-            if self._stop:
-                return
-            pending = self._pending
-            pending.append(message)
-            self.counters["notifications_sent"] += 1
-            if len(pending) >= _MAX_PENDING:
-                # the channel's thread is behind: this thread sends them itself
-                # (what waits stays bounded; the publisher slows down to the socket)
-                self._send_pending_locked(self._clock())
-                self._flush_locked()
-                return
-            if len(pending) > 1:
-                return  # the wake-up of the first is on its way
-        self._wake()
+    def send_notify(self, message: Message) -> None:
+        """Queue one notification for the channel (the router calls this as the
+        party's route: the hot path, no lock).  The channel's thread encodes and
+        sends what is queued when it wakes, the notifications queued meanwhile
+        packed into as few datagrams as fit; one wake-up per batch, not per
+        message.  One it cannot encode, or larger than ``maxMessageSize``, is
+        dropped there, counted (``unencodable``, ``too_large``) and logged."""
+        if self._stop:
+            return
+        pending = self._pending
+        pending.append(message)
+        if len(pending) >= _MAX_PENDING:
+            # the channel's thread is behind: this thread sends them itself
+            # (what waits stays bounded; the publisher slows down to the socket)
+            with self._lock:
+                if not self._stop:
+                    self._send_pending_locked(self._clock())
+                    self._flush_locked()
+            return
+        if not self._scheduled:
+            self._scheduled = True
+            self._wake()
+
+    publish = send_notify
 
     def _send_pending_locked(self, now: float) -> None:
-        """Encode what is queued and hand it to the protocol as runs (the loop of
-        :func:`~.runs.pack_notifications`, fused with the encoding: the hot path)."""
+        """Encode what is queued now and hand it to the protocol as runs
+        (:meth:`.runs.Encoder.pack`).  The flag is cleared first: a notification
+        queued after the count was taken wakes the thread again."""
+        self._scheduled = False
         pending = self._pending
-        if not pending:
+        count = len(pending)
+        if not count:
             return
-        self._pending = []
-        item = self._encoder.item
-        most = self.settings.max_message_size - RUN_HEAD  # a run of one item must fit
-        limit = self._run_limit
+        popleft = pending.popleft
+        batch = [popleft() for _ in range(count)]
+        self.counters["notifications_sent"] += count
+        records, self._numbered = self._encoder.pack(
+            batch,
+            self._numbered,
+            self._run_limit,
+            self.settings.max_message_size,
+            self._dropped,
+        )
         send = self.protocol.send
-        first = self._numbered
-        run: list[bytes] = []
-        size = RUN_HEAD
-        for message in pending:
-            try:
-                encoded = item(message)
-            except (ValueError, CodecError) as exc:  # lone surrogates, msgpack's limits
-                self._dropped("unencodable", message, str(exc))
-                continue
-            n = len(encoded)
-            if n > most:
-                self._dropped("too_large", message, f"{n} bytes, over {most} (with a run's head)")
-                continue
-            if run and size + n > limit:
-                send(run_record(first, run), now)
-                first += len(run)
-                run, size = [], RUN_HEAD
-            run.append(encoded)
-            size += n
-        if run:
-            send(run_record(first, run), now)
-            first += len(run)
-        self._numbered = first
+        for record in records:
+            send(record, now)
 
     def _dropped(self, counter: str, message: Message, why: str) -> None:
         self.counters[counter] += 1
@@ -524,7 +540,9 @@ class MulticastChannel:
                         if remote.party not in held and remote.party.hold_deliveries():
                             held.append(remote.party)
                         self._delivered(remote, event.payload)
-                elif kind is Joined:
+                    continue
+                self._flush_run()  # what came before goes first
+                if kind is Joined:
                     name = shown(event.name)  # the sender's text, in party names and logs
                     party = self._router.attach(
                         f"{name}@multicast:{self.name}/{event.stream:016x}", _Inbound(self)
@@ -564,6 +582,7 @@ class MulticastChannel:
                         )
                     )
         finally:
+            self._flush_run()
             for party in held:
                 party.release_deliveries()
 
@@ -614,15 +633,17 @@ class MulticastChannel:
             )
             kind = record[0]
             if kind == RUN:
-                _, number, items = record
+                _, number, groups = record
                 expected = remote.next_number
                 if expected is not None and number != expected:
+                    self._flush_run()
                     self._report_loss(remote, number - expected)
                 elif remote.loss is not None:
+                    self._flush_run()
                     self._report_loss(remote, 0)  # only state records were lost
-                remote.next_number = number + len(items)
-                self._notify_run(remote, items)
+                remote.next_number = number + self._notify_run(remote, groups)
             elif kind == STATE:
+                self._flush_run()
                 _, type_name, subject, up = record
                 key = self._key(type_name, subject)
                 if key is not None:
@@ -630,33 +651,44 @@ class MulticastChannel:
         except (ValueError, TypeError, IndexError, msgpack.UnpackException):
             self.counters["undecodable"] += 1
 
-    def _notify_run(self, remote: _Remote, items: Any) -> None:
-        """A run's notifications to the party, consecutive ones on one key together."""
-        notify_run = remote.party.notify_run
-        messages: list[Message] = []
-        append = messages.append
-        key: MessageKey | None = None
-        decode: Any = None
-        last_type: Any = None
-        last_subject: Any = None
-        for type_name, subject, body in items:
-            if subject != last_subject or type_name != last_type:
-                if messages and key is not None:
-                    notify_run(messages, key)
-                messages = []
-                append = messages.append
-                last_type, last_subject = type_name, subject
-                key = self._key(type_name, subject)
-                # (codec.from_wire, without its call: the run's hot loop)
-                decode = key.message_class.__wire_decode__ if key is not None else None
-            if decode is None:
+    def _flush_run(self) -> None:
+        """Hand the notifications gathered on one key to its party, in one call."""
+        run = self._run_messages
+        if run:
+            self._run_messages = []
+            self._run_party.notify_run(run, self._run_key)  # type: ignore[union-attr,arg-type]
+
+    def _notify_run(self, remote: _Remote, groups: Any) -> int:
+        """A run's groups to the party: consecutive notifications on one key from
+        one publisher are gathered, across the datagrams of a wake-up, and go in
+        one ``notify_run`` (:meth:`_flush_run`: at a change of key or publisher,
+        before anything else is handled, and at the end of the wake-up's
+        events); returns how many notifications the run numbers."""
+        party = remote.party
+        numbered = 0
+        for type_name, subject, bodies in groups:
+            numbered += len(bodies)
+            key = self._key(type_name, subject)
+            if key is None:
                 continue
+            # (codec.from_wire, without its call: the run's hot loop)
+            decode = key.message_class.__wire_decode__
             try:
-                append(decode(body))
+                messages = [decode(body) for body in bodies]
             except CodecError:  # a body this node's class cannot read: count it, go on
-                self.counters["undecodable"] += 1
-        if messages and key is not None:
-            notify_run(messages, key)
+                messages = []
+                for body in bodies:
+                    try:
+                        messages.append(decode(body))
+                    except CodecError:
+                        self.counters["undecodable"] += 1
+            if messages:
+                if key is self._run_key and party is self._run_party:
+                    self._run_messages += messages
+                else:
+                    self._flush_run()
+                    self._run_party, self._run_key, self._run_messages = party, key, messages
+        return numbered
 
     def _state(self, remote: _Remote, key: MessageKey, up: bool | None) -> None:
         before = remote.keys.get(key)
@@ -694,6 +726,35 @@ class MulticastChannel:
         if self._party is not None:
             self._party.detach(reason)
             self._party = None
+
+
+def _ignore_own(sock: socket.socket, stream: int) -> None:
+    """On Linux, a socket filter drops the datagrams of ``stream`` (this node's,
+    looped back by multicast) before the socket queues them: the channel's
+    thread does not read what it sent.  The filter sees the UDP header first
+    (8 bytes), then the datagram, whose bytes 8 to 16 are its stream; shorter
+    ones pass, for the decoder to count.  Elsewhere, or if the kernel refuses
+    it, the protocol drops them by the same bytes (``own``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    at = 8 + 8
+    program = [
+        (0x80, 0, 0, 0),  # A = length (UDP header included)
+        (0x35, 0, 5, at + 8),  # A >= at + 8 ? go on : accept
+        (0x20, 0, 0, at),  # A = the stream's high 32 bits
+        (0x15, 0, 3, stream >> 32),
+        (0x20, 0, 0, at + 4),  # A = its low 32 bits
+        (0x15, 0, 1, stream & 0xFFFFFFFF),
+        (0x06, 0, 0, 0),  # this node's own: dropped
+        (0x06, 0, 0, 0xFFFFFFFF),  # accepted whole
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *op) for op in program))
+    with contextlib.suppress(OSError):  # (the kernel copies the program)
+        sock.setsockopt(
+            socket.SOL_SOCKET,
+            _SO_ATTACH_FILTER,
+            struct.pack("HL", len(program), ctypes.addressof(code)),
+        )
 
 
 def _sockets(s: MulticastSettings) -> tuple[socket.socket, socket.socket]:
