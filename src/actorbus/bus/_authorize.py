@@ -1,5 +1,21 @@
 """A remote party's authorization: its link's permissions asked once per
-decision, refusals counted, logged and reported (bus/party.py, "Authorization")."""
+decision, refusals counted, logged and reported.
+
+With permissions, the party asks them once per decision, never per message:
+when the peer advertises publishers (``publish``) or repliers (``reply``), subscribes
+(``subscribe``), joins a queue group (``subscribe``), or sends its first request on a key
+(``request``). A refused advertisement makes no proxy, so the peer's notifications on that key
+are dropped as "unexpected" and this node's requests never go to its repliers; a refused
+subscription or group join makes no proxy subscriber, so nothing is sent to it; a refused
+request is acknowledged with no replier. A pattern subscription is narrowed, not refused: it
+follows only the keys the peer may subscribe to (the first key held back is reported once per
+pattern). Each refusal is counted (``refused``), logged at most once per period per peer
+(``router.peer_log``), and reported once per action and key with an ``AccessRefused`` system
+notification (``router.system_publish``, which the node installs). A transport that answers
+its peer message by message, saying why one was refused (the J.REP gateway's ``Refused``
+error), asks the same rule first with :meth:`RemoteParty.refusal`; it never reads the
+permissions itself.
+"""
 
 from __future__ import annotations
 

@@ -38,20 +38,9 @@ must not block. The inbound methods of one party are called by one thread at a t
 order the peer sent the frames (the link's I/O thread); they never run actor code, they post
 to mailboxes.
 
-**Authorization.** With permissions, the party asks them once per decision, never per message:
-when the peer advertises publishers (``publish``) or repliers (``reply``), subscribes
-(``subscribe``), joins a queue group (``subscribe``), or sends its first request on a key
-(``request``). A refused advertisement makes no proxy, so the peer's notifications on that key
-are dropped as "unexpected" and this node's requests never go to its repliers; a refused
-subscription or group join makes no proxy subscriber, so nothing is sent to it; a refused
-request is acknowledged with no replier. A pattern subscription is narrowed, not refused: it
-follows only the keys the peer may subscribe to (the first key held back is reported once per
-pattern). Each refusal is counted (``refused``), logged at most once per period per peer
-(``router.peer_log``), and reported once per action and key with an ``AccessRefused`` system
-notification (``router.system_publish``, which the node installs). A transport that answers
-its peer message by message, saying why one was refused (the J.REP gateway's ``Refused``
-error), asks the same rule first with :meth:`RemoteParty.refusal`; it never reads the
-permissions itself.
+**Authorization** (the rule is :mod:`actorbus.bus._authorize`'s): with permissions,
+the party asks them once per decision, never per message, and counts, logs and reports
+each refusal; a transport asks the same rule with :meth:`RemoteParty.refusal`.
 
 **Logs.**  Whatever the peer can make this module say goes through
 ``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
@@ -168,6 +157,8 @@ class RemoteParty(Authorization):
         self.category = CAT_FORWARD if forward else CAT_REMOTE
         #: forwarded requests' acknowledgements being added up (forwarding only)
         self._acks = AckWaits(self) if forward else None
+        if forward:
+            router.forwarding = True
         #: (forwarding) data messages from the peer passed on to other forwarding
         #: peers (one per peer it went to); notifications from it dropped past
         #: ``max_hops``
@@ -263,8 +254,15 @@ class RemoteParty(Authorization):
         if self._in.get(peer_id) is not handle:
             return
         acks = self._acks
-        if acks is None or not acks.hold(peer_id, remaining, reply, sender):
-            self.send_reply_now(peer_id, remaining, reply, sender)
+        if acks is not None and acks.hold(peer_id, remaining, reply, sender):
+            return
+        # (send_reply_now, inline: this runs once per reply)
+        if sender is None:
+            self.transport.send_reply(peer_id, reply)
+        else:
+            self.transport.send_reply_from(sender, peer_id, reply)
+        if remaining == 0:
+            del self._in[peer_id]
 
     def send_reply_now(
         self, peer_id: int, remaining: int, reply: Reply, sender: Sender | None
@@ -614,12 +612,11 @@ class RemoteParty(Authorization):
                     feed.subscribe()
                     self._reqs[key] = feed
         chosen = router.choose(feed, message)
-        hops = 0
-        if self._acks is not None:  # the hops it goes on to acknowledge first
-            hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
-        if hops:
+        acks = self._acks
+        hops = 0 if acks is None else sum(1 for r in chosen if r.cat == CAT_FORWARD)
+        if hops:  # the hops it goes on to acknowledge first
             self.forwarded += hops
-            self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
+            acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
         else:
             self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
@@ -632,7 +629,8 @@ class RemoteParty(Authorization):
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)
         if incoming is not None:
-            _hop_acked(incoming, taken)
+            if self.router.forwarding:
+                _hop_acked(incoming, taken)
             incoming.handle._remote_ack(incoming, taken)
             if incoming._final or incoming.cancelled:  # not incoming.is_active
                 self._out.pop(request_id, None)
@@ -669,13 +667,15 @@ class RemoteParty(Authorization):
                 type(reply).__qualname__,
             )
             if repliers is not None:
-                _hop_acked(incoming, repliers)
+                if self.router.forwarding:
+                    _hop_acked(incoming, repliers)
                 incoming.handle._remote_ack(incoming, repliers)
             return
         if repliers is None:
             incoming.handle._reply_from(incoming, reply, sender)
         else:
-            _hop_acked(incoming, repliers)
+            if self.router.forwarding:
+                _hop_acked(incoming, repliers)
             incoming.handle._remote_reply(incoming, reply, repliers, sender)
         if incoming._final or incoming.cancelled:  # not incoming.is_active
             self._out.pop(request_id, None)

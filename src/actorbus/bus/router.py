@@ -194,6 +194,8 @@ class Router(Congestion):
         self._parties: list[RemoteParty] = []
         #: how many of them forward (bus/routing.py)
         self._forwarding = 0
+        #: True once a forwarding party was attached: replies look for hops to add up
+        self.forwarding = False
         #: this node's share of the forwarding tree (bus/spanning.py)
         self.spanning = Spanning(self)
         self.requests: dict[int, RequestHandle[Any]] = {}
@@ -732,7 +734,7 @@ class Router(Congestion):
         """Add a remote peer; it is told every remote-capable advertisement now and
         every change from then on.  ``permissions``: what the peer may publish,
         subscribe to, request and reply on (None: everything); the party checks
-        them (bus/party.py, "Authorization").  ``forward``: the peer's feeds are
+        them (bus/_authorize.py).  ``forward``: the peer's feeds are
         forwarded to and from the other forwarding peers (bus/routing.py), once
         the forwarding tree lets the link carry feeds (bus/spanning.py)."""
         cls = ForwardingParty if forward else RemoteParty

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..bus.sender import Sender
-from ._connection_base import DATA_OPS, OP_BODIES
+from ._connection_base import OP_BODIES
 from ._inbound import Inbound
 from .protocol import WireKey
 
@@ -30,19 +30,6 @@ __all__ = ["PassThrough"]
 
 class PassThrough(Inbound):
     """``send_bodies_from`` (mixed into ``_Connection``)."""
-
-    def _drop_pending(self) -> None:
-        """(the connection ended) Count what was still pending as dropped: a
-        passed-through run one per notification, other data messages one each."""
-        pending = self.pending
-        n = 0
-        while pending:
-            item = pending.popleft()
-            if item.__class__ is tuple:
-                n += len(item[2]) if item[0] == OP_BODIES else item[0] in DATA_OPS
-            elif item.__class__ is not Sender:
-                n += 1
-        self.link.count_dropped(n)
 
     def send_bodies_from(self, sender: Sender, wire_key: WireKey, bodies: list[Any]) -> None:
         """Queue notifications on ``wire_key`` as their wire ``bodies`` (read, never
