@@ -117,7 +117,7 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, best_of, percentile, print_table, row
+from _common import RoleProc, Row, best_of, percentile, print_table, row
 
 from actorbus.actors import Actor
 from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
@@ -736,45 +736,14 @@ def role_rawthread_requestor(n: int, port: int) -> None:
 # ==================================================================== the parent
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; killed and reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess, pinned to CPU ``cpu`` if given."""
+
+    script = __file__
 
     def __init__(self, *args: object, cpu: int | None = None) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if cpu is not None:
-            env[_CPU_ENV] = str(cpu)  # pinned by _role() before anything else runs
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
-
-    def close(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def __enter__(self) -> _Proc:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        # pinned by _role() before anything else runs
+        super().__init__(*args, env=None if cpu is None else {_CPU_ENV: str(cpu)})
 
 
 def _one_way(

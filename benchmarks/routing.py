@@ -49,8 +49,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,7 +61,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, best_of, percentile, print_table, row
+from _common import RoleProc, Row, best_of, percentile, print_table, row
 
 from actorbus.actors import Actor
 from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
@@ -275,41 +273,10 @@ def role_source(what: str, n: int, connect: int, route: str) -> None:
 # ============================================================ driving a chain
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; stopped and reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess."""
 
-    def __init__(self, *args: object) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
-
-    def tell(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    script = __file__
 
 
 @contextlib.contextmanager
@@ -375,27 +342,13 @@ def _round_trip(n: int, hops: int, routed: bool) -> tuple[float, float, int]:
 # ============================================================ NATS: a 2-server cluster
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            return s.recv(4) == b"INFO"
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def _nats_cluster() -> Iterator[tuple[str, str]]:
     """Two nats-servers on 127.0.0.1, each routing to the other: their URLs."""
-    from _nats import nats_server_binary
+    from _nats import free_port, nats_answers, nats_server_binary
 
     binary = nats_server_binary()
-    ports = [_free_port() for _ in range(4)]  # client, cluster; client, cluster
+    ports = [free_port() for _ in range(4)]  # client, cluster; client, cluster
     procs = []
     with tempfile.TemporaryFile() as log:
         try:
@@ -414,7 +367,7 @@ def _nats_cluster() -> Iterator[tuple[str, str]]:
                 )
             deadline = time.monotonic() + 60
             for i in (0, 1):
-                while not _answers(ports[2 * i]):
+                while not nats_answers(ports[2 * i]):
                     if procs[i].poll() is not None or time.monotonic() > deadline:
                         log.seek(0)
                         raise RuntimeError(
