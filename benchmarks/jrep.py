@@ -53,8 +53,8 @@ from remote import (
     SUBJECT,
     TIMEOUT,
     Point,
+    Requestor,
     _Replier,
-    _Requestor,
     _say,
     _Sink,
     _uvloop,
@@ -127,7 +127,7 @@ def role_jrep_requestor(n: int, port: int, bus_name: str = "ours") -> None:
         client = bus.connect_jrep(f"ws://127.0.0.1:{port}/jrep")
         if not client.wait_connected(10):
             raise SystemExit("requestor: no session with the gateway")
-        requestor = _Requestor(n, warmup=max(n // 10, 100))
+        requestor = Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if not requestor.up.wait(10):

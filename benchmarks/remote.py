@@ -331,21 +331,31 @@ def role_ours_replier(config: BusConfig) -> None:
         sys.stdin.read()
 
 
-class _Requestor(Actor):
-    def __init__(self, n: int, warmup: int) -> None:
+class Requestor(Actor):
+    """Sends ``ping`` (by default a :class:`Ping`) and, once the whole reply is
+    in, the next one, ``warmup + n`` times in all, along ``route`` (node ids) if
+    given; ``times`` holds each round trip's nanoseconds, ``lost`` counts the
+    requests that timed out (see LOST_AFTER)."""
+
+    def __init__(
+        self, n: int, warmup: int, ping: Request | None = None, route: list[str] | None = None
+    ) -> None:
         super().__init__(name="requestor")
         self.n = n
         self.warmup = warmup
+        self.route = route
         self.sent_at = 0
         self.times: list[int] = []
         self.done = threading.Event()
         self.up = threading.Event()
-        self.feed: RequestFeed[Ping] | None = None
-        self.ping = Ping(SUBJECT, value=1)
+        self.feed: RequestFeed[Request] | None = None
+        self.ping = ping if ping is not None else Ping(SUBJECT, value=1)
         self.lost = 0
 
     def startup(self) -> None:
-        self.feed = self.requestor(Ping, SUBJECT, on_reply=self.got, on_status=self.status)
+        self.feed = self.requestor(
+            type(self.ping), self.ping.subject, on_reply=self.got, on_status=self.status
+        )
 
     def status(self, state: FeedState, feed: Any) -> None:
         if state is FeedState.UP:
@@ -357,9 +367,9 @@ class _Requestor(Actor):
     def send(self) -> None:
         assert self.feed is not None
         self.sent_at = time.perf_counter_ns()
-        self.feed.request(self.ping, timeout=LOST_AFTER)
+        self.feed.request(self.ping, timeout=LOST_AFTER, route_to=self.route)
 
-    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Ping]) -> None:
+    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Request]) -> None:
         now = time.perf_counter_ns()
         if remaining:
             return
@@ -376,7 +386,7 @@ class _Requestor(Actor):
 def role_ours_requestor(n: int, port: int, config: BusConfig) -> None:
     with Bus(config, node_id="requestor") as bus:
         bus.connect("127.0.0.1", port).wait_logged_on(10)
-        requestor = _Requestor(n, warmup=max(n // 10, 100))
+        requestor = Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if not requestor.up.wait(10):

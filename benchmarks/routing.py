@@ -62,10 +62,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RoleProc, Row, best_of, percentile, print_table, row
+from remote import Requestor
 
 from actorbus.actors import Actor
-from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
-from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
+from actorbus.bus.feeds import IncomingRequest
+from actorbus.bus.message import Notification, Reply, Request
 from actorbus.bus.scope import FeedState
 from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.node import Bus
@@ -190,46 +191,6 @@ def role_forwarder(name: str, connect: int) -> None:
         _measure_cpu_on_stdin()
 
 
-class _Requestor(Actor):
-    def __init__(self, n: int, warmup: int, route: list[str] | None) -> None:
-        super().__init__(name="requestor")
-        self.n = n
-        self.warmup = warmup
-        self.route = route
-        self.sent_at = 0
-        self.times: list[int] = []
-        self.done = threading.Event()
-        self.up = threading.Event()
-        self.feed: RequestFeed[Ping] | None = None
-        self.ping = Ping(SUBJECT, value=1)
-        self.lost = 0
-
-    def startup(self) -> None:
-        self.feed = self.requestor(Ping, SUBJECT, on_reply=self.got, on_status=self.status)
-
-    def status(self, state: FeedState, feed: Any) -> None:
-        if state is FeedState.UP:
-            self.up.set()
-
-    def send(self) -> None:
-        assert self.feed is not None
-        self.sent_at = time.perf_counter_ns()
-        self.feed.request(self.ping, timeout=LOST_AFTER, route_to=self.route)
-
-    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Ping]) -> None:
-        now = time.perf_counter_ns()
-        if remaining:
-            return
-        if reply.status is ReplyStatus.ERROR:
-            self.lost += 1
-        else:
-            self.times.append(now - self.sent_at)
-        if len(self.times) + self.lost < self.n + self.warmup:
-            self.send()
-        else:
-            self.done.set()
-
-
 def role_source(what: str, n: int, connect: int, route: str) -> None:
     """``what``: ``oneway`` (publish ``n``) or ``rtt`` (``n`` round trips);
     ``route``: the node ids to route along, comma-separated, or ``-`` (none:
@@ -258,7 +219,7 @@ def role_source(what: str, n: int, connect: int, route: str) -> None:
             _say("SENT", t0)
             sys.stdin.read()
             return
-        requestor = _Requestor(n, warmup=max(n // 10, 50), route=path)
+        requestor = Requestor(n, warmup=max(n // 10, 50), ping=Ping(SUBJECT, value=1), route=path)
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if path is None and not requestor.up.wait(TIMEOUT):
