@@ -24,7 +24,7 @@ class LineProcess:
         self,
         argv: Sequence[str],
         *,
-        cwd: Path,
+        cwd: Path | None = None,
         env: Mapping[str, str],
         name: str,
         stdin: bool = False,
@@ -39,7 +39,7 @@ class LineProcess:
             text=True,
             env=dict(env),
         )
-        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -47,17 +47,23 @@ class LineProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)  # end of output: the process exited
 
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
         """The first line from now on that ``predicate`` accepts; raises
         AssertionError (with the last lines seen, and stderr if the process has
-        exited) when none comes within ``timeout`` seconds."""
+        exited) when none comes within ``timeout`` seconds or the process ends
+        its output first."""
         deadline = time.monotonic() + timeout
         seen: list[str] = []
         while (left := deadline - time.monotonic()) > 0:
             try:
                 line = self.lines.get(timeout=left)
             except queue.Empty:
+                break
+            if line is None:
+                self.lines.put(None)  # for any later wait
+                self.proc.wait(10)
                 break
             if predicate(line):
                 return line
