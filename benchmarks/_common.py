@@ -37,11 +37,14 @@ so that a burst of background load hits both alike.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypedDict, TypeVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 __all__ = [
+    "RoleProc",
     "Row",
     "best_of",
     "format_table",
@@ -52,6 +55,59 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+class RoleProc:
+    """A role of a benchmark script in a subprocess (``python SCRIPT --role
+    ARGS...``), its stdout read line by line; on exit its stdin is closed (the
+    role's cue to finish), then it is waited for, killed if it lingers, and reaped.
+
+    A script subclasses it and sets :attr:`script` to its own ``__file__``.
+    """
+
+    #: The benchmark script whose ``--role`` entry point the subprocess runs.
+    script: ClassVar[str]
+
+    def __init__(self, *args: object, env: Mapping[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, self.script, "--role", *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+        )
+
+    def expect(self, word: str) -> list[str]:
+        """The words after ``word`` on the role's next line; raises when the
+        line starts with anything else (or the role exited: an empty line)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        parts = line.split()
+        if not parts or parts[0] != word:
+            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
+        return parts[1:]
+
+    def tell(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> RoleProc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Row(TypedDict, total=False):

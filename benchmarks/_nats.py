@@ -76,6 +76,8 @@ __all__ = [
     "NatsBenchError",
     "NatsMissing",
     "fanout_rate",
+    "free_port",
+    "nats_answers",
     "nats_server",
     "nats_server_binary",
     "queue_rate",
@@ -136,14 +138,15 @@ def nats_server_binary() -> str:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
 
 
-def _answers(port: int) -> bool:
+def nats_answers(port: int) -> bool:
     """Whether a NATS server on ``port`` accepts a connection and sends its INFO."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
@@ -173,7 +176,7 @@ def nats_server(*, timeout: float = TIMEOUT) -> Iterator[str]:
     binary = nats_server_binary()
     with tempfile.TemporaryFile() as log:
         for attempt in range(3):
-            port = _free_port()
+            port = free_port()
             proc = subprocess.Popen(
                 [binary, "-a", "127.0.0.1", "-p", str(port)],
                 stdin=subprocess.DEVNULL,
@@ -182,7 +185,7 @@ def nats_server(*, timeout: float = TIMEOUT) -> Iterator[str]:
             )
             try:
                 deadline = time.monotonic() + timeout
-                while not _answers(port):
+                while not nats_answers(port):
                     if proc.poll() is not None:
                         break
                     if time.monotonic() > deadline:

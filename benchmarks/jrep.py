@@ -37,8 +37,6 @@ import asyncio
 import base64
 import datetime
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -47,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, best_of, percentile, print_table, row
+from _common import RoleProc, Row, best_of, percentile, print_table, row
 from remote import (
     _BUSES,
     LOST_AFTER,
@@ -55,8 +53,8 @@ from remote import (
     SUBJECT,
     TIMEOUT,
     Point,
+    Requestor,
     _Replier,
-    _Requestor,
     _say,
     _Sink,
     _uvloop,
@@ -129,7 +127,7 @@ def role_jrep_requestor(n: int, port: int, bus_name: str = "ours") -> None:
         client = bus.connect_jrep(f"ws://127.0.0.1:{port}/jrep")
         if not client.wait_connected(10):
             raise SystemExit("requestor: no session with the gateway")
-        requestor = _Requestor(n, warmup=max(n // 10, 100))
+        requestor = Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if not requestor.up.wait(10):
@@ -247,39 +245,10 @@ def role_raw_requestor(n: int, port: int) -> None:
 # ==================================================================== the parent
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; killed and reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess."""
 
-    def __init__(self, *args: object) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
-
-    def __enter__(self) -> _Proc:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    script = __file__
 
 
 def _one_way(kind: str, n: int) -> float:

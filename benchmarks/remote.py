@@ -117,7 +117,7 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, best_of, percentile, print_table, row
+from _common import RoleProc, Row, best_of, percentile, print_table, row
 
 from actorbus.actors import Actor
 from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
@@ -331,21 +331,31 @@ def role_ours_replier(config: BusConfig) -> None:
         sys.stdin.read()
 
 
-class _Requestor(Actor):
-    def __init__(self, n: int, warmup: int) -> None:
+class Requestor(Actor):
+    """Sends ``ping`` (by default a :class:`Ping`) and, once the whole reply is
+    in, the next one, ``warmup + n`` times in all, along ``route`` (node ids) if
+    given; ``times`` holds each round trip's nanoseconds, ``lost`` counts the
+    requests that timed out (see LOST_AFTER)."""
+
+    def __init__(
+        self, n: int, warmup: int, ping: Request | None = None, route: list[str] | None = None
+    ) -> None:
         super().__init__(name="requestor")
         self.n = n
         self.warmup = warmup
+        self.route = route
         self.sent_at = 0
         self.times: list[int] = []
         self.done = threading.Event()
         self.up = threading.Event()
-        self.feed: RequestFeed[Ping] | None = None
-        self.ping = Ping(SUBJECT, value=1)
+        self.feed: RequestFeed[Request] | None = None
+        self.ping = ping if ping is not None else Ping(SUBJECT, value=1)
         self.lost = 0
 
     def startup(self) -> None:
-        self.feed = self.requestor(Ping, SUBJECT, on_reply=self.got, on_status=self.status)
+        self.feed = self.requestor(
+            type(self.ping), self.ping.subject, on_reply=self.got, on_status=self.status
+        )
 
     def status(self, state: FeedState, feed: Any) -> None:
         if state is FeedState.UP:
@@ -357,9 +367,9 @@ class _Requestor(Actor):
     def send(self) -> None:
         assert self.feed is not None
         self.sent_at = time.perf_counter_ns()
-        self.feed.request(self.ping, timeout=LOST_AFTER)
+        self.feed.request(self.ping, timeout=LOST_AFTER, route_to=self.route)
 
-    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Ping]) -> None:
+    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Request]) -> None:
         now = time.perf_counter_ns()
         if remaining:
             return
@@ -376,7 +386,7 @@ class _Requestor(Actor):
 def role_ours_requestor(n: int, port: int, config: BusConfig) -> None:
     with Bus(config, node_id="requestor") as bus:
         bus.connect("127.0.0.1", port).wait_logged_on(10)
-        requestor = _Requestor(n, warmup=max(n // 10, 100))
+        requestor = Requestor(n, warmup=max(n // 10, 100))
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if not requestor.up.wait(10):
@@ -736,45 +746,14 @@ def role_rawthread_requestor(n: int, port: int) -> None:
 # ==================================================================== the parent
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; killed and reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess, pinned to CPU ``cpu`` if given."""
+
+    script = __file__
 
     def __init__(self, *args: object, cpu: int | None = None) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if cpu is not None:
-            env[_CPU_ENV] = str(cpu)  # pinned by _role() before anything else runs
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
-
-    def close(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def __enter__(self) -> _Proc:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        # pinned by _role() before anything else runs
+        super().__init__(*args, env=None if cpu is None else {_CPU_ENV: str(cpu)})
 
 
 def _one_way(

@@ -138,7 +138,7 @@ class Opcodes:
         return total
 
 
-class _CountedRequestor(remote._Requestor):
+class _CountedRequestor(remote.Requestor):
     """``remote.py``'s requestor, counting from the first round trip after its
     warm-up to its last reply."""
 

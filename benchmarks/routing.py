@@ -49,8 +49,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,11 +61,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, best_of, percentile, print_table, row
+from _common import RoleProc, Row, best_of, percentile, print_table, row
+from remote import Requestor
 
 from actorbus.actors import Actor
-from actorbus.bus.feeds import IncomingRequest, RequestFeed, RequestHandle
-from actorbus.bus.message import Notification, Reply, ReplyStatus, Request
+from actorbus.bus.feeds import IncomingRequest
+from actorbus.bus.message import Notification, Reply, Request
 from actorbus.bus.scope import FeedState
 from actorbus.config import ConnectionSettings, ServiceSettings
 from actorbus.node import Bus
@@ -192,46 +191,6 @@ def role_forwarder(name: str, connect: int) -> None:
         _measure_cpu_on_stdin()
 
 
-class _Requestor(Actor):
-    def __init__(self, n: int, warmup: int, route: list[str] | None) -> None:
-        super().__init__(name="requestor")
-        self.n = n
-        self.warmup = warmup
-        self.route = route
-        self.sent_at = 0
-        self.times: list[int] = []
-        self.done = threading.Event()
-        self.up = threading.Event()
-        self.feed: RequestFeed[Ping] | None = None
-        self.ping = Ping(SUBJECT, value=1)
-        self.lost = 0
-
-    def startup(self) -> None:
-        self.feed = self.requestor(Ping, SUBJECT, on_reply=self.got, on_status=self.status)
-
-    def status(self, state: FeedState, feed: Any) -> None:
-        if state is FeedState.UP:
-            self.up.set()
-
-    def send(self) -> None:
-        assert self.feed is not None
-        self.sent_at = time.perf_counter_ns()
-        self.feed.request(self.ping, timeout=LOST_AFTER, route_to=self.route)
-
-    def got(self, remaining: int, reply: Reply, handle: RequestHandle[Ping]) -> None:
-        now = time.perf_counter_ns()
-        if remaining:
-            return
-        if reply.status is ReplyStatus.ERROR:
-            self.lost += 1
-        else:
-            self.times.append(now - self.sent_at)
-        if len(self.times) + self.lost < self.n + self.warmup:
-            self.send()
-        else:
-            self.done.set()
-
-
 def role_source(what: str, n: int, connect: int, route: str) -> None:
     """``what``: ``oneway`` (publish ``n``) or ``rtt`` (``n`` round trips);
     ``route``: the node ids to route along, comma-separated, or ``-`` (none:
@@ -260,7 +219,7 @@ def role_source(what: str, n: int, connect: int, route: str) -> None:
             _say("SENT", t0)
             sys.stdin.read()
             return
-        requestor = _Requestor(n, warmup=max(n // 10, 50), route=path)
+        requestor = Requestor(n, warmup=max(n // 10, 50), ping=Ping(SUBJECT, value=1), route=path)
         bus.register(requestor)
         bus.startup(requestor).wait(10)
         if path is None and not requestor.up.wait(TIMEOUT):
@@ -275,41 +234,10 @@ def role_source(what: str, n: int, connect: int, route: str) -> None:
 # ============================================================ driving a chain
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; stopped and reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess."""
 
-    def __init__(self, *args: object) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
-
-    def tell(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+    script = __file__
 
 
 @contextlib.contextmanager
@@ -375,27 +303,13 @@ def _round_trip(n: int, hops: int, routed: bool) -> tuple[float, float, int]:
 # ============================================================ NATS: a 2-server cluster
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            return s.recv(4) == b"INFO"
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def _nats_cluster() -> Iterator[tuple[str, str]]:
     """Two nats-servers on 127.0.0.1, each routing to the other: their URLs."""
-    from _nats import nats_server_binary
+    from _nats import free_port, nats_answers, nats_server_binary
 
     binary = nats_server_binary()
-    ports = [_free_port() for _ in range(4)]  # client, cluster; client, cluster
+    ports = [free_port() for _ in range(4)]  # client, cluster; client, cluster
     procs = []
     with tempfile.TemporaryFile() as log:
         try:
@@ -414,7 +328,7 @@ def _nats_cluster() -> Iterator[tuple[str, str]]:
                 )
             deadline = time.monotonic() + 60
             for i in (0, 1):
-                while not _answers(ports[2 * i]):
+                while not nats_answers(ports[2 * i]):
                     if procs[i].poll() is not None or time.monotonic() > deadline:
                         log.seek(0)
                         raise RuntimeError(

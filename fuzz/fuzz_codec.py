@@ -41,18 +41,15 @@ import random
 import sys
 import uuid
 from decimal import Decimal
-from importlib import import_module
+from pathlib import Path
 from typing import Any
 
-try:
-    _atheris: Any = import_module("atheris")
-except ImportError:
-    _atheris = None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fuzzing import fuzz, instrumented
 
 # Coverage instrumentation only when run as the fuzzer, not when a test imports us.
-_INSTRUMENT = _atheris is not None and __name__ == "__main__"
-
-with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
+with instrumented(__name__):
     import msgpack
 
     from actorbus.bus import (
@@ -281,10 +278,7 @@ def one_input(data: bytes) -> None:
 
 def main() -> None:
     """Run under atheris (libFuzzer arguments in ``sys.argv``)."""
-    if _atheris is None:
-        sys.exit("atheris is not installed: pip install atheris (tests drive one_input)")
-    _atheris.Setup(sys.argv, one_input)
-    _atheris.Fuzz()
+    fuzz(one_input)
 
 
 if __name__ == "__main__":

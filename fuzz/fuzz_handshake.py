@@ -35,23 +35,19 @@ with hypothesis); :func:`seeds` gives programs that reach CONNECTED.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import random
 import sys
-from importlib import import_module
+from pathlib import Path
 from typing import Any
 
-try:
-    _atheris: Any = import_module("atheris")
-except ImportError:
-    _atheris = None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fuzzing import fuzz, instrumented
 
 # Coverage instrumentation only when run as the fuzzer, not when a test imports us.
-_INSTRUMENT = _atheris is not None and __name__ == "__main__"
-
-with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
+with instrumented(__name__):
     from actorbus.bus.message import ReplyStatus
     from actorbus.bus.router import Role
     from actorbus.bus.scope import FeedState, Scope
@@ -451,10 +447,7 @@ def seeds() -> list[bytes]:
 
 def main() -> None:
     """Run under atheris (libFuzzer arguments in ``sys.argv``)."""
-    if _atheris is None:
-        sys.exit("atheris is not installed: pip install atheris (tests drive one_input)")
-    _atheris.Setup(sys.argv, one_input)
-    _atheris.Fuzz()
+    fuzz(one_input)
 
 
 if __name__ == "__main__":

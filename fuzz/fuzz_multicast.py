@@ -29,21 +29,16 @@ drives it with hypothesis).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
 import sys
-from importlib import import_module
-from typing import Any
+from pathlib import Path
 
-try:
-    _atheris: Any = import_module("atheris")
-except ImportError:
-    _atheris = None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-_INSTRUMENT = _atheris is not None and __name__ == "__main__"
+from _fuzzing import fuzz, instrumented
 
-with _atheris.instrument_imports() if _INSTRUMENT else contextlib.nullcontext():
+with instrumented(__name__):
     from actorbus.config.settings import MulticastSettings
     from actorbus.net.multicast import datagram as dg
     from actorbus.net.multicast.channel import ChannelProtocol
@@ -150,10 +145,7 @@ def _encode(d: dg.Decoded, key: bytes | None) -> bytes:
 
 def main() -> None:
     """Run under atheris (libFuzzer arguments in ``sys.argv``)."""
-    if _atheris is None:
-        sys.exit("atheris is not installed: pip install atheris (tests drive one_input)")
-    _atheris.Setup(sys.argv, one_input)
-    _atheris.Fuzz()
+    fuzz(one_input)
 
 
 if __name__ == "__main__":

@@ -18,25 +18,20 @@ test_protocol_properties.py drives it with hypothesis.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import random
 import sys
-from importlib import import_module
-from typing import Any
+from pathlib import Path
 
-try:
-    _atheris: Any = import_module("atheris")
-except ImportError:
-    _atheris = None
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fuzzing import fuzz, instrumented
 
 # Coverage instrumentation only when run as the fuzzer (not when a test imports
 # us), and only of the package under test: msgpack's C core and the standard
 # library would only slow start-up down.
-_INSTRUMENT = _atheris is not None and __name__ == "__main__"
-
-with _atheris.instrument_imports(include=["actorbus"]) if _INSTRUMENT else contextlib.nullcontext():
+with instrumented(__name__, include=["actorbus"]):
     from actorbus.config import LinkSettings
     from actorbus.errors import ProtocolError
     from actorbus.net import LinkProtocol, ProtocolState, Side
@@ -160,10 +155,7 @@ def one_input(data: bytes) -> None:
 
 def main() -> None:
     """Run under atheris (libFuzzer arguments in ``sys.argv``)."""
-    if _atheris is None:
-        sys.exit("atheris is not installed: pip install atheris (tests drive one_input)")
-    _atheris.Setup(sys.argv, one_input)
-    _atheris.Fuzz()
+    fuzz(one_input)
 
 
 if __name__ == "__main__":

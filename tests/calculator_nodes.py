@@ -10,14 +10,11 @@ directory)."""
 from __future__ import annotations
 
 import os
-import queue
 import socket
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from line_process import LineProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demos" / "calculator"
@@ -47,48 +44,16 @@ def demo_configs(directory: Path, port: int) -> dict[str, Path]:
     return out
 
 
-class Process:
+class Process(LineProcess):
     """A ``python -m actorbus ...`` process whose stdout lines are read on a thread."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "actorbus", *args],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=ENV,
-        )
-        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        seen: list[str] = []
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if predicate(line):
-                return line
-            seen = [*seen[-30:], line]
-        raise AssertionError(
-            f"no matching line within {timeout}s; rc={self.proc.poll()}; last lines:\n"
-            + "\n".join(seen)
+        super().__init__(
+            [sys.executable, "-m", "actorbus", *args], cwd=ROOT, env=ENV, name=" ".join(args)
         )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
-        self.reader.join(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        self.reap()

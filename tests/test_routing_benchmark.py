@@ -10,14 +10,7 @@ test's: it checks counts and that the measures are there.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
+from benchmark_code import run_benchmark_code
 
 CODE = """
 import json, sys
@@ -34,17 +27,7 @@ print(json.dumps(out))
 
 
 def test_every_path_of_the_routing_benchmark_runs_and_is_measured() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", CODE, str(BENCHMARKS)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_benchmark_code(CODE)
     for name in ("direct", "feed1", "route2"):
         rate, receiver, forwarder, p50, lost = out[name]
         # (the sink counted all 2,000 for a rate to exist; every round trip came back)
@@ -67,17 +50,7 @@ print(json.dumps({"row": budget, "name": routing.budget_row(1e-6, 2e-6, "x")["na
 def test_forwarding_cpu_reports_the_routing_benchmarks_budget_row() -> None:
     """benchmarks/forwarding_cpu.py is routing.py's budget row alone: the same
     row (name, budget), measured on both paths."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", BUDGET_CODE, str(BENCHMARKS)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_benchmark_code(BUDGET_CODE)
     row = out["row"]
     assert row["name"] == out["name"] == "CPU per message, forwarder (feed, 1 hop)"
     assert row["budget"] == "<= 1.5x"

@@ -10,14 +10,7 @@ cross-process rows (and NATS) are left to the benchmark itself.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
+from benchmark_code import run_benchmark_code
 
 CODE = """
 import json, sys
@@ -30,17 +23,7 @@ print(json.dumps(rows))
 
 
 def test_the_deterministic_rows_run_and_meet_their_budgets() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", CODE, str(BENCHMARKS)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = {r["name"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])}
+    rows = {r["name"]: r for r in run_benchmark_code(CODE, timeout=120)}
     publish = rows["publish, bytecodes, 1 exact sub + 1,000 non-matching wildcards"]
     # joined at subscribe time: the publish path is the same code, to the instruction
     assert publish["unit"] == "ops" and publish["value"] > 0

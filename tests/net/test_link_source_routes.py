@@ -31,43 +31,25 @@ from actorbus import Actor, Bus, ReplyStatus
 from actorbus.bus import SYSTEM_SUBJECT, Undeliverable
 from actorbus.config import ConnectionSettings, ServiceSettings
 from calculator_nodes import ENV, free_port
+from line_process import LineProcess
 
 NODE_SCRIPT = Path(__file__).resolve().parent / "nodes" / "route_node.py"
 TIMEOUT = 20.0
 
 
-class RouteNode:
+class RouteNode(LineProcess):
     """A route_node.py process: one JSON command line in, one JSON line out."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        self.name = spec["node"]
-        self.proc = subprocess.Popen(
+        super().__init__(
             [sys.executable, str(NODE_SCRIPT), json.dumps(spec)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
             env=ENV,
+            name=spec["node"],
+            stdin=True,
         )
-        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
 
     def next_line(self) -> dict[str, Any]:
-        try:
-            line = self.lines.get(timeout=TIMEOUT)
-        except queue.Empty:
-            raise AssertionError(f"node {self.name} said nothing for {TIMEOUT} s") from None
-        if line is None:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise AssertionError(f"node {self.name} exited: {err[-3000:]}")
-        answer: dict[str, Any] = json.loads(line)
+        answer: dict[str, Any] = json.loads(self.wait_for(lambda _: True, TIMEOUT))
         return answer
 
     def ask(self, **command: Any) -> dict[str, Any]:
@@ -84,10 +66,7 @@ class RouteNode:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
-        self.reader.join(timeout=5)
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        self.reap()
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,8 @@ outcome however they are split.  Drives ``fuzz/fuzz_protocol.py``'s target.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -34,20 +31,12 @@ from actorbus.net.protocol import (
     Subscribed,
 )
 from actorbus.testing import MemoryPipe
+from fuzz_targets import load
 
 SEED = 20_261_121
 
 
-def _load_fuzz_target() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "fuzz" / "fuzz_protocol.py"
-    spec = importlib.util.spec_from_file_location("fuzz_protocol", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = _load_fuzz_target()
+fuzz = load("fuzz_protocol", "fuzz_protocol")
 
 PROPERTY = settings(
     max_examples=300,

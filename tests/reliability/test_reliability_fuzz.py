@@ -4,12 +4,10 @@ reported."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -17,26 +15,16 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from reliability_support import SEED, record
 
-FUZZ = Path(__file__).resolve().parents[2] / "fuzz"
+from fuzz_targets import FUZZ, load, mutated
+
 #: The CI budget for all targets together, in seconds.
 CI_BUDGET = 60
 
 
-def _load(name: str) -> ModuleType:
-    path = FUZZ / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"reliability_{name}", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-codec_target = _load("fuzz_codec")
-handshake_target = _load("fuzz_handshake")
-protocol_target = _load("fuzz_protocol")
-run_ci = _load("run_ci")
+codec_target = load("fuzz_codec", "reliability_fuzz_codec")
+handshake_target = load("fuzz_handshake", "reliability_fuzz_handshake")
+protocol_target = load("fuzz_protocol", "reliability_fuzz_protocol")
+run_ci = load("run_ci", "reliability_run_ci")
 
 PROPERTY = settings(
     max_examples=200,
@@ -51,28 +39,6 @@ def _print_seed() -> None:
     print(f"hypothesis seed: ACTORBUS_SEED={SEED}")
 
 
-def _mutated(seeds: list[bytes]) -> st.SearchStrategy[bytes]:
-    """A seed input with a few bytes overwritten, inserted or cut off."""
-
-    def mutate(base: bytes, edits: list[tuple[int, int, int]]) -> bytes:
-        data = bytearray(base)
-        for kind, where, value in edits:
-            if not data:
-                data.append(value)
-                continue
-            at = where % len(data)
-            if kind == 0:
-                data[at] = value
-            elif kind == 1:
-                data.insert(at, value)
-            else:
-                del data[at:]
-        return bytes(data)
-
-    edit = st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255))
-    return st.builds(mutate, st.sampled_from(seeds), st.lists(edit, max_size=6))
-
-
 # ---------------------------------------------------------------- the codec
 
 
@@ -85,7 +51,7 @@ def test_codec_target_on_arbitrary_bytes(data: bytes) -> None:
 
 @seed(SEED)
 @PROPERTY
-@given(_mutated(codec_target.seeds()))
+@given(mutated(codec_target.seeds()))
 def test_codec_target_on_mutated_valid_bodies(data: bytes) -> None:
     codec_target.one_input(data)
 
@@ -110,7 +76,7 @@ def test_handshake_target_on_arbitrary_programs(data: bytes) -> None:
 
 @seed(SEED)
 @PROPERTY
-@given(_mutated(handshake_target.seeds()), st.binary(max_size=60))
+@given(mutated(handshake_target.seeds()), st.binary(max_size=60))
 def test_handshake_target_on_mutated_logons(data: bytes, more: bytes) -> None:
     handshake_target.one_input(data + more)
 
@@ -129,7 +95,7 @@ def test_handshake_seeds_reach_connected_and_exchange_data() -> None:
 
 @seed(SEED)
 @PROPERTY
-@given(_mutated(run_ci._protocol_seeds()))
+@given(mutated(run_ci._protocol_seeds()))
 def test_protocol_target_on_mutated_valid_streams(data: bytes) -> None:
     protocol_target.one_input(data)
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +15,7 @@ from typing import Any
 
 from actorbus import Bus
 from actorbus.config import ConnectionSettings, ServiceSettings
+from line_process import LineProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = Path(__file__).with_name("node.py")
@@ -27,30 +25,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1"}
 BEAT = 0.5
 
 
-class Node:
+class Node(LineProcess):
     """One node process; ``send`` writes a command line, ``expect`` reads."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = {"heartbeat": BEAT, **spec}
         self.id = spec["id"]
-        self.proc = subprocess.Popen(
+        super().__init__(
             [sys.executable, str(NODE), json.dumps(self.spec)],
             cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
             env=ENV,
+            name=f"node {self.id}",
+            stdin=True,
         )
-        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
         self.expect(lambda line: line == f"READY {self.id}")
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
 
     def send(self, command: str) -> None:
         assert self.proc.stdin is not None
@@ -58,23 +46,7 @@ class Node:
         self.proc.stdin.flush()
 
     def expect(self, predicate: Callable[[str], bool], timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        seen: list[str] = []
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if predicate(line):
-                return line
-            seen = [*seen[-20:], line]
-        err = ""
-        if self.proc.poll() is not None and self.proc.stderr is not None:
-            err = self.proc.stderr.read()[-3000:]
-        raise AssertionError(
-            f"node {self.id}: no matching line within {timeout} s; rc={self.proc.poll()}; "
-            f"last lines: {seen}; stderr: {err}"
-        )
+        return self.wait_for(predicate, timeout)
 
     def stats(self) -> dict[str, Any]:
         self.send("stats")
@@ -95,10 +67,7 @@ class Node:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait(10)
-        self.reader.join(10)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
+        self.reap()
 
 
 @contextmanager

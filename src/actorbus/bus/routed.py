@@ -362,16 +362,7 @@ class SourceRoutes:
 
     def _send_request(self, route_to: tuple[str, ...], incoming: IncomingRequest[Any]) -> None:
         message = incoming.request
-        frame = RoutedFrame(
-            KIND_REQUEST,
-            route_to,
-            (self._router.node_id,),
-            message.__type_name__,
-            message.subject,
-            incoming.id,
-            0,
-            codec.encode(message),
-        )
+        frame = self._outgoing(KIND_REQUEST, route_to, incoming, codec.encode(message))
         hop = self._hops.get(route_to[0])
         if hop is not None:
             hop.party.send_routed_request(incoming, frame)
@@ -393,18 +384,24 @@ class SourceRoutes:
         hop = self._hops.get(route_to[0])
         if hop is None or not hop.party.routed_cancelled(incoming):
             return
+        self._pass_on(self._outgoing(KIND_CANCEL, route_to, incoming, b""), None)
+
+    def _outgoing(
+        self, kind: int, route_to: tuple[str, ...], incoming: IncomingRequest[Any], body: bytes
+    ) -> RoutedFrame:
+        """The frame that starts ``incoming`` (a request or its cancel) from this
+        node along ``route_to``."""
         message = incoming.request
-        frame = RoutedFrame(
-            KIND_CANCEL,
+        return RoutedFrame(
+            kind,
             route_to,
             (self._router.node_id,),
             message.__type_name__,
             message.subject,
             incoming.id,
             0,
-            b"",
+            body,
         )
-        self._pass_on(frame, None)
 
     # ------------------------------------------------------- passing on
     def _pass_on(self, frame: RoutedFrame, came: _Hop | None) -> bool:

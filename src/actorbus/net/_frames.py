@@ -61,6 +61,7 @@ from ._protocol_base import (
     MAX_ROUTE_PATH,
     ProtocolBase,
     Run,
+    check_length,
     group_problem,
     kind_of,
     run_id_problem,
@@ -260,14 +261,7 @@ class FrameChecks(ProtocolBase):
 
     def _check_length(self, text: str, what: str) -> None:
         """A type name, subject or pattern the peer sent is within max_subject_length."""
-        longest = self.settings.max_subject_length
-        if len(text) > longest:
-            raise OverLimit(
-                f"the peer sent a {what} of {len(text)} characters ({show(text)}), over "
-                f"max_subject_length={longest}; raise max_subject_length on this node if "
-                "the peer is trusted and needs longer ones",
-                f"{what} too long",
-            )
+        check_length(text, what, self.settings.max_subject_length)
 
     def _over(self, setting: str, what: str, wire: str) -> OverLimit:
         """The peer went over the ``setting`` limit on what it may hold on one link."""

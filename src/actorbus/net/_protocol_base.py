@@ -21,7 +21,7 @@ import msgpack
 from ..config.settings import LinkSettings
 from ..errors import LinkClosedError, MessageTooLargeError, ProtocolError, UsageError
 from ._events import Event
-from ._framing import ENCODE_ERRORS, closed_unpacker
+from ._framing import ENCODE_ERRORS, OverLimit, closed_unpacker
 from ._handshake import CAN_SEND, OPEN, SHOWN, ProtocolState, Side, Step
 from ._settings import WireCounters
 from ._wire import FrameType, WireKey, WireValue
@@ -43,6 +43,7 @@ __all__ = [
     "ProtocolBase",
     "QueueItem",
     "Run",
+    "check_length",
     "group_problem",
     "kind_of",
     "run_id_problem",
@@ -97,6 +98,18 @@ def show(value: object, limit: int = 60) -> str:
     """``repr`` of a peer-supplied value, cut short so a log line stays a line."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def check_length(text: str, what: str, longest: int) -> None:
+    """A type name, subject or pattern the peer sent (``what``) is within the
+    link's ``max_subject_length`` (``longest``), or OverLimit."""
+    if len(text) > longest:
+        raise OverLimit(
+            f"the peer sent a {what} of {len(text)} characters ({show(text)}), over "
+            f"max_subject_length={longest}; raise max_subject_length on this node if "
+            "the peer is trusted and needs longer ones",
+            f"{what} too long",
+        )
 
 
 def kind_of(value: object) -> str:

@@ -17,8 +17,8 @@ from ..bus.routed import (
     with_bodies,
 )
 from ..config.schema import node_id_problem
-from ._framing import OverLimit, Reject
-from ._protocol_base import show
+from ._framing import Reject
+from ._protocol_base import check_length, show
 
 __all__ = ["ROUTED_IDS_KEPT", "RUN_MAX", "join_pending", "routed_frame", "with_bodies"]
 
@@ -56,14 +56,8 @@ def routed_frame(frame: tuple[object, ...], seen: set[str], longest: int) -> Rou
                 seen.add(node)
     if type(type_name) is not str or not type_name or type(subject) is not str:
         raise _malformed("the type name and subject must be str, the type name not empty")
-    for text, what in ((type_name, "type name"), (subject, "subject")):
-        if len(text) > longest:
-            raise OverLimit(
-                f"the peer sent a {what} of {len(text)} characters ({show(text)}), over "
-                f"max_subject_length={longest}; raise max_subject_length on this node if "
-                "the peer is trusted and needs longer ones",
-                f"{what} too long",
-            )
+    check_length(type_name, "type name", longest)
+    check_length(subject, "subject", longest)
     if type(request_id) is not int or type(repliers) is not int or request_id < 0 or repliers < 0:
         raise _malformed(
             f"request id {show(request_id)} and repliers {show(repliers)}: expected ints >= 0"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ._exec import Executor
+from ._ops import MapStage
 from ._stage import Sink, Stage
 
 __all__ = ["AccumulateStage", "CountStage", "WindowStage", "seconds"]
@@ -61,24 +62,16 @@ class CountStage(Stage):
             self.send(self.fn(batch))
 
 
-class AccumulateStage(Stage):
+class AccumulateStage(MapStage):
     """``coalesce(fn)``: ``fn(event)`` returns the event to send, or None for
     none yet; nothing is flushed at close."""
 
-    __slots__ = ("fn",)
+    __slots__ = ()
 
-    def __init__(self, down: Sink, fn: Callable[[Any], Any]) -> None:
-        super().__init__(down)
-        self.fn = fn
-
-    def data(self, value: Any) -> int:
-        try:
-            out = self.fn(value)
-        except Exception as exc:
-            return self.fail(exc)
-        if out is None:
+    def send(self, value: Any) -> int:
+        if value is None:  # nothing to send yet
             return -1 if self.closed else 0
-        return self.send(out)
+        return super().send(value)
 
 
 class WindowStage(Stage):

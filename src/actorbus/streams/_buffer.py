@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import Error
 from ._exec import Executor
-from ._stage import Sink, Stage
+from ._stage import HeldEndStage, Sink
 
 __all__ = ["BufferFullError", "BufferStage", "BufferStats", "PushbackPolicy", "QueuePolicy"]
 
@@ -89,11 +89,10 @@ class BufferStats:
         )
 
 
-class BufferStage(Stage):
+class BufferStage(HeldEndStage):
     __slots__ = (
         "base_ms",
         "capacity",
-        "ending",
         "executor",
         "policy",
         "pushback_policy",
@@ -124,9 +123,6 @@ class BufferStage(Stage):
         self.queue: deque[Any] = deque()
         #: a consumer task is posted or timed
         self.running = False
-        #: the end that came from upstream, sent once the queue drained:
-        #: (None,) for close, (exc,) for an error
-        self.ending: tuple[BaseException | None] | None = None
         self.streak = 0
 
     def data(self, value: Any) -> int:
@@ -188,24 +184,10 @@ class BufferStage(Stage):
                     self.executor.post(self._take)
                 return
         self.running = False
-        ending = self.ending
-        if ending is not None and not self.queue:
-            exc = ending[0]
-            if exc is None:
-                super().close()
-            else:
-                super().error(exc)
+        if self.ending is not None and not self.queue:
+            self.pass_end()
 
-    def close(self) -> None:
-        self._end_with(None)
-
-    def error(self, exc: BaseException) -> None:
-        self._end_with(exc)
-
-    def _end_with(self, exc: BaseException | None) -> None:
-        if self.closed or self.ending is not None:
-            return
-        self.ending = (exc,)
+    def drain_later(self) -> None:
         if not self.running:
             self.running = True
             self.executor.post(self._take)

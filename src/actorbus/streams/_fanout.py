@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._exec import Executor
-from ._stage import Sink, Stage
+from ._stage import HeldEndStage, Sink
 
 __all__ = ["Connect", "ForkStage", "MergeHub", "SplitHub"]
 
@@ -148,11 +148,11 @@ class MergeHub:
             stop()
 
 
-class ForkStage(Stage):
+class ForkStage(HeldEndStage):
     """Each event is handed downstream in its own task; at most ``n`` wait, and
     while ``n`` wait the pusher is answered ``delay_ms``."""
 
-    __slots__ = ("delay_ms", "ending", "executor", "n", "waiting")
+    __slots__ = ("delay_ms", "executor", "n", "waiting")
 
     def __init__(self, down: Sink, executor: Executor, n: int, delay_ms: int) -> None:
         super().__init__(down)
@@ -160,7 +160,6 @@ class ForkStage(Stage):
         self.n = n
         self.delay_ms = delay_ms
         self.waiting: deque[Any] = deque()
-        self.ending: tuple[BaseException | None] | None = None
 
     def data(self, value: Any) -> int:
         if self.closed or self.ending is not None:
@@ -173,20 +172,7 @@ class ForkStage(Stage):
         if self.waiting and not self.closed:
             self.send(self.waiting.popleft())
         if not self.waiting and self.ending is not None and not self.closed:
-            exc = self.ending[0]
-            if exc is None:
-                super().close()
-            else:
-                super().error(exc)
+            self.pass_end()
 
-    def close(self) -> None:
-        self._end_with(None)
-
-    def error(self, exc: BaseException) -> None:
-        self._end_with(exc)
-
-    def _end_with(self, exc: BaseException | None) -> None:
-        if self.closed or self.ending is not None:
-            return
-        self.ending = (exc,)
+    def drain_later(self) -> None:
         self.executor.post(self._run_one)

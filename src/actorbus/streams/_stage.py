@@ -150,6 +150,48 @@ class Stage:
             self.ended()
 
 
+class HeldEndStage(Stage):
+    """A stage that hands events downstream later, in tasks of its own: an end
+    from upstream (close or error) is held in ``ending`` until the events before
+    it have gone, then :meth:`pass_end` sends it.  A subclass says in
+    :meth:`drain_later` how its events get sent, and calls :meth:`pass_end` once
+    nothing is left to send."""
+
+    __slots__ = ("ending",)
+
+    def __init__(self, down: Sink) -> None:
+        super().__init__(down)
+        #: the end that came from upstream, sent once the held events are gone:
+        #: (None,) for close, (exc,) for an error
+        self.ending: tuple[BaseException | None] | None = None
+
+    def close(self) -> None:
+        self._end_with(None)
+
+    def error(self, exc: BaseException) -> None:
+        self._end_with(exc)
+
+    def _end_with(self, exc: BaseException | None) -> None:
+        if self.closed or self.ending is not None:
+            return
+        self.ending = (exc,)
+        self.drain_later()
+
+    def drain_later(self) -> None:
+        """(override) Make sure a task will send what is held, then the end."""
+        raise NotImplementedError
+
+    def pass_end(self) -> None:
+        """Sends the held end downstream (as :class:`Stage` ends: ``finish()``
+        first for a close)."""
+        assert self.ending is not None
+        exc = self.ending[0]
+        if exc is None:
+            super().close()
+        else:
+            super().error(exc)
+
+
 def call_guarded(stage: Stage, fn: Callable[[Any], Any], value: Any) -> tuple[bool, Any]:
     """``fn(value)``; an exception becomes the stage's error event: (ok, result)."""
     try:
