@@ -38,17 +38,14 @@ must not block. The inbound methods of one party are called by one thread at a t
 order the peer sent the frames (the link's I/O thread); they never run actor code, they post
 to mailboxes.
 
-**Authorization** (the rule is :mod:`actorbus.bus._authorize`'s): with permissions,
-the party asks them once per decision, never per message, and counts, logs and reports
-each refusal; a transport asks the same rule with :meth:`RemoteParty.refusal`.
+**Authorization** (:mod:`actorbus.bus._authorize`): permissions asked once per decision, each
+refusal counted, logged and reported; a transport asks the same rule with ``refusal``.
 
-**Logs.**  Whatever the peer can make this module say goes through
-``router.peer_log`` (:class:`~actorbus._log.RateLimitedLog`: one line per peer
-and kind per period, with how many more like it), peer-supplied text escaped.
+**Logs.**  What the peer can make this module say goes through ``router.peer_log`` (a
+:class:`~actorbus._log.RateLimitedLog`: one line per peer and kind per period), text escaped.
 
-``tests/bus`` joins routers through :class:`actorbus.testing.InProcessLink`.
-A transport with ``send_route`` takes part in the forwarding tree
-(bus/spanning.py): it carries the peer's ``route(...)`` calls.
+``tests/bus`` joins routers through :class:`actorbus.testing.InProcessLink`.  A transport with
+``send_route`` takes part in the forwarding tree (bus/spanning.py): it carries ``route(...)``.
 """
 
 from __future__ import annotations
@@ -612,12 +609,7 @@ class RemoteParty(Authorization):
                     feed.subscribe()
                     self._reqs[key] = feed
         chosen = router.choose(feed, message)
-        acks = self._acks
-        hops = 0 if acks is None else sum(1 for r in chosen if r.cat == CAT_FORWARD)
-        if hops:  # the hops it goes on to acknowledge first
-            self.forwarded += hops
-            acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
-        else:
+        if self._acks is None or not self._hops_ack(request_id, chosen):
             self.transport.send_request_ack(request_id, len(chosen))
         if chosen:
             # the party learns the handle before any replier runs: a reply may
@@ -625,6 +617,14 @@ class RemoteParty(Authorization):
             router.dispatch(
                 feed, message, chosen, None, party=self, peer_id=request_id, origin=sender
             )
+
+    def _hops_ack(self, request_id: int, chosen: Any) -> bool:
+        """(forwarding) True when the request went on to hops whose acks add up first."""
+        hops = sum(1 for r in chosen if r.cat == CAT_FORWARD)
+        if hops:
+            self.forwarded += hops
+            self._acks.start(request_id, len(chosen) - hops, hops)  # type: ignore[union-attr]
+        return bool(hops)
 
     def request_ack(self, request_id: int, taken: int) -> None:
         incoming = self._out.get(request_id)

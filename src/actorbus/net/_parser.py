@@ -78,7 +78,10 @@ class Parser(FrameChecks):
         frames = self.counters.frames_in
         room = self._buffer_limit - self._buffered
         if size <= room:
-            self._stream().feed(data)
+            unpacker = self._unpacker
+            if unpacker is UNSTARTED:  # (_stream, inline: this runs once per such read)
+                unpacker = self._stream()
+            unpacker.feed(data)
             self._buffered += size
             self._parse(None)
         else:
