@@ -36,12 +36,34 @@ def test_joined_output_is_the_same_bytes_and_frames() -> None:
     assert srv.output_size(0)[0] == 1_000  # a frame object per reply
     assert srv.compact_output(0) == 1
     srv.receive_data(heartbeats[:6_000], 2.0)  # 1,000 more
-    assert srv.compact_output(1) == 2  # the earlier ones stay as they were joined
-    assert srv.compact_output(2) == 2  # nothing new: nothing to join
+    assert srv.compact_output(1) == 1  # the open chunk took them
+    assert srv.compact_output(1) == 1  # nothing new: nothing to join
     before = srv.counters.frames_out
     data = srv.data_to_send()
+    assert type(data) is bytes
     assert srv.counters.frames_out - before == 2_000
     assert frames_of(data) == [(int(FrameType.HEARTBEAT_REPLY),)] * 2_000
+
+
+def test_joined_output_is_held_in_full_chunks_not_small_objects() -> None:
+    # one check's frames are a few hundred bytes; joined on their own they
+    # would be small objects again, which pin the interpreter's arenas
+    srv = accepted_server(is_known_type=all_types_known)
+    heartbeat = encode_frame(int(FrameType.HEARTBEAT))
+    frames = 0
+    for _ in range(2_000):
+        srv.receive_data(heartbeat * 50, 1.0)
+        frames = srv.compact_output(frames)
+    out = srv.data_to_send
+    waiting = srv.output_size(0)
+    reply = len(encode_frame(int(FrameType.HEARTBEAT_REPLY)))
+    assert waiting == (frames, 100_000 * reply)
+    sizes = [srv.output_size(i)[1] - srv.output_size(i + 1)[1] for i in range(frames)]
+    assert min(sizes[:-1]) >= 32 * 1_024, sizes  # (2,000 entries of 300 bytes before)
+    before = srv.counters.frames_out
+    data = out()
+    assert srv.counters.frames_out - before == 100_000
+    assert frames_of(data) == [(int(FrameType.HEARTBEAT_REPLY),)] * 100_000
 
 
 def test_a_released_protocol_is_freed_by_reference_counts(no_collector: None) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_REASON",
     "MAX_ROUTE_PATH",
     "MAX_RUN_ID",
+    "OUTPUT_CHUNK",
     "Failure",
     "ProtocolBase",
     "QueueItem",
@@ -66,6 +67,8 @@ MAX_ACTOR_NAME: Final = 256
 #: Most node ids a ROUTE frame may list (a node's forwarding peers).
 MAX_ROUTE_PATH: Final = 255
 
+#: what the output that waits is joined into (``compact_output``)
+OUTPUT_CHUNK: Final = 64 * 1024
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
 _KEY_DEF: Final = int(FrameType.KEY_DEF)
@@ -197,7 +200,7 @@ class ProtocolBase:
     _link_key: bytes
 
     # -- output
-    _out: list[bytes]
+    _out: list[bytes | bytearray]
     #: frames in ``_out`` beyond its length: joined by ``compact_output``
     _joined: int
     _has_output: partial[bool]
@@ -320,16 +323,28 @@ class ProtocolBase:
 
     def compact_output(self, start: int) -> int:
         """Join the frames waiting for ``data_to_send()`` from the ``start``-th
-        entry on into one ``bytes``, and return how many entries wait now.  A
-        shell that cannot write calls it as the output grows, so what waits
-        costs about its wire size in memory rather than an object per frame
-        (a 6-byte heartbeat reply is a ~50-byte object and a list slot)."""
+        entry on into chunks of about :data:`OUTPUT_CHUNK` bytes, and return how
+        many entries wait now.  A shell that cannot write calls it as the output
+        grows, so what waits costs about its wire size in memory rather than an
+        object per frame (a 6-byte heartbeat reply is a ~50-byte object and a
+        list slot).  The frames of one call are a few hundred bytes: joined on
+        their own they would again be small objects, and the interpreter keeps
+        the 1 MiB arena of small objects until every one in it is freed (a
+        flood left ~20 MiB held so).  So the last chunk stays open (a
+        ``bytearray``) and takes the next call's frames until it is full; then
+        it is closed as ``bytes`` of exactly its size."""
         out = self._out
-        if len(out) - start > 1:
-            joined = b"".join(out[start:])
-            self._joined += len(out) - start - 1
-            del out[start:]
-            out.append(joined)
+        if start and type(out[start - 1]) is bytearray:
+            start -= 1  # the open chunk takes the new frames
+        rest = out[start:]
+        if not rest or (len(rest) == 1 and len(rest[0]) >= OUTPUT_CHUNK):
+            return len(out)
+        chunk = rest[0] if type(rest[0]) is bytearray else bytearray(rest[0])
+        if len(rest) > 1:
+            chunk += b"".join(rest[1:])
+            self._joined += len(rest) - 1
+        del out[start:]
+        out.append(bytes(chunk) if len(chunk) >= OUTPUT_CHUNK else chunk)
         return len(out)
 
     def _queue(self, frame: tuple[object, ...], what: str) -> None:

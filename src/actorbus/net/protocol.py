@@ -596,7 +596,7 @@ class LinkProtocol(Parser, Commands):
         out = self._out
         if not out:
             return b""
-        data = out[0] if len(out) == 1 else b"".join(out)
+        data = b"".join(out)  # (the one entry itself when it is bytes)
         counters = self.counters
         counters.frames_out += len(out) + self._joined
         counters.bytes_out += len(data)
