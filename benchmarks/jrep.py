@@ -54,9 +54,9 @@ from remote import (
     TIMEOUT,
     Point,
     Requestor,
+    Sink,
     _Replier,
     _say,
-    _Sink,
     _uvloop,
     role_ours_replier,
     role_ours_requestor,
@@ -83,7 +83,7 @@ _SETTINGS = GatewaySettings(message_rate=0, message_queue_size=10_000_000, max_b
 def role_jrep_sink(n: int) -> None:
     with Bus(_BUSES["ours"], node_id="sink") as bus:
         gateway = bus.serve_jrep(0, name="bench", settings=_SETTINGS)
-        sink = _Sink(n)
+        sink = Sink(n)
         bus.register(sink)
         bus.startup(sink).wait(10)
         _say("PORT", gateway.port)

@@ -44,8 +44,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, print_table, row
+from remote import Sink
 
-from actorbus import Actor, Bus, FeedState, Notification
+from actorbus import Bus, FeedState, Notification
 from actorbus.config.settings import MulticastSettings
 from actorbus.net.multicast.channel import ChannelProtocol
 from actorbus.net.multicast.runs import pack_notifications
@@ -76,31 +77,8 @@ def _settings(group: str, port: int, **changes: Any) -> MulticastSettings:
     )
 
 
-class _Sink(Actor):
-    def __init__(self, n: int) -> None:
-        super().__init__(name="sink")
-        self.n = n
-        self.count = 0
-        self.up = threading.Event()
-        self.done = threading.Event()
-        self.t_last = 0
-
-    def startup(self) -> None:
-        self.subscribe(Tick, SUBJECT, on_message=self.got, on_status=self.status)
-
-    def status(self, state: FeedState, feed: Any) -> None:
-        if state is FeedState.UP:
-            self.up.set()
-
-    def got(self, message: Tick, feed: Any) -> None:
-        self.count += 1
-        if self.count == self.n:
-            self.t_last = time.monotonic_ns()
-            self.done.set()
-
-
 def _run_sink(bus: Bus, n: int, ready: str, channel: Any = None) -> None:
-    sink = _Sink(n)
+    sink = Sink(n, Tick, SUBJECT)
     bus.register(sink)
     bus.startup(sink).wait(10)
     _say(*ready.split())

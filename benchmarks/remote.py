@@ -218,18 +218,30 @@ _BUSES: dict[str, BusConfig] = {
 }
 
 
-class _Sink(Actor):
-    def __init__(self, n: int) -> None:
+class Sink(Actor):
+    """Counts ``n`` notifications of ``message_class`` on ``subject`` (by
+    default :class:`Point` on SUBJECT); ``up`` is set when the feed is UP,
+    ``done`` (and ``t_last`` taken) at the last."""
+
+    def __init__(
+        self, n: int, message_class: type[Notification] = Point, subject: str = SUBJECT
+    ) -> None:
         super().__init__(name="sink")
         self.n = n
+        self.key = (message_class, subject)
         self.count = 0
+        self.up = threading.Event()
         self.done = threading.Event()
         self.t_last = 0
 
     def startup(self) -> None:
-        self.subscribe(Point, SUBJECT, on_message=self.got)
+        self.subscribe(*self.key, on_message=self.got, on_status=self.status)
 
-    def got(self, message: Point, feed: Any) -> None:
+    def status(self, state: FeedState, feed: Any) -> None:
+        if state is FeedState.UP:
+            self.up.set()
+
+    def got(self, message: Notification, feed: Any) -> None:
         self.count += 1
         if self.count == self.n:
             self.t_last = time.monotonic_ns()
@@ -284,7 +296,7 @@ def role_ours_sink(
 ) -> None:
     with Bus(config, node_id="sink") as bus:
         service = bus.listen(0, secret=secret, tls=_tls(True) if tls else None)
-        sink = _Sink(n)
+        sink = Sink(n)
         bus.register(sink)
         bus.startup(sink).wait(10)
         _say("PORT", service.port)

@@ -62,9 +62,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RoleProc, Row, best_of, percentile, print_table, row
-from remote import Requestor
+from remote import Requestor, Sink
 
-from actorbus.actors import Actor
 from actorbus.bus.feeds import IncomingRequest
 from actorbus.bus.message import Notification, Reply, Request
 from actorbus.bus.scope import FeedState
@@ -121,23 +120,15 @@ def _cpu() -> float:
 # ============================================================ process roles
 
 
-class _Sink(Actor):
+class _Sink(Sink):
+    """Counts the routed points and answers the routed pings."""
+
     def __init__(self, n: int) -> None:
-        super().__init__(name="sink")
-        self.n = n
-        self.count = 0
-        self.done = threading.Event()
-        self.t_last = 0
+        super().__init__(n, Point, SUBJECT)
 
     def startup(self) -> None:
-        self.subscribe(Point, SUBJECT, on_message=self.got)
+        super().startup()
         self.replier(Ping, SUBJECT, on_request=self.answer)
-
-    def got(self, message: Point, feed: Any) -> None:
-        self.count += 1
-        if self.count == self.n:
-            self.t_last = time.monotonic_ns()
-            self.done.set()
 
     def answer(self, request: IncomingRequest[Ping]) -> None:
         request.reply(Pong(SUBJECT, value=request.request.value))

@@ -5,16 +5,18 @@ that waits never meets the hard limit: nothing dropped, nothing reset."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from nodes.messages import Counter
 from nodes.support import buses, wait_for
 
-from actorbus import Actor, UsageError
+from actorbus import Actor, Bus, UsageError
 from actorbus.config import ConnectionSettings, ServiceSettings
-from actorbus.net import LinkSettings
+from actorbus.net import Link, LinkSettings
 from actorbus.testing import wait_until
 
 
@@ -38,6 +40,24 @@ class _Held(Actor):
         self.taken += 1
 
 
+@contextlib.contextmanager
+def _to_held(settings: ConnectionSettings) -> Iterator[tuple[_Held, Link, Bus]]:
+    """Bus S with a held subscriber of ``Counter:/congest`` (its link's input
+    paused past 100 messages), bus P linked to it with ``settings``: yields the
+    subscriber, P's link and P; the gate is opened at the end."""
+    with buses("S", "P") as (s, p):
+        held = _Held()
+        s.register(held)
+        s.startup([held]).wait(5)
+        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
+        link = p.connect("127.0.0.1", service.port, settings=settings)
+        link.wait_logged_on(5)
+        try:
+            yield held, link, p
+        finally:
+            held.gate.set()
+
+
 def test_the_high_water_mark_is_checked() -> None:
     assert LinkSettings().high_water == 32 * 1_048_576
     assert LinkSettings(message_queue_bytes=0).high_water == 32 * 1_048_576
@@ -53,15 +73,7 @@ def test_a_publisher_that_waits_is_never_reset() -> None:
     # the publisher makes before the I/O thread next measures the queue)
     total = 150_000
     payload = b"x" * 200
-    with buses("S", "P") as (s, p):
-        held = _Held()
-        s.register(held)
-        s.startup([held]).wait(5)
-        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
-        link = p.connect(
-            "127.0.0.1", service.port, settings=ConnectionSettings(message_queue_bytes=16_000_000)
-        )
-        link.wait_logged_on(5)
+    with _to_held(ConnectionSettings(message_queue_bytes=16_000_000)) as (held, link, p):
         told: list[bool] = []
         congested = threading.Event()
 
@@ -104,15 +116,7 @@ def test_a_publisher_that_waits_is_never_reset_by_the_count_limit() -> None:
     assert LinkSettings(message_queue_size=10, message_queue_high_water=0).high_water_messages == 0
     total = 300_000  # (more than the count limit and the sockets' buffers take)
     payload = b"x" * 200
-    with buses("S", "P") as (s, p):
-        held = _Held()
-        s.register(held)
-        s.startup([held]).wait(5)
-        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
-        link = p.connect(
-            "127.0.0.1", service.port, settings=ConnectionSettings(message_queue_size=100_000)
-        )
-        link.wait_logged_on(5)
+    with _to_held(ConnectionSettings(message_queue_size=100_000)) as (held, link, p):
         told: list[bool] = []
         feed = p.publisher(Counter, "/congest", on_congestion=lambda state, f: told.append(state))
         waits = 0
@@ -141,16 +145,8 @@ def test_the_message_count_limit_tells_the_publisher_first() -> None:
     # the link, again after each reconnect: every reset was preceded by the
     # congestion signal on the same connection (on main: none, 0 of N).
     payload = b"x" * 200
-    with buses("S", "P") as (s, p):
-        held = _Held()
-        s.register(held)
-        s.startup([held]).wait(5)
-        service = s.listen(0, settings=ServiceSettings(input_backlog=100))
-        settings = ConnectionSettings(
-            message_queue_size=2_000, reconnect=True, reconnect_delay=0.05
-        )
-        link = p.connect("127.0.0.1", service.port, settings=settings)
-        link.wait_logged_on(5)
+    settings = ConnectionSettings(message_queue_size=2_000, reconnect=True, reconnect_delay=0.05)
+    with _to_held(settings) as (held, link, p):
         told: list[bool] = []
         feed = p.publisher(Counter, "/congest", on_congestion=lambda state, f: told.append(state))
         try:
