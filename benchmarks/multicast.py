@@ -34,7 +34,6 @@ import dataclasses
 import os
 import random
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -43,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, print_table, row
+from _common import RoleProc, Row, print_table, row
 from remote import Sink
 
 from actorbus import Bus, FeedState, Notification
@@ -198,41 +197,13 @@ def role_raw_source(n: int, group: str, port: int, receivers: int) -> None:
     sys.stdin.read()
 
 
-class _Proc:
-    """A role in a subprocess, read line by line; reaped on exit."""
+class _Proc(RoleProc):
+    """A role of this script in a subprocess."""
 
-    def __init__(self, *args: object) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--role", *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-
-    def expect(self, word: str) -> list[str]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        parts = line.split()
-        if not parts or parts[0] != word:
-            raise RuntimeError(f"{self.proc.args[3:]}: expected {word}, got {line!r}")
-        return parts[1:]
+    script = __file__
 
     def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("GO\n")
-        self.proc.stdin.flush()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        self.tell("GO")
 
 
 def _group() -> tuple[str, int]:
