@@ -93,6 +93,11 @@ def chain() -> Iterator[dict[str, RouteNode]]:
         {"node": "A", "connect": [{"port": p_b}]},
         {"node": "E", "connect": [{"port": p_c_off}]},
     ]
+    yield from _started(specs)
+
+
+def _started(specs: list[dict[str, Any]]) -> Iterator[dict[str, RouteNode]]:
+    """A RouteNode per spec, each ready, by node id; all stopped at the end."""
     nodes: dict[str, RouteNode] = {}
     try:
         for spec in specs:
@@ -400,16 +405,7 @@ def line() -> Iterator[dict[str, RouteNode]]:
         },
         {"node": "A", "connect": [{"port": p_b}]},
     ]
-    nodes: dict[str, RouteNode] = {}
-    try:
-        for spec in specs:
-            nodes[spec["node"]] = RouteNode(spec)
-        for node in nodes.values():
-            assert node.next_line() == {"ready": node.name}
-        yield nodes
-    finally:
-        for node in nodes.values():
-            node.stop()
+    yield from _started(specs)
 
 
 def _held_at_d(line: dict[str, RouteNode]) -> float:
