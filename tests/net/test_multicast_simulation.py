@@ -34,6 +34,21 @@ def lost_seq(seq: int) -> object:
     return drop
 
 
+def _fifty_lose_one(net: SimNet) -> SimNet:
+    """A publisher and 50 receivers on ``net``; 100 messages sent, the 50th
+    lost on its way to every receiver; the network run 1 s past the last."""
+    net.add("pub")
+    for i in range(50):
+        net.add(f"r{i}", publish=False)
+    net.drop = lost_seq(50)  # type: ignore[assignment]
+    net.run(0.01)  # the announcement: everyone joins
+    for i in range(100):
+        net.send(0, b"m%d" % i)
+        net.run(0.001)
+    net.run(1.0)
+    return net
+
+
 def test_fifty_receivers_losing_the_same_datagram_send_few_naks_and_get_one_repair() -> None:
     """One-way latencies of 0.1-1 ms (a LAN) with the default NAK delay, and
     of 1-5 ms with a NAK delay of 20 times the latency (docs/multicast.md)."""
@@ -45,16 +60,7 @@ def test_fifty_receivers_losing_the_same_datagram_send_few_naks_and_get_one_repa
     ]
     for seed in range(12):
         settings_, latency = networks[seed % 3]
-        net = SimNet(settings_, seed=seed, latency=latency)
-        net.add("pub")
-        for i in range(50):
-            net.add(f"r{i}", publish=False)
-        net.drop = lost_seq(50)  # type: ignore[assignment]
-        net.run(0.01)  # the announcement: everyone joins
-        for i in range(100):
-            net.send(0, b"m%d" % i)
-            net.run(0.001)
-        net.run(1.0)
+        net = _fifty_lose_one(SimNet(settings_, seed=seed, latency=latency))
         pub = net.nodes[0].publisher
         assert pub is not None
         naks, repairs = pub.counters["naks_received"], pub.counters["retransmitted"]
@@ -72,16 +78,7 @@ def test_without_the_random_delay_every_receiver_asks_and_the_holdoff_still_boun
     """The budget above is the random delay's and suppression's work: with a
     NAK delay shorter than the network's latency, no receiver can hear another's
     NAK or the repair before its own goes."""
-    net = SimNet(MulticastSettings(nak_delay=0.0001), seed=1)
-    net.add("pub")
-    for i in range(50):
-        net.add(f"r{i}", publish=False)
-    net.drop = lost_seq(50)  # type: ignore[assignment]
-    net.run(0.01)
-    for i in range(100):
-        net.send(0, b"m%d" % i)
-        net.run(0.001)
-    net.run(1.0)
+    net = _fifty_lose_one(SimNet(MulticastSettings(nak_delay=0.0001), seed=1))
     pub = net.nodes[0].publisher
     assert pub is not None
     assert pub.counters["naks_received"] >= 20  # only the nearest hear the repair first
