@@ -106,13 +106,13 @@ class Sub(Actor):
     def __init__(
         self,
         subject: str,
-        name: str = "sub",
         *,
+        actor_name: str | None = None,
         fail: dict[int, int] | None = None,
         message_class: type[Notification] = Tick,
         **options: Any,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=actor_name or f"sub-{options.get('name') or 'anon'}")
         self.subject = subject
         self.options = options
         self.message_class = message_class

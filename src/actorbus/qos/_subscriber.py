@@ -102,7 +102,7 @@ class DeliveryInfo:
     (handed here before, or sent to this consumer before it resumed).  In
     ``ack="manual"`` mode call :meth:`ack` once its effect is committed."""
 
-    __slots__ = ("_sub", "attempt", "origin", "redelivered", "seq", "timestamp")
+    __slots__ = ("_epoch", "_sub", "attempt", "origin", "redelivered", "seq", "timestamp")
 
     def __init__(  # noqa: PLR0917  (made in one place, _hand)
         self,
@@ -112,8 +112,11 @@ class DeliveryInfo:
         attempt: int,
         redelivered: bool,
         timestamp: int,
+        epoch: int,
     ) -> None:
         self._sub = sub
+        #: the session round it came in: its acknowledgement carries it
+        self._epoch = epoch
         self.origin = origin
         self.seq = seq
         self.attempt = attempt
@@ -123,7 +126,7 @@ class DeliveryInfo:
     def ack(self) -> None:
         """Acknowledge this message (manual mode; in auto mode returning from
         on_message does it).  Call it on the subscriber's actor."""
-        self._sub._app_ack(self.origin, self.seq)
+        self._sub._app_ack(self.origin, self.seq, self._epoch)
 
     def __repr__(self) -> str:
         return (
@@ -137,6 +140,7 @@ class _Origin:
 
     __slots__ = (
         "ack_due",
+        "ack_epoch",
         "acked_above",
         "attempts",
         "epoch",
@@ -168,6 +172,9 @@ class _Origin:
         self.held: dict[int, tuple[int, bytes]] = {}
         #: the round of the last items received (acknowledgements carry it)
         self.epoch = 0
+        #: the round the next acknowledgement is for: the round of the last
+        #: message the application acknowledged, or of a duplicate received
+        self.ack_epoch = 0
         #: the last watermark sent in an acknowledgement
         self.sent = watermark
         #: messages acknowledged by the application since the last acknowledgement
@@ -369,6 +376,7 @@ class QosSubscriber(Generic[N]):
         if seq <= o.watermark or seq in o.acked_above:
             self._counters.duplicates += 1
             o.ack_due = True
+            o.ack_epoch = o.epoch
             return
         if not self._ordered:
             if self._manual and seq in o.attempts and seq <= o.handed:
@@ -405,7 +413,7 @@ class QosSubscriber(Generic[N]):
         if redelivered:
             counters.redelivered += 1
         o.handed = max(o.handed, seq)
-        info = DeliveryInfo(self, o.name, seq, attempt, redelivered, timestamp)
+        info = DeliveryInfo(self, o.name, seq, attempt, redelivered, timestamp, o.epoch)
         try:
             self._on_message(decode(self._mcls, body), info)
         except Exception as exc:
@@ -421,7 +429,7 @@ class QosSubscriber(Generic[N]):
         if self._ordered:
             o.expected = seq + 1
         if not self._manual:
-            self._app_ack(o.name, seq)
+            self._app_ack(o.name, seq, o.epoch)
         return True
 
     def _skip(self, reply: QosData, first: int, last: int, *, lost: bool) -> None:
@@ -452,13 +460,15 @@ class QosSubscriber(Generic[N]):
                 if not self._hand(o, nxt, ts, b):
                     break
         o.ack_due = True
+        o.ack_epoch = reply.attempt
         self._ack_soon(o)
 
     # ------------------------------------------------------------ acknowledging
-    def _app_ack(self, origin: str, seq: int) -> None:
+    def _app_ack(self, origin: str, seq: int, epoch: int) -> None:
         o = self._origins.get(origin)
         if o is None or self._closed:
             return
+        o.ack_epoch = epoch
         self._acked(o, seq)
         if self._manual:
             self._ack_soon(o)
@@ -506,7 +516,7 @@ class QosSubscriber(Generic[N]):
         if o.watermark != self._state.acked(o.name):
             self._state.save(o.name, o.watermark)
         o.sent = o.watermark
-        self._ack(o.name, o.watermark, o.epoch)
+        self._ack(o.name, o.watermark, o.ack_epoch)
 
     def _ack(self, origin: str, through: int, attempt: int) -> None:
         if self._closed:
