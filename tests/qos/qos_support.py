@@ -133,6 +133,10 @@ class Sub(Actor):
             **self.options,
         )
 
+    def shutdown(self) -> None:
+        if self.qos is not None:
+            self.qos.close()
+
     @property
     def qs(self) -> QosSubscriber[Any]:
         assert self.qos is not None

@@ -334,8 +334,13 @@ class QosPublisher(Generic[N]):
         if s is None or s.incoming is not incoming:
             return
         self._counters.sessions_ended += 1
+        # (the bus does not say which of the two ended a remote consumer's session)
         remote = incoming.handle.feed.remote is not None
-        reason = "link lost" if remote else "consumer actor closed"
+        reason = (
+            "session ended across the link (link lost or consumer closed)"
+            if remote
+            else "consumer closed"
+        )
         self._detach(s, reason)
 
     def _detach(self, s: _Session, reason: str) -> None:
