@@ -86,6 +86,19 @@ class Pub(Actor):
         result: list[int] = on_actor(self, run)
         return result
 
+    def stream(self, total: int, per_tick: int, period: float) -> None:
+        """Publish ``per_tick`` ticks every ``period`` seconds (an actor timer)
+        until ``total`` are sent."""
+
+        def tick() -> None:
+            for _ in range(min(per_tick, total - self.sent)):
+                self.sent += 1
+                self.qp.publish(Tick(self.subject, n=self.sent))
+            if self.sent >= total:
+                handle.cancel()
+
+        handle = on_actor(self, lambda: self.schedule_every(period, tick))
+
     def notify(self) -> DeliveryFuture:
         def run() -> DeliveryFuture:
             self.sent += 1
