@@ -109,6 +109,44 @@ def test_seqs_continue_after_a_restart_and_history_is_read_from_disk(tmp_path: P
         log.close()
 
 
+def test_a_killed_publisher_keeps_every_committed_record_and_continues(tmp_path: Path) -> None:
+    path = tmp_path / "j"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from actorbus.qos._journal_log import JournalLog\n"
+            f"log = JournalLog({str(path)!r}, type_name={TYPE!r}, subject={SUBJECT!r})\n"
+            "i = 0\n"
+            "while True:\n"
+            "    i += 1\n"
+            "    log.append(i, i.to_bytes(8, 'little'))\n"
+            "    if i % 3 == 0:\n"
+            "        print(log.commit(), flush=True)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+    assert child.stdout is not None
+    durable = 0
+    try:
+        while durable < 300:
+            durable = int(child.stdout.readline())
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+    log = _log(path)
+    try:
+        assert log.next_seq > durable
+        got = log.read(1, 100_000)
+        assert [s for s, _, _ in got] == list(range(1, log.next_seq))
+        assert all(int.from_bytes(b, "little") == s == t for s, t, b in got)
+        assert log.append(7, b"next") == log.next_seq - 1
+    finally:
+        log.close()
+
+
 def test_recent_reads_come_from_memory_older_ones_from_disk(tmp_path: Path) -> None:
     log = _log(tmp_path / "j", tail_records=50)
     try:
@@ -286,15 +324,16 @@ def test_a_writer_in_another_process_is_named(tmp_path: Path) -> None:
     _log(path).close()
 
 
+@pytest.mark.parametrize("foreign_first", [False, True])
 @pytest.mark.parametrize(
     ("type_name", "subject"), [("other.Type", SUBJECT), (TYPE, "/other"), ("x.Y", "/z")]
 )
 def test_a_journal_of_another_feed_is_refused_naming_both(
-    tmp_path: Path, type_name: str, subject: str
+    tmp_path: Path, type_name: str, subject: str, foreign_first: bool
 ) -> None:
+    records = [(TYPE, SUBJECT, 1, b"x"), (type_name, subject, 2, b"y")]
     with JournalWriter(tmp_path / "j") as w:
-        w.append(TYPE, SUBJECT, 1, b"x")
-        w.append(type_name, subject, 2, b"y")  # the last record decides here
+        w.append_many(records[::-1] if foreign_first else records)
     with pytest.raises(JournalUsageError) as info:
         _log(tmp_path / "j")
     text = str(info.value)
