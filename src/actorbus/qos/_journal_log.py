@@ -157,7 +157,11 @@ class JournalLog:
         self._tail_bytes = tail_bytes
         try:
             self._writer = JournalWriter(
-                path, segment_bytes=segment_bytes, sync=self._sync, retention=retention
+                path,
+                segment_bytes=segment_bytes,
+                sync=self._sync,
+                retention=retention,
+                monotonic_ns=monotonic_ns,
             )
         except JournalLockedError as exc:
             raise JournalLockedError(
