@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from actorbus import Notification
 from actorbus.bus.codec import decode, encode
@@ -214,6 +217,9 @@ def test_read_below_first_seq_starts_at_first_seq(tmp_path: Path) -> None:
         got = log.read(1, 3)
         assert [s for s, _, _ in got] == [first, first + 1, first + 2]
         assert log.seq_at_time(0) == first
+        # the in-memory tail still holds seqs retention deleted: never returned
+        assert log.seq_at_time(_tick(5)[0]) == first
+        assert log.read(5, 1)[0][0] == first
     finally:
         log.close()
 
@@ -351,3 +357,71 @@ def test_bad_arguments(tmp_path: Path) -> None:
         JournalLog(tmp_path / "j", type_name=TYPE, subject=SUBJECT, sync="batch")  # type: ignore[arg-type]
     with pytest.raises(JournalUsageError, match="tail_records"):
         _log(tmp_path / "j", tail_records=0)
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 120)),
+        st.tuples(st.just("append"), st.integers(1, 120)),
+        st.tuples(st.just("commit"), st.just(0)),
+        st.tuples(st.just("commit"), st.just(0)),
+        st.tuples(st.just("read"), st.integers(-5, 400), st.integers(1, 60)),
+        st.tuples(st.just("time"), st.integers(0, 5000)),
+        st.tuples(st.just("reopen"), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_ops, tail=st.sampled_from([1, 16, 8192]), retain=st.booleans())
+@example(  # the tail still holds seqs retention deleted
+    ops=[("append", 120), ("commit", 0)] * 3 + [("time", 100), ("read", 3, 5)],
+    tail=8192,
+    retain=True,
+)
+def test_reads_and_time_positions_agree_with_a_model(
+    ops: list[tuple[object, ...]], tail: int, retain: bool
+) -> None:
+    """Whatever mix of appends, commits, reopens: a read returns the committed
+    records from max(start, first_seq), in memory or from disk alike."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "j"
+        kw: dict[str, object] = {"segment_bytes": 1024, "tail_records": tail}
+        if retain:
+            kw["retention"] = Retention(max_bytes=3000)
+        model: list[tuple[int, bytes]] = []  # committed, index = seq - 1
+        pending: list[tuple[int, bytes]] = []
+        log = _log(path, **kw)
+        try:
+            for op in ops:
+                if op[0] == "append":
+                    for _ in range(int(op[1])):  # type: ignore[call-overload]
+                        rec = _tick(len(model) + len(pending) + 1, 10 * (len(model) + len(pending)))
+                        assert log.append(*rec) == len(model) + len(pending) + 1
+                        pending.append(rec)
+                elif op[0] == "commit":
+                    assert log.commit() == len(model) + len(pending)
+                    model += pending
+                    pending = []
+                elif op[0] == "reopen":
+                    log.close()  # close writes what was appended
+                    model += pending
+                    pending = []
+                    log = _log(path, **kw)
+                first = log.first_seq
+                assert first == JournalReader(path).first_seq()
+                if op[0] == "read":
+                    start, count = int(op[1]), int(op[2])  # type: ignore[call-overload]
+                    lo = max(start, first)
+                    want = [(s, *model[s - 1]) for s in range(lo, min(lo + count, len(model) + 1))]
+                    assert log.read(start, count) == want
+                elif op[0] == "time":
+                    t = int(op[1])  # type: ignore[call-overload]
+                    held = [
+                        (i + 1, ts) for i, (ts, _) in enumerate(model + pending) if i + 1 >= first
+                    ]
+                    want_seq = next((s for s, ts in held if ts >= t), len(model) + len(pending) + 1)
+                    assert log.seq_at_time(t) == want_seq
+        finally:
+            log.close()

@@ -311,7 +311,7 @@ class JournalLog:
                 except RecordsDeletedError:
                     continue  # retention deleted a segment being probed: search again
         if found is not None:
-            return found
+            return max(found, self.first_seq)  # the tail may hold seqs retention deleted
         i = bisect.bisect_left(self._p_ts, epoch_ms)
         return self._committed + 1 + i
 
