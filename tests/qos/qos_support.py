@@ -68,6 +68,10 @@ class Pub(Actor):
     def startup(self) -> None:
         self.qos = qos_publisher(self, Tick, self.subject, **self.options)
 
+    def shutdown(self) -> None:
+        if self.qos is not None:
+            self.qos.close()
+
     @property
     def qp(self) -> QosPublisher[Tick]:
         assert self.qos is not None

@@ -54,6 +54,8 @@ N = TypeVar("N", bound=Notification)
 #: messages per QosData reply at most
 BATCH = 256
 _CONTINUING = ReplyStatus.OK_CONTINUING
+#: seconds between commits while the log says not all it holds is durable yet
+COMMIT_RETRY = 0.01
 
 
 @dataclass
@@ -168,6 +170,7 @@ class QosPublisher(Generic[N]):
         self._counters = QosPublisherCounters()
         self._sessions: dict[str, _Session] = {}
         self._flush_pending = False
+        self._commit_timer: TimerHandle | None = None
         self._closed = False
         ctx = actor.actor_context
         self._feed = ctx.open_publish_feed(message_class, subject)
@@ -258,6 +261,9 @@ class QosPublisher(Generic[N]):
         if self._closed:
             return
         self._closed = True
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+        self._log.commit()
         for s in list(self._sessions.values()):
             self._drop(s, "the publisher closed")
         for feed in (self._session_feed, self._ack_feed, self._feed):
@@ -415,10 +421,17 @@ class QosPublisher(Generic[N]):
         if self._closed:
             return
         durable = self._log.commit()
+        if durable < self._log.next_seq - 1 and self._commit_timer is None:
+            # a sync policy with an interval: commit again until all is durable
+            self._commit_timer = self._actor.schedule(COMMIT_RETRY, self._commit_tick)
         for s in self._sessions.values():
             if s.incoming is not None and s.opened:
                 self._send(s, durable)
         self._release()
+
+    def _commit_tick(self) -> None:
+        self._commit_timer = None
+        self._flush()
 
     def _send(self, s: _Session, durable: int) -> None:
         """Send ``s`` what it has credit for, up to ``durable``."""
@@ -455,6 +468,24 @@ class QosPublisher(Generic[N]):
             items = log.read(start, min(BATCH, limit - start + 1))
             if not items:
                 break
+            if items[0][0] != start:  # retention took them meanwhile: a LOST range first
+                s.next_send = items[0][0]
+                counters.lost += s.next_send - start
+                ok = incoming.reply(
+                    QosData(
+                        subject,
+                        origin=origin,
+                        first=start,
+                        timestamps=[s.next_send - start],
+                        bodies=[],
+                        attempt=epoch,
+                        kind=LOST,
+                        status=_CONTINUING,
+                    )
+                )
+                if not ok:
+                    return
+                s.acked = max(s.acked, s.next_send - 1)
             ok = incoming.reply(
                 QosData(
                     subject,
