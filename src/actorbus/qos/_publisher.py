@@ -25,8 +25,8 @@ from ..bus.codec import encode
 from ..bus.message import MessageKey, Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
 from ..errors import UsageError
-from ._future import DeliveryFuture, _Pending
-from ._levels import Delivery, DeliveryReport, OutboxFull, Position, Qos
+from ._future import DeliveryFuture, PendingDelivery, delivered_to_none
+from ._levels import Delivery, OutboxFull, Position, Qos
 from ._log import MemoryLog, PublisherLog
 from ._negotiate import session_refusal
 from ._wire import (
@@ -120,7 +120,7 @@ class _Session:
         self.timer: TimerHandle | None = None
         self.detached_at: float | None = None
         #: notified publishes this consumer is to acknowledge, in seq order
-        self.pending: deque[_Pending] = deque()
+        self.pending: deque[PendingDelivery] = deque()
 
 
 def _durable(name: str) -> bool:
@@ -237,12 +237,11 @@ class QosPublisher(Generic[N]):
         now acknowledged it (at once when none is), or fails naming each one
         whose session ended (or that gave it up) first."""
         seq = self.publish(message)
-        future = DeliveryFuture(seq)
         attached = [s for s in self._sessions.values() if s.incoming is not None]
         if not attached:
-            future._resolve(DeliveryReport(seq, ()), None)
-            return future
-        pending = _Pending(future, [s.name for s in attached])
+            return delivered_to_none(seq)
+        future = DeliveryFuture(seq)
+        pending = PendingDelivery(future, [s.name for s in attached])
         for s in attached:
             s.pending.append(pending)
         return future
