@@ -278,6 +278,9 @@ class QosPublisher(Generic[N]):
             incoming.reply(Reply(self._subject, status=ReplyStatus.ERROR, reason=refusal))
             return
         s = self._sessions.get(req.consumer)
+        if req.join and s is not None and s.incoming is not None and s.incoming.is_active:
+            incoming.reply(Reply(self._subject, reason="this consumer has a session here"))
+            return
         known = s is not None
         if s is None:
             s = self._sessions[req.consumer] = _Session(req.consumer)
