@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
-from actorbus import Bus, FeedState
+from actorbus import Bus, FeedState, UsageError
 from actorbus.bus import SYSTEM_SUBJECT
 from actorbus.qos import DeadLetter, OutboxFull, Qos
 from actorbus.testing import wait_until
@@ -181,3 +181,17 @@ def test_a_publisher_that_comes_up_later_is_joined(bus: Bus) -> None:
         by_origin.setdefault(origin, []).append(seq)
     assert by_origin == {first.qp.origin: [1, 2, 3, 4, 5], second.qp.origin: [1, 2]}
     assert first.read(lambda p: p.counters).sessions_opened == 1
+
+
+def test_publish_and_ack_only_on_their_actor(bus: Bus) -> None:
+    pub, sub = Pub("/t"), Sub("/t", ack="manual")
+    start(bus, pub, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    with pytest.raises(UsageError, match=r"from outside its actor 'pub'.*actor.post"):
+        pub.qp.publish(Tick("/t", n=1))
+    pub.publish(1)
+    assert sub.wait(lambda s: len(s.infos) == 1)
+    with pytest.raises(UsageError, match=r"ack\(\) of .* #1 from outside the subscriber's actor"):
+        sub.infos[0].ack()
+    on_actor(sub, sub.infos[0].ack)
+    assert wait_until(lambda: sub.read(lambda q: q.acked(pub.qp.origin)) == 1, WAIT)

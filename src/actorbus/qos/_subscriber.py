@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from loguru import logger
 
+from ..actors import current_actor
 from ..bus.codec import decode
 from ..bus.message import Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
-from ..errors import RequestError
+from ..errors import RequestError, UsageError
 from ._levels import Position, Qos, QosStatus
 from ._negotiate import PREFIX
 from ._state import ConsumerState
@@ -495,6 +496,12 @@ class QosSubscriber(Generic[N]):
 
     # ------------------------------------------------------------ acknowledging
     def _app_ack(self, origin: str, seq: int, epoch: int) -> None:
+        if current_actor() is not self._actor:
+            raise UsageError(
+                f"ack() of {origin} #{seq} from outside the subscriber's actor "
+                f"{self._actor.name!r} (it runs on that actor only, unlocked); call it from "
+                f"the actor's callbacks, or actor.post(delivery.ack)"
+            )
         o = self._origins.get(origin)
         if o is None or self._closed:
             return
