@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
 from actorbus import Bus, FeedState, UsageError
 from actorbus.bus import SYSTEM_SUBJECT
-from actorbus.qos import DeadLetter, OutboxFull, Qos
+from actorbus.qos import DeadLetter, Delivery, OutboxFull, Qos
 from actorbus.testing import wait_until
 
 
@@ -195,3 +196,43 @@ def test_publish_and_ack_only_on_their_actor(bus: Bus) -> None:
         sub.infos[0].ack()
     on_actor(sub, sub.infos[0].ack)
     assert wait_until(lambda: sub.read(lambda q: q.acked(pub.qp.origin)) == 1, WAIT)
+
+
+def test_a_consumer_back_after_being_forgotten_is_told_what_it_lost(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """A durable exactly-once consumer the publisher forgot comes back with its
+    saved watermark: what the in-memory log released meanwhile is one LOST
+    range (counted on both sides), then it continues."""
+    pub = Pub("/t", offer=Qos(Delivery.EXACTLY_ONCE))
+    options = {"qos": Qos(Delivery.EXACTLY_ONCE), "name": "x", "state_dir": tmp_path}
+    sub = Sub("/t", actor_name="first", **options)
+    start(bus, pub, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    pub.publish(5)
+    assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"x": 5}, WAIT)
+    bus.shutdown([sub]).wait(WAIT)
+    assert wait_until(lambda: pub.read(lambda p: p.sessions) == (), WAIT)
+    assert pub.read(lambda p: p.forget("x"))
+    pub.publish(5)  # 6..10: nobody to keep them for
+    again = Sub("/t", actor_name="again", **options)
+    start(bus, again)
+    assert again.wait(lambda s: s.qs.status.state is FeedState.UP)
+    pub.publish(2)
+    assert again.wait(lambda s: len(s.taken()) >= 2)
+    assert again.taken() == [11, 12]
+    assert again.read(lambda q: q.counters).lost == 5
+    assert pub.read(lambda p: p.counters).lost == 5
+    assert wait_until(lambda: again.read(lambda q: q.acked(pub.qp.origin)) == 12, WAIT)
+
+
+def test_an_at_most_once_consumer_is_never_resent(bus: Bus) -> None:
+    pub = Pub("/t", ack_wait=0.05, max_wait=0.05)
+    sub = Sub("/t", qos=Qos(Delivery.AT_MOST_ONCE), fail={2: 1})
+    start(bus, pub, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    pub.publish(3)
+    assert sub.wait(lambda s: len(s.got) >= 3)
+    assert not sub.wait(lambda s: len(s.got) > 3, 0.3)
+    assert sub.taken() == [1, 3]
+    assert pub.read(lambda p: p.counters).resent == 0

@@ -323,6 +323,7 @@ class QosPublisher(Generic[N]):
                     int(offer.ordered),
                     log.next_seq,
                     s.high_sent,
+                    int(s.opened),
                 ],
                 bodies=[],
                 attempt=s.epoch,
@@ -403,8 +404,8 @@ class QosPublisher(Generic[N]):
         if attempt == ACK_OPEN:
             if not s.opened and s.incoming is not None:
                 s.opened = True
-                if req.through >= 0:
-                    s.acked = max(s.acked, min(req.through, self._log.next_seq - 1))
+                if req.through >= 0:  # the consumer's saved watermark: resume after it
+                    s.acked = min(req.through, self._log.next_seq - 1)
                     s.next_send = s.acked + 1
                 self._send(s, self._log.commit())
             return

@@ -24,7 +24,7 @@ from ..bus.codec import decode
 from ..bus.message import Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
 from ..errors import RequestError, UsageError
-from ._levels import Position, Qos, QosStatus
+from ._levels import Delivery, Position, Qos, QosStatus
 from ._negotiate import PREFIX
 from ._state import ConsumerState
 from ._wire import ACK_DETACH, ACK_OPEN, DATA, DEAD, LOST, OFFER, QosAck, QosData, QosSession
@@ -384,12 +384,22 @@ class QosSubscriber(Generic[N]):
             o.sent_before = reply.timestamps[4]
         # a new consumer starts where the publisher put it; one with a watermark
         # resumes after it
-        if o.watermark < 0 and reply.first > 0:
-            o.watermark = o.sent = reply.first - 1
-            o.handed = max(o.handed, o.watermark)
+        opened = len(reply.timestamps) > 5 and reply.timestamps[5] == 1
+        if (o.watermark < 0 or opened) and reply.first - 1 > o.watermark:
+            # (opened: the publisher holds this consumer's acknowledgement
+            # through first - 1, from before its state here)
+            self._adopt(o, reply.first - 1)
         o.expected = o.watermark + 1
         self._ack(o.name, o.watermark, ACK_OPEN)
         self._set_status(QosStatus(FeedState.UP, self._qos))
+
+    def _adopt(self, o: _Origin, mark: int) -> None:
+        """Every seq <= ``mark`` counts as acknowledged."""
+        o.watermark = o.sent = mark
+        o.handed = max(o.handed, mark)
+        o.acked_above = {seq for seq in o.acked_above if seq > mark}
+        for seq in [seq for seq in o.attempts if seq <= mark]:
+            del o.attempts[seq]
 
     # ---------------------------------------------------------------- receiving
     def _data(self, reply: QosData) -> None:
@@ -449,14 +459,22 @@ class QosSubscriber(Generic[N]):
             self._on_message(decode(self._mcls, body), info)
         except Exception as exc:
             counters.callback_errors += 1
+            if self._qos.delivery is not Delivery.AT_MOST_ONCE:
+                logger.opt(exception=exc).warning(
+                    "on_message of the QoS subscriber {} raised on {} #{}: not "
+                    "acknowledged, it is delivered again",
+                    self.name,
+                    o.name,
+                    seq,
+                )
+                return False
             logger.opt(exception=exc).warning(
-                "on_message of the QoS subscriber {} raised on {} #{}: not acknowledged, "
-                "it is delivered again",
+                "on_message of the QoS subscriber {} raised on {} #{}: at-most-once, it "
+                "is not delivered again",
                 self.name,
                 o.name,
                 seq,
             )
-            return False
         if self._ordered:
             o.expected = seq + 1
         if not self._manual:

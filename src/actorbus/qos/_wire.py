@@ -26,8 +26,11 @@ __all__ = [
 
 #: QosData.kind: messages from ``first`` on
 DATA = 0
-#: QosData.kind: the session is accepted; ``timestamps`` is (delivery, persistent,
-#: ordered, next_seq) in force, ``first`` the seq a new consumer would start at
+#: QosData.kind: the session is accepted; ``timestamps`` is the offer's
+#: (delivery, persistent, ordered), the publisher's next_seq, the highest seq
+#: it sent this consumer before, and 1 when the session is open at ``first``
+#: (the publisher knew the consumer, or its resume_after) or 0 when it waits
+#: for the consumer's opening acknowledgement; ``first`` is where it starts
 OFFER = 1
 #: QosData.kind: seqs first .. first + len(timestamps) - 1 are no longer in the
 #: publisher's log (``timestamps`` holds only their count when a range is long:
