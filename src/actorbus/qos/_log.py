@@ -4,7 +4,6 @@ the journal-backed ``JournalLog``."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Protocol
 
 __all__ = ["MemoryLog", "PublisherLog"]
@@ -27,18 +26,22 @@ class PublisherLog(Protocol):
 
 class MemoryLog:
     """A :class:`PublisherLog` in memory, from seq ``start`` on.  It holds what
-    is not yet released; the publisher bounds it (``held``, ``held_bytes``)."""
+    is not yet released; the publisher bounds it (``held``, ``held_bytes``).
+    Entries are a list from ``_head`` on (released ones are cut off in bulk),
+    so reading any range is a slice."""
 
-    __slots__ = ("_bytes", "_entries", "_first")
+    __slots__ = ("_bytes", "_entries", "_first", "_head")
 
     def __init__(self, start: int = 1) -> None:
+        #: the seq of ``_entries[_head]``
         self._first = start
-        self._entries: deque[tuple[int, bytes]] = deque()
+        self._entries: list[tuple[int, int, bytes]] = []
+        self._head = 0
         self._bytes = 0
 
     @property
     def next_seq(self) -> int:
-        return self._first + len(self._entries)
+        return self._first + len(self._entries) - self._head
 
     @property
     def first_seq(self) -> int:
@@ -47,7 +50,7 @@ class MemoryLog:
     @property
     def held(self) -> int:
         """Entries held."""
-        return len(self._entries)
+        return len(self._entries) - self._head
 
     @property
     def held_bytes(self) -> int:
@@ -55,9 +58,10 @@ class MemoryLog:
         return self._bytes
 
     def append(self, timestamp: int, body: bytes) -> int:
-        self._entries.append((timestamp, body))
+        seq = self._first + len(self._entries) - self._head
+        self._entries.append((seq, timestamp, body))
         self._bytes += len(body)
-        return self._first + len(self._entries) - 1
+        return seq
 
     def commit(self) -> int:
         return self.next_seq - 1
@@ -65,22 +69,30 @@ class MemoryLog:
     def read(self, start: int, max_count: int) -> list[tuple[int, int, bytes]]:
         first = self._first
         start = max(start, first)
-        entries = self._entries
-        end = min(first + len(entries), start + max_count)
-        return [(seq, *entries[seq - first]) for seq in range(start, end)]
+        at = self._head + start - first
+        return self._entries[at : at + max_count]
 
     def seq_at_time(self, epoch_ms: int) -> int:
-        for i, (timestamp, _) in enumerate(self._entries):
-            if timestamp >= epoch_ms:
-                return self._first + i
+        entries = self._entries
+        for i in range(self._head, len(entries)):
+            if entries[i][1] >= epoch_ms:
+                return entries[i][0]
         return self.next_seq
 
     def release(self, through: int) -> None:
-        entries = self._entries
-        while entries and self._first <= through:
-            self._bytes -= len(entries.popleft()[1])
-            self._first += 1
+        first = self._first
+        if through < first:
+            return
+        entries, head = self._entries, self._head
+        end = min(head + through - first + 1, len(entries))
+        self._bytes -= sum(len(entry[2]) for entry in entries[head:end])
+        self._first = first + end - head
+        if end > 4096 and end * 2 > len(entries):
+            del entries[:end]
+            end = 0
+        self._head = end
 
     def close(self) -> None:
         self._entries.clear()
+        self._head = 0
         self._bytes = 0

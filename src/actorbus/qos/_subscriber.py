@@ -446,20 +446,23 @@ class QosSubscriber(Generic[N]):
     def _hand(self, o: _Origin, seq: int, timestamp: int, body: bytes) -> bool:
         """Hand one message to the application; True when it was taken (auto:
         returned without raising; manual: handed)."""
-        attempt = o.attempts.get(seq, 0) + 1
-        o.attempts[seq] = attempt
+        # (attempts are kept only for messages handed and not yet acknowledged)
+        attempts = o.attempts
+        attempt = attempts.get(seq, 0) + 1 if attempts else 1
         redelivered = attempt > 1 or seq <= o.sent_before
         counters = self._counters
         counters.delivered += 1
         if redelivered:
             counters.redelivered += 1
-        o.handed = max(o.handed, seq)
+        if seq > o.handed:
+            o.handed = seq
         info = DeliveryInfo(self, o.name, seq, attempt, redelivered, timestamp, o.epoch)
         try:
             self._on_message(decode(self._mcls, body), info)
         except Exception as exc:
             counters.callback_errors += 1
             if self._qos.delivery is not Delivery.AT_MOST_ONCE:
+                attempts[seq] = attempt
                 logger.opt(exception=exc).warning(
                     "on_message of the QoS subscriber {} raised on {} #{}: not "
                     "acknowledged, it is delivered again",
@@ -477,8 +480,11 @@ class QosSubscriber(Generic[N]):
             )
         if self._ordered:
             o.expected = seq + 1
-        if not self._manual:
-            self._app_ack(o.name, seq, o.epoch)
+        if self._manual:
+            attempts[seq] = attempt
+        else:
+            o.ack_epoch = o.epoch
+            self._acked(o, seq)
         return True
 
     def _skip(self, reply: QosData, first: int, last: int, *, lost: bool) -> None:
@@ -546,8 +552,9 @@ class QosSubscriber(Generic[N]):
             mark += 1
             above.discard(mark)
         attempts = o.attempts
-        for s in range(o.watermark + 1, mark + 1):
-            attempts.pop(s, None)
+        if attempts:
+            for s in range(o.watermark + 1, mark + 1):
+                attempts.pop(s, None)
         o.watermark = mark
 
     def _ack_soon(self, o: _Origin) -> None:
