@@ -611,8 +611,14 @@ class QosPublisher(Generic[N]):
                 self._on_congestion(congested, self)
 
     def _check_outbox(self, log: MemoryLog, size: int) -> None:
-        if log.held < self._outbox_messages and log.held_bytes + size <= self._outbox_bytes:
-            self._congestion(log)
+        held, held_bytes = log.held, log.held_bytes
+        if held < self._outbox_messages and held_bytes + size <= self._outbox_bytes:
+            if (
+                self._congested
+                or held * 2 >= self._outbox_messages
+                or held_bytes * 2 >= self._outbox_bytes
+            ):
+                self._congestion(log)
             return
         self._release()
         if log.held < self._outbox_messages and log.held_bytes + size <= self._outbox_bytes:
