@@ -146,3 +146,23 @@ def test_a_notified_publish_fails_for_a_consumer_across_a_lost_link(
         )
     finally:
         proxy.stop()
+
+
+def test_through_a_forwarding_node() -> None:
+    """A publishes, B only forwards (no QoS code runs there), C consumes: the
+    session's requests and replies cross both hops; a consumer failure is
+    redelivered end to end."""
+    with Bus(node_id="qos-a") as a, Bus(node_id="qos-b") as b, Bus(node_id="qos-c") as c:
+        pub, sub = Pub("/f", ack_wait=0.2), Sub("/f", name="c", fail={7: 1})
+        start(a, pub)
+        start(c, sub)
+        to_b = b.listen(0, settings=ServiceSettings(forward=True))
+        a.connect("127.0.0.1", to_b.port).wait_logged_on(5)
+        from_b = b.listen(0, settings=ServiceSettings(forward=True))
+        c.connect("127.0.0.1", from_b.port).wait_logged_on(5)
+        _up(sub)
+        pub.publish(5000)
+        assert sub.wait(lambda s: len(s.taken()) >= 5000, 60), len(sub.taken())
+        assert sub.taken() == list(range(1, 5001))
+        assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"c": 5000}, WAIT)
+        assert (pub.qp.origin, 7, 7, 2, True) in sub.got

@@ -14,7 +14,11 @@ def test_seqs_reads_and_release() -> None:
         assert log.append(1000 + i, bytes([i]) * 3) == i + 1
     assert log.commit() == 10
     assert (log.held, log.held_bytes) == (10, 30)
-    assert log.read(4, 3) == [(4, 1003, b"\x03" * 3), (5, 1004, b"\x04" * 3), (6, 1005, b"\x05" * 3)]
+    assert log.read(4, 3) == [
+        (4, 1003, b"\x03" * 3),
+        (5, 1004, b"\x04" * 3),
+        (6, 1005, b"\x05" * 3),
+    ]
     assert log.read(9, 100) == [(9, 1008, b"\x08" * 3), (10, 1009, b"\x09" * 3)]
     assert log.read(11, 5) == []
     log.release(4)
