@@ -166,3 +166,26 @@ def test_through_a_forwarding_node() -> None:
         assert sub.taken() == list(range(1, 5001))
         assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"c": 5000}, WAIT)
         assert (pub.qp.origin, 7, 7, 2, True) in sub.got
+
+
+def test_a_consumer_without_a_name_is_forgotten_after_forget_after(
+    buses: tuple[Bus, Bus],
+) -> None:
+    """Its link is gone for good: the publisher keeps its state forget_after
+    seconds for its return, then forgets it (and what it kept for it)."""
+    a, b = buses
+    pub, sub = Pub("/l", forget_after=0.5), Sub("/l")
+    start(a, pub)
+    start(b, sub)
+    proxy = _link(a, b, ChaosSchedule())
+    assert proxy is not None
+    _up(sub)
+    pub.publish(3)
+    assert sub.wait(lambda s: len(s.taken()) >= 3)
+    name = sub.qs.name
+    assert name.startswith("~")
+    assert wait_until(lambda: pub.read(lambda p: p.consumers) == {name: 3}, WAIT)
+    proxy.stop()
+    assert wait_until(lambda: pub.read(lambda p: p.sessions) == (), WAIT)
+    assert pub.read(lambda p: name in p.consumers)  # kept for its return a while
+    assert wait_until(lambda: pub.read(lambda p: p.consumers) == {}, WAIT)

@@ -236,3 +236,14 @@ def test_an_at_most_once_consumer_is_never_resent(bus: Bus) -> None:
     assert not sub.wait(lambda s: len(s.got) > 3, 0.3)
     assert sub.taken() == [1, 3]
     assert pub.read(lambda p: p.counters).resent == 0
+
+
+def test_a_closed_consumer_without_a_name_is_forgotten_at_once(bus: Bus) -> None:
+    pub, sub, named = Pub("/t"), Sub("/t"), Sub("/t", name="kept")
+    start(bus, pub, sub, named)
+    for s in (sub, named):
+        assert s.wait(lambda s: s.qs.status.state is FeedState.UP)
+    assert wait_until(lambda: len(pub.read(lambda p: p.consumers)) == 2, WAIT)
+    bus.shutdown([sub, named]).wait(WAIT)  # their shutdown closes the subscribers
+    assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"kept": 0}, WAIT)
+    assert pub.read(lambda p: p.sessions) == ()
