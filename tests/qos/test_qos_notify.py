@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from qos_support import WAIT, Pub, Sub, start
+from qos_support import WAIT, Pub, Sub, on_actor, start
 
-from actorbus import Bus, FeedState
+from actorbus import Bus, FeedState, current_actor
 from actorbus.qos import DeliveryFailed, DeliveryReport
 from actorbus.testing import wait_until
 
@@ -67,3 +67,22 @@ def test_fails_naming_the_consumer_whose_actor_closed(bus: Bus) -> None:
     assert done == [future]
     assert pub.read(lambda p: p.sessions) == ("a",)
     assert pub.read(lambda p: p.counters).sessions_ended == 1
+
+
+def test_a_pending_future_times_out_and_calls_back_on_an_actor(bus: Bus) -> None:
+    pub = Pub("/n", ack_wait=30.0)
+    sub = Sub("/n", name="slow", ack="manual")
+    start(bus, pub, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    future = pub.notify()
+    with pytest.raises(TimeoutError, match="message 1 was not acknowledged by every consumer"):
+        future.result(0.05)
+    assert "pending" in repr(future)
+    seen: list[tuple[object, object]] = []
+    future.add_done_callback(lambda f: seen.append((current_actor(), f.result(0))), actor=sub)
+    assert sub.wait(lambda s: len(s.infos) == 1)
+    on_actor(sub, sub.infos[0].ack)
+    assert future.result(WAIT) == DeliveryReport(1, ("slow",))
+    assert wait_until(lambda: len(seen) == 1, WAIT)
+    assert seen == [(sub, DeliveryReport(1, ("slow",)))]
+    assert future.exception() is None
