@@ -454,8 +454,7 @@ class QosSubscriber(Generic[N]):
         counters.delivered += 1
         if redelivered:
             counters.redelivered += 1
-        if seq > o.handed:
-            o.handed = seq
+        o.handed = max(o.handed, seq)
         info = DeliveryInfo(self, o.name, seq, attempt, redelivered, timestamp, o.epoch)
         try:
             self._on_message(decode(self._mcls, body), info)
