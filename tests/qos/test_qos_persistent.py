@@ -11,6 +11,7 @@ import pytest
 from qos_support import WAIT, Pub, Sub, start
 
 from actorbus import Bus, FeedState
+from actorbus.journal import SyncPolicy
 from actorbus.qos import Delivery, Position, Qos
 from actorbus.testing import wait_until
 
@@ -121,3 +122,16 @@ def test_a_time_position_starts_at_the_first_message_at_or_after_it(
     _up(timed)
     assert timed.wait(lambda s: len(s.taken()) >= len(expected))
     assert timed.taken() == expected
+
+
+def test_an_interval_sync_policy_sends_once_synced(bus: Bus, tmp_path: Path) -> None:
+    """With SyncPolicy.interval, a message goes to consumers once an fsync
+    covered it: the publisher commits again until everything is durable."""
+    pub = _pub(tmp_path / "journal", sync=SyncPolicy.interval(50))
+    sub = _sub("x", tmp_path / "state")
+    start(bus, pub, sub)
+    _up(sub)
+    for _ in range(5):  # the later flushes come within 50 ms of an fsync
+        pub.publish(10)
+    assert sub.wait(lambda s: len(s.taken()) >= 50)
+    assert sub.taken() == list(range(1, 51))
