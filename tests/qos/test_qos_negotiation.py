@@ -159,3 +159,21 @@ def test_what_is_in_force_comes_with_the_offer(bus: Bus) -> None:
     assert sub.qs.status.qos == Qos(Delivery.AT_LEAST_ONCE, ordered=False)
     assert str(sub.qs.status.qos) == "at-least-once, unordered"
     assert str(Qos(Delivery.EXACTLY_ONCE, persistent=True)) == "exactly-once, persistent, in order"
+
+
+def test_a_refusal_by_one_publisher_leaves_the_others_sessions(bus: Bus) -> None:
+    """Two publishers of the subject, one of another type: the subscriber's
+    session with the other goes on, UP, and its status shows the refusal."""
+    good = Pub("/q", name="good")
+    other = Actor(name="other")
+    start(bus, good, other)
+    on_actor(other, lambda: qos_publisher(other, Tock, "/q"))
+    sub = Sub("/q")
+    start(bus, sub)
+    assert sub.wait(lambda s: s.qs.status.refused is not None and s.qs.status.state is FeedState.UP)
+    assert "message type asked tests.qos.Tick, offered tests.qos.Tock" in (
+        sub.qs.status.refused or ""
+    )
+    good.publish(3)
+    assert sub.wait(lambda s: len(s.taken()) >= 3)
+    assert sub.taken() == [1, 2, 3]

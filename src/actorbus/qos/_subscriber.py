@@ -355,13 +355,21 @@ class QosSubscriber(Generic[N]):
             elif kind == DEAD:
                 self._skip(reply, reply.first, reply.first, lost=False)
         elif reply.status is ReplyStatus.ERROR and (reply.reason or "").startswith(PREFIX):
+            # sessions another publisher of the subject accepted go on (UP, with
+            # the refusal shown); none is asked again
             self._counters.refused += 1
-            self._set_status(QosStatus(FeedState.DOWN, None, reply.reason))
+            up = self._status.state is FeedState.UP
+            status = self._status
+            self._set_status(QosStatus(status.state, status.qos if up else None, reply.reason))
         if remaining == 0:
             self._handles.discard(handle)
-            if self._status.refused is None and not self._handles:  # every session ended
-                self._set_status(QosStatus(FeedState.DOWN, self._status.qos))
-                self._retry_timer = self._actor.schedule(RETRY_DELAY, self._open_session)
+            if not self._handles:  # every session ended
+                refused = self._status.refused
+                self._set_status(
+                    QosStatus(FeedState.DOWN, None if refused else self._status.qos, refused)
+                )
+                if refused is None:
+                    self._retry_timer = self._actor.schedule(RETRY_DELAY, self._open_session)
 
     def _set_status(self, status: QosStatus) -> None:
         if status == self._status:
