@@ -189,3 +189,37 @@ def test_a_consumer_without_a_name_is_forgotten_after_forget_after(
     assert wait_until(lambda: pub.read(lambda p: p.sessions) == (), WAIT)
     assert pub.read(lambda p: name in p.consumers)  # kept for its return a while
     assert wait_until(lambda: pub.read(lambda p: p.consumers) == {}, WAIT)
+
+
+def test_every_message_through_blackholes_and_sliced_writes(buses: tuple[Bus, Bus]) -> None:
+    """Blackholes longer than the heartbeat timeout (the link times out: the
+    consumer is gone, not slow), writes cut into pieces and held back: each
+    message is handed once, in order, and acknowledged."""
+    a, b = buses
+    total = 6_000
+    pub, sub = Pub("/l", ack_wait=0.5), Sub("/l", name="c")
+    start(a, pub)
+    start(b, sub)
+    schedule = ChaosSchedule(
+        seed=3838,
+        blackhole_interval=1.0,
+        blackhole_duration=0.8,
+        slice_probability=0.3,
+        delay_probability=0.2,
+        max_delay=0.02,
+    )
+    proxy = _link(a, b, schedule)
+    assert proxy is not None
+    try:
+        _up(sub)
+        pub.stream(total, 20, 0.01)  # about 3 s of traffic
+        assert sub.wait(lambda s: len(s.taken()) >= total, 180), len(sub.taken())
+        assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"c": total}, 60)
+        blackholes = proxy.counts.blackholes
+    finally:
+        proxy.stop()
+    assert sub.taken() == list(range(1, total + 1))
+    counters = pub.read(lambda p: p.counters)
+    print(f"blackholes={blackholes} publisher={counters}")
+    assert blackholes >= 1
+    assert counters.dead_letters == 0
