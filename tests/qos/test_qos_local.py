@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
-from actorbus import Bus, FeedState, UsageError
+from actorbus import Bus, BusConfig, FeedState, UsageError
 from actorbus.bus import SYSTEM_SUBJECT
+from actorbus.config import DispatcherConfig, DispatcherKind
 from actorbus.qos import DeadLetter, Delivery, OutboxFull, Qos
 from actorbus.testing import wait_until
 
@@ -247,3 +248,21 @@ def test_a_closed_consumer_without_a_name_is_forgotten_at_once(bus: Bus) -> None
     bus.shutdown([sub, named]).wait(WAIT)  # their shutdown closes the subscribers
     assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"kept": 0}, WAIT)
     assert pub.read(lambda p: p.sessions) == ()
+
+
+def test_on_asyncio_dispatchers() -> None:
+    config = BusConfig(
+        dispatchers=(
+            DispatcherConfig(name="default", kind=DispatcherKind.BLOCKING),
+            DispatcherConfig(name="loop", kind=DispatcherKind.ASYNCIO),
+        )
+    )
+    with Bus(config, node_id="qos-asyncio") as bus:
+        pub, sub = Pub("/t", ack_wait=0.1), Sub("/t", fail={2: 1})
+        for actor in (pub, sub):
+            bus.register(actor, dispatcher="loop")
+        bus.startup([pub, sub]).wait(WAIT)
+        assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+        pub.publish(100)
+        assert sub.wait(lambda s: len(s.taken()) >= 100)
+        assert sub.taken() == list(range(1, 101))
