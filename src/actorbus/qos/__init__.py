@@ -1,5 +1,5 @@
 """Delivery guarantees for a feed: at-least-once, exactly-once, in order,
-persistent (issue #38).
+persistent.
 
 A :class:`QosPublisher` (:func:`qos_publisher`) keeps what it publishes and
 streams it to each consumer's session; a :class:`QosSubscriber`
