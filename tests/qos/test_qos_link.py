@@ -141,11 +141,27 @@ def test_a_notified_publish_fails_for_a_consumer_across_a_lost_link(
         with pytest.raises(DeliveryFailed) as caught:
             future.result(WAIT)
         assert caught.value.delivered == ()
-        assert caught.value.missing == (
-            ("c", "session ended across the link (link lost or consumer closed)"),
-        )
+        assert caught.value.missing == (("c", "link lost"),)
     finally:
         proxy.stop()
+
+
+def test_a_notified_publish_fails_for_a_remote_consumer_that_closed(
+    buses: tuple[Bus, Bus],
+) -> None:
+    a, b = buses
+    pub, sub = Pub("/l", ack_wait=30.0), Sub("/l", name="c", ack="manual")
+    start(a, pub)
+    start(b, sub)
+    _link(a, b)
+    _up(sub)
+    future = pub.notify()
+    assert sub.wait(lambda s: len(s.infos) == 1)
+    b.shutdown([sub]).wait(WAIT)  # its shutdown closes the subscriber
+    with pytest.raises(DeliveryFailed) as caught:
+        future.result(WAIT)
+    assert caught.value.missing == (("c", "consumer closed"),)
+    assert pub.read(lambda p: p.consumers) == {"c": 0}  # named: kept for its return
 
 
 def test_through_a_forwarding_node() -> None:

@@ -31,6 +31,7 @@ from ._levels import Delivery, OutboxFull, Position, Qos
 from ._log import MemoryLog, PublisherLog
 from ._negotiate import session_refusal
 from ._wire import (
+    ACK_CLOSING,
     ACK_DETACH,
     ACK_OPEN,
     DATA,
@@ -90,6 +91,7 @@ class _Session:
 
     __slots__ = (
         "acked",
+        "closing",
         "delivery",
         "detached_at",
         "epoch",
@@ -107,6 +109,8 @@ class _Session:
     def __init__(self, name: str) -> None:
         self.name = name
         self.incoming: IncomingRequest[QosSession] | None = None
+        #: the consumer said it is closing: the end of its session is not a lost link
+        self.closing = False
         self.delivery = Delivery.AT_LEAST_ONCE
         #: every seq <= acked is acknowledged (or given up, or lost)
         self.acked = -1
@@ -295,6 +299,7 @@ class QosPublisher(Generic[N]):
         if old is not None and old is not incoming:  # the consumer replaced it
             old.reply(Reply(self._subject, reason="replaced by a new session"))
         s.incoming = incoming
+        s.closing = False
         s.detached_at = None
         s.delivery = Delivery(req.delivery)
         s.window = max(1, min(req.window, self._window))
@@ -350,14 +355,11 @@ class QosPublisher(Generic[N]):
         if s is None or s.incoming is not incoming:
             return
         self._counters.sessions_ended += 1
-        # (the bus does not say which of the two ended a remote consumer's session)
+        # a closing consumer says so first (its acknowledgement comes before the
+        # cancel, on the same link and mailbox); a local one can only close
+        closing, s.closing = s.closing, False
         remote = incoming.handle.feed.remote is not None
-        reason = (
-            "session ended across the link (link lost or consumer closed)"
-            if remote
-            else "consumer closed"
-        )
-        self._detach(s, reason)
+        self._detach(s, "link lost" if remote and not closing else "consumer closed")
 
     def _detach(self, s: _Session, reason: str) -> None:
         s.incoming = None
@@ -399,7 +401,10 @@ class QosPublisher(Generic[N]):
             return
         attempt = req.attempt
         if attempt == ACK_DETACH:
-            self._drop(s, "the consumer closed")
+            self._drop(s, "consumer closed")
+            return
+        if attempt == ACK_CLOSING:
+            s.closing = True
             return
         if attempt == ACK_OPEN:
             if not s.opened and s.incoming is not None:

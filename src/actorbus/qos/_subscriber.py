@@ -27,7 +27,18 @@ from ..errors import RequestError, UsageError
 from ._levels import Delivery, Position, Qos, QosStatus
 from ._negotiate import PREFIX
 from ._state import ConsumerState
-from ._wire import ACK_DETACH, ACK_OPEN, DATA, DEAD, LOST, OFFER, QosAck, QosData, QosSession
+from ._wire import (
+    ACK_CLOSING,
+    ACK_DETACH,
+    ACK_OPEN,
+    DATA,
+    DEAD,
+    LOST,
+    OFFER,
+    QosAck,
+    QosData,
+    QosSession,
+)
 
 if TYPE_CHECKING:
     from ..actors.actor import Actor
@@ -268,9 +279,8 @@ class QosSubscriber(Generic[N]):
         if self._closed:
             return
         self._send_acks()
-        if not self._durable:
-            for o in self._origins.values():
-                self._ack(o.name, o.watermark, ACK_DETACH)
+        for o in self._origins.values():
+            self._ack(o.name, o.watermark, ACK_CLOSING if self._durable else ACK_DETACH)
         self._closed = True
         for timer in (self._ack_timer, self._retry_timer, self._probe_timer):
             if timer is not None:

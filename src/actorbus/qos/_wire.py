@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..bus.message import Notification, Reply, Request
 
 __all__ = [
+    "ACK_CLOSING",
     "ACK_DETACH",
     "ACK_OPEN",
     "DATA",
@@ -44,6 +45,9 @@ DEAD = 3
 ACK_OPEN = 0
 #: QosAck.attempt of a consumer closed for good: the publisher forgets it
 ACK_DETACH = -1
+#: QosAck.attempt of a named consumer closing (it comes back by its name): the
+#: end of its session that follows is not a lost link
+ACK_CLOSING = -2
 
 
 class QosData(Reply, type_name="actorbus.QosData"):
