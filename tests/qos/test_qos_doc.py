@@ -36,4 +36,5 @@ def test_the_example_delivers_exactly_once(tmp_path: Path) -> None:
         for qty in (5, 7, 9):
             desk.post(desk.book, qty)
         assert done.wait(WAIT), taken
+        bus.shutdown([desk, ledger]).wait(WAIT)
     assert taken == [(1, 5), (2, 7), (3, 9)]
