@@ -21,6 +21,7 @@ subject, so no actor can pose as the node's transports.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -47,26 +48,18 @@ class SystemFeeds:
     ``take(diagram, diagram_format)`` is the node's snapshot the inspection
     replier answers with."""
 
-    __slots__ = ("discovery", "inspection", "publishers")
+    __slots__ = ("_lock", "_router", "discovery", "inspection", "publishers")
 
     def __init__(
         self, router: Router, node_id: str, take: Callable[[str | None, str], NodeSnapshot]
     ) -> None:
         router.reserved_subject = SYSTEM_SUBJECT
         router.reserved_owner = SYSTEM_OWNER
+        self._router = router
+        self._lock = threading.Lock()
         self.publishers: dict[type, PublishFeed[Any]] = {}
         for cls in SYSTEM_MESSAGES:
-            feed: PublishFeed[Any] = PublishFeed(
-                router,
-                SYSTEM_OWNER,
-                MessageKey(cls, SYSTEM_SUBJECT),
-                Scope.LOCAL_ONLY,
-                discoverable=False,
-            )
-            feed.status_callback(_ignore)
-            feed.advertise()
-            feed.update_feed_state(FeedState.UP)
-            self.publishers[cls] = feed
+            self.publishers[cls] = self._publisher(cls)
         router.system_publish = self.publish
 
         def answer_discovery(incoming: IncomingRequest[DiscoverTopics]) -> None:
@@ -80,10 +73,30 @@ class SystemFeeds:
         )
         self.inspection: ReplyFeed[InspectNode] = _replier(router, InspectNode, answer_inspection)
 
+    def _publisher(self, cls: type[Notification]) -> PublishFeed[Any]:
+        feed: PublishFeed[Any] = PublishFeed(
+            self._router,
+            SYSTEM_OWNER,
+            MessageKey(cls, SYSTEM_SUBJECT),
+            Scope.LOCAL_ONLY,
+            discoverable=False,
+        )
+        feed.status_callback(_ignore)
+        feed.advertise()
+        feed.update_feed_state(FeedState.UP)
+        return feed
+
     def publish(self, message: Notification) -> None:
         """Publish one of the system subject's notifications (for the node's
-        transports, which own them)."""
-        self.publishers[type(message)].publish(message)
+        transports, which own them, and the higher layers' own kinds, such as
+        ``actorbus.qos.DeadLetter``: its publisher is opened at its first one)."""
+        feed = self.publishers.get(type(message))
+        if feed is None:
+            with self._lock:
+                feed = self.publishers.get(type(message))
+                if feed is None:
+                    feed = self.publishers[type(message)] = self._publisher(type(message))
+        feed.publish(message)
 
 
 def _replier(router: Router, cls: type[Any], answer: Callable[[Any], None]) -> ReplyFeed[Any]:

@@ -1,0 +1,544 @@
+"""QosSubscriber: receives a feed with a delivery guarantee.
+
+It holds one :class:`QosSession` request open with the subject's QoS
+publishers (sent again whenever the last one ended and a publisher is up),
+hands what they stream to ``on_message`` — in seq order per origin unless
+unordered, each (origin, seq) once per watermark — and acknowledges
+cumulatively: every ``window // 4`` messages, or 20 ms after the first one
+not yet acknowledged.  For exactly-once the watermark is saved (fsync'd)
+before the acknowledgement is sent.  Everything runs on the owning actor's
+dispatcher; call :meth:`DeliveryInfo.ack` from that actor's callbacks."""
+
+from __future__ import annotations
+
+import importlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from loguru import logger
+
+from ..bus.codec import decode
+from ..bus.message import Notification, Reply, ReplyStatus
+from ..bus.scope import FeedState
+from ..errors import RequestError
+from ._levels import Position, Qos, QosStatus
+from ._negotiate import PREFIX
+from ._wire import ACK_DETACH, ACK_OPEN, DATA, DEAD, LOST, OFFER, QosAck, QosData, QosSession
+
+if TYPE_CHECKING:
+    from ..actors.actor import Actor
+    from ..actors.timers import TimerHandle
+    from ..bus.requests import RequestHandle
+
+__all__ = ["DeliveryInfo", "QosSubscriber", "QosSubscriberCounters"]
+
+N = TypeVar("N", bound=Notification)
+
+#: seconds after the first message not yet acknowledged that the
+#: acknowledgement goes at the latest
+ACK_DELAY = 0.02
+#: seconds before a session is asked again after the last one ended
+RETRY_DELAY = 0.05
+
+
+class _State(Protocol):
+    def acked(self, origin: str) -> int: ...
+    def save(self, origin: str, through: int) -> None: ...
+    def close(self) -> None: ...
+
+
+class _MemoryState:
+    """The acknowledged watermarks of a consumer without ``state_dir``: for
+    this run only."""
+
+    def __init__(self) -> None:
+        self._marks: dict[str, int] = {}
+
+    def acked(self, origin: str) -> int:
+        return self._marks.get(origin, -1)
+
+    def save(self, origin: str, through: int) -> None:
+        self._marks[origin] = through
+
+    def close(self) -> None:
+        pass
+
+
+def _durable_state(directory: str | Path) -> _State:
+    state: _State = importlib.import_module("actorbus.qos._state").ConsumerState(directory)
+    return state
+
+
+@dataclass
+class QosSubscriberCounters:
+    """What a QoS subscriber did (a snapshot: :attr:`QosSubscriber.counters`)."""
+
+    #: messages received, duplicates included
+    received: int = 0
+    #: messages handed to on_message
+    delivered: int = 0
+    #: of them, handed again (not acknowledged before)
+    redelivered: int = 0
+    #: messages dropped as already acknowledged
+    duplicates: int = 0
+    #: messages the publisher's log no longer had (LOST ranges)
+    lost: int = 0
+    #: messages the publisher gave up (DEAD items)
+    dead: int = 0
+    #: on_message calls that raised (not acknowledged: redelivered later)
+    callback_errors: int = 0
+    acks_sent: int = 0
+    sessions: int = 0
+    refused: int = 0
+
+
+class DeliveryInfo:
+    """What ``on_message(msg, delivery)`` is given besides the message.
+    ``attempt`` counts the times this subscriber handed it to the application
+    (1 the first time); ``redelivered`` is True when it was sent before
+    (handed here before, or sent to this consumer before it resumed).  In
+    ``ack="manual"`` mode call :meth:`ack` once its effect is committed."""
+
+    __slots__ = ("_epoch", "_sub", "attempt", "origin", "redelivered", "seq", "timestamp")
+
+    def __init__(  # noqa: PLR0917  (made in one place, _hand)
+        self,
+        sub: QosSubscriber[Any],
+        origin: str,
+        seq: int,
+        attempt: int,
+        redelivered: bool,
+        timestamp: int,
+        epoch: int,
+    ) -> None:
+        self._sub = sub
+        #: the session round it came in: its acknowledgement carries it
+        self._epoch = epoch
+        self.origin = origin
+        self.seq = seq
+        self.attempt = attempt
+        self.redelivered = redelivered
+        self.timestamp = timestamp
+
+    def ack(self) -> None:
+        """Acknowledge this message (manual mode; in auto mode returning from
+        on_message does it).  Call it on the subscriber's actor."""
+        self._sub._app_ack(self.origin, self.seq, self._epoch)
+
+    def __repr__(self) -> str:
+        return (
+            f"<DeliveryInfo {self.origin} #{self.seq} attempt={self.attempt}"
+            f"{' redelivered' if self.redelivered else ''}>"
+        )
+
+
+class _Origin:
+    """What the subscriber knows of one publisher."""
+
+    __slots__ = (
+        "ack_due",
+        "ack_epoch",
+        "acked_above",
+        "attempts",
+        "epoch",
+        "expected",
+        "handed",
+        "held",
+        "name",
+        "sent",
+        "sent_before",
+        "unacked",
+        "watermark",
+    )
+
+    def __init__(self, name: str, watermark: int) -> None:
+        self.name = name
+        #: every seq <= watermark is acknowledged by the application
+        self.watermark = watermark
+        #: acknowledged seqs above the watermark (unordered, or manual acks out of order)
+        self.acked_above: set[int] = set()
+        #: the next seq to hand (in order)
+        self.expected = watermark + 1
+        #: the highest seq handed to the application
+        self.handed = watermark
+        #: the publisher's highest seq sent to this consumer before the session
+        self.sent_before = 0
+        #: times handed, for seqs above the watermark
+        self.attempts: dict[int, int] = {}
+        #: (timestamp, body) waiting for a gap below them to fill (in order)
+        self.held: dict[int, tuple[int, bytes]] = {}
+        #: the round of the last items received (acknowledgements carry it)
+        self.epoch = 0
+        #: the round the next acknowledgement is for: the round of the last
+        #: message the application acknowledged, or of a duplicate received
+        self.ack_epoch = 0
+        #: the last watermark sent in an acknowledgement
+        self.sent = watermark
+        #: messages acknowledged by the application since the last acknowledgement
+        self.unacked = 0
+        #: an acknowledgement is owed even without progress (duplicates came)
+        self.ack_due = False
+
+
+class QosSubscriber(Generic[N]):
+    """See the module docstring; made by :func:`~actorbus.qos.qos_subscribe`."""
+
+    def __init__(
+        self,
+        actor: Actor,
+        message_class: type[N],
+        subject: str,
+        *,
+        key: str,
+        qos: Qos,
+        on_message: Callable[[N, DeliveryInfo], object],
+        name: str | None,
+        state_dir: str | Path | None,
+        start: Position,
+        manual: bool,
+        window: int,
+        on_status: Callable[[QosStatus, QosSubscriber[N]], object] | None,
+    ) -> None:
+        self._actor = actor
+        self._mcls = message_class
+        self._subject = subject
+        self._key = key
+        self._qos = qos
+        self._on_message = on_message
+        self._durable = name is not None
+        self.name = name if name is not None else f"~{actor.name}/{secrets.token_hex(6)}"
+        self._state: _State = _durable_state(state_dir) if state_dir is not None else _MemoryState()
+        self._start = start
+        self._manual = manual
+        self._ordered = qos.ordered
+        self._window = window
+        self._ack_every = max(1, window // 4)
+        self._on_status = on_status
+        self._status = QosStatus(FeedState.DOWN)
+        self._counters = QosSubscriberCounters()
+        self._origins: dict[str, _Origin] = {}
+        self._handle: RequestHandle[QosSession] | None = None
+        self._ack_timer: TimerHandle | None = None
+        self._retry_timer: TimerHandle | None = None
+        self._closed = False
+        self._up = False
+        ctx = actor.actor_context
+        self._ack_feed = ctx.open_request_feed(QosAck, subject, discoverable=False)
+        self._ack_feed.reply_callback(_ignore_reply)
+        self._ack_feed.status_callback(_ignore_reply)
+        self._ack_feed.subscribe()
+        self._session_feed = ctx.open_request_feed(QosSession, subject, discoverable=False)
+        self._session_feed.reply_callback(self._on_reply)
+        self._session_feed.status_callback(self._on_feed_status)
+        self._session_feed.subscribe()
+
+    # ------------------------------------------------------------ the public face
+    @property
+    def status(self) -> QosStatus:
+        return self._status
+
+    @property
+    def counters(self) -> QosSubscriberCounters:
+        return replace(self._counters)
+
+    def acked(self, origin: str) -> int:
+        """The seq through which every message from ``origin`` is acknowledged
+        (-1 when none is)."""
+        o = self._origins.get(origin)
+        return o.watermark if o is not None else self._state.acked(origin)
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """The publishers seen."""
+        return tuple(self._origins)
+
+    def close(self) -> None:
+        """Acknowledge what the application acknowledged, then stop.  A consumer
+        without a name is forgotten by the publishers; a named one is kept for
+        its return."""
+        if self._closed:
+            return
+        self._send_acks()
+        if not self._durable:
+            for o in self._origins.values():
+                self._ack(o.name, o.watermark, ACK_DETACH)
+        self._closed = True
+        for timer in (self._ack_timer, self._retry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._session_feed.close()
+        self._ack_feed.close()
+        self._state.close()
+
+    # ------------------------------------------------------------------ sessions
+    def _on_feed_status(self, state: FeedState, feed: Any) -> None:
+        self._up = state is FeedState.UP
+        if self._up and self._handle is None:
+            self._open_session()
+
+    def _open_session(self) -> None:
+        self._retry_timer = None
+        if self._closed or self._handle is not None or not self._up:
+            return
+        if self._status.refused is not None:
+            return
+        origin, resume = "", -1
+        if len(self._origins) == 1:
+            o = next(iter(self._origins.values()))
+            origin, resume = o.name, o.watermark
+        qos = self._qos
+        request = QosSession(
+            self._subject,
+            consumer=self.name,
+            type_name=getattr(self._mcls, "__type_name__", ""),
+            delivery=qos.delivery.value,
+            persistent=qos.persistent,
+            ordered=qos.ordered,
+            resume_after=resume,
+            origin=origin,
+            start_kind=self._start.kind,
+            start_value=self._start.value,
+            window=self._window,
+        )
+        try:
+            self._handle = self._session_feed.request(request)
+        except RequestError:  # the publisher went meanwhile: its return sends it
+            self._handle = None
+            return
+        self._counters.sessions += 1
+
+    def _on_reply(self, remaining: int, reply: Reply, handle: RequestHandle[QosSession]) -> None:
+        if handle is not self._handle or self._closed:
+            return
+        if isinstance(reply, QosData):
+            kind = reply.kind
+            if kind == DATA:
+                self._data(reply)
+            elif kind == OFFER:
+                self._offer(reply)
+            elif kind == LOST:
+                self._skip(reply, reply.first, reply.first + reply.timestamps[0] - 1, lost=True)
+            elif kind == DEAD:
+                self._skip(reply, reply.first, reply.first, lost=False)
+        elif reply.status is ReplyStatus.ERROR and (reply.reason or "").startswith(PREFIX):
+            self._counters.refused += 1
+            self._set_status(QosStatus(FeedState.DOWN, None, reply.reason))
+        if remaining == 0:  # every publisher's part ended
+            self._handle = None
+            if self._status.refused is None:
+                self._set_status(QosStatus(FeedState.DOWN, self._status.qos))
+                self._retry_timer = self._actor.schedule(RETRY_DELAY, self._open_session)
+
+    def _set_status(self, status: QosStatus) -> None:
+        if status == self._status:
+            return
+        self._status = status
+        if self._on_status is not None:
+            self._on_status(status, self)
+
+    def _origin(self, name: str) -> _Origin:
+        o = self._origins.get(name)
+        if o is None:
+            o = self._origins[name] = _Origin(name, self._state.acked(name))
+        return o
+
+    def _offer(self, reply: QosData) -> None:
+        o = self._origin(reply.origin)
+        o.epoch = reply.attempt
+        o.held.clear()
+        if len(reply.timestamps) > 4:
+            o.sent_before = reply.timestamps[4]
+        # a new consumer starts where the publisher put it; one with a watermark
+        # resumes after it
+        if o.watermark < 0 and reply.first > 0:
+            o.watermark = o.sent = reply.first - 1
+            o.handed = max(o.handed, o.watermark)
+        o.expected = o.watermark + 1
+        self._ack(o.name, o.watermark, ACK_OPEN)
+        self._set_status(QosStatus(FeedState.UP, self._qos))
+
+    # ---------------------------------------------------------------- receiving
+    def _data(self, reply: QosData) -> None:
+        o = self._origin(reply.origin)
+        o.epoch = reply.attempt
+        counters = self._counters
+        seq = reply.first
+        counters.received += len(reply.bodies)
+        for timestamp, body in zip(reply.timestamps, reply.bodies, strict=True):
+            self._item(o, seq, timestamp, body)
+            seq += 1
+        self._ack_soon(o)
+
+    def _item(self, o: _Origin, seq: int, timestamp: int, body: bytes) -> None:
+        if seq <= o.watermark or seq in o.acked_above:
+            self._counters.duplicates += 1
+            o.ack_due = True
+            o.ack_epoch = o.epoch
+            return
+        if not self._ordered:
+            if self._manual and seq in o.attempts and seq <= o.handed:
+                self._counters.duplicates += 1  # handed, its ack() is awaited
+                return
+            self._hand(o, seq, timestamp, body)
+            return
+        if seq < o.expected:  # handed, its manual ack() is awaited
+            self._counters.duplicates += 1
+            return
+        if seq > o.expected:
+            if len(o.held) < self._window:
+                o.held[seq] = (timestamp, body)
+            return
+        self._hand(o, seq, timestamp, body)
+        held = o.held
+        while held and o.expected in held and o.expected > seq:
+            nxt = o.expected
+            ts, b = held.pop(nxt)
+            if not self._hand(o, nxt, ts, b):
+                break
+        if held:
+            for stale in [s for s in held if s <= o.watermark]:
+                del held[stale]
+
+    def _hand(self, o: _Origin, seq: int, timestamp: int, body: bytes) -> bool:
+        """Hand one message to the application; True when it was taken (auto:
+        returned without raising; manual: handed)."""
+        attempt = o.attempts.get(seq, 0) + 1
+        o.attempts[seq] = attempt
+        redelivered = attempt > 1 or seq <= o.sent_before
+        counters = self._counters
+        counters.delivered += 1
+        if redelivered:
+            counters.redelivered += 1
+        o.handed = max(o.handed, seq)
+        info = DeliveryInfo(self, o.name, seq, attempt, redelivered, timestamp, o.epoch)
+        try:
+            self._on_message(decode(self._mcls, body), info)
+        except Exception as exc:
+            counters.callback_errors += 1
+            logger.opt(exception=exc).warning(
+                "on_message of the QoS subscriber {} raised on {} #{}: not acknowledged, "
+                "it is delivered again",
+                self.name,
+                o.name,
+                seq,
+            )
+            return False
+        if self._ordered:
+            o.expected = seq + 1
+        if not self._manual:
+            self._app_ack(o.name, seq, o.epoch)
+        return True
+
+    def _skip(self, reply: QosData, first: int, last: int, *, lost: bool) -> None:
+        """Seqs first..last will never come (lost, or given up): move past them."""
+        o = self._origin(reply.origin)
+        o.epoch = reply.attempt
+        if lost:
+            self._counters.lost += last - first + 1
+        else:
+            self._counters.dead += 1
+        if first <= o.watermark + 1:
+            if last > o.watermark:
+                o.unacked += 1
+                o.watermark = last
+                o.acked_above = {seq for seq in o.acked_above if seq > last}
+                for seq in [seq for seq in o.attempts if seq <= last]:
+                    del o.attempts[seq]
+                if last + 1 in o.acked_above:
+                    self._acked(o, last + 1)
+        else:
+            for seq in range(first, last + 1):
+                self._acked(o, seq)
+        if self._ordered and o.expected <= last:
+            o.expected = last + 1
+            while o.expected in o.held:
+                nxt = o.expected
+                ts, b = o.held.pop(nxt)
+                if not self._hand(o, nxt, ts, b):
+                    break
+        o.ack_due = True
+        o.ack_epoch = reply.attempt
+        self._ack_soon(o)
+
+    # ------------------------------------------------------------ acknowledging
+    def _app_ack(self, origin: str, seq: int, epoch: int) -> None:
+        o = self._origins.get(origin)
+        if o is None or self._closed:
+            return
+        o.ack_epoch = epoch
+        self._acked(o, seq)
+        if self._manual:
+            self._ack_soon(o)
+
+    def _acked(self, o: _Origin, seq: int) -> None:
+        if seq <= o.watermark:
+            return
+        if seq in o.acked_above:
+            if seq != o.watermark + 1:
+                return
+            o.acked_above.discard(seq)
+        else:
+            o.unacked += 1
+        if seq != o.watermark + 1:
+            o.acked_above.add(seq)
+            return
+        mark = seq
+        above = o.acked_above
+        while mark + 1 in above:
+            mark += 1
+            above.discard(mark)
+        attempts = o.attempts
+        for s in range(o.watermark + 1, mark + 1):
+            attempts.pop(s, None)
+        o.watermark = mark
+
+    def _ack_soon(self, o: _Origin) -> None:
+        if o.unacked >= self._ack_every:
+            self._send_ack(o)
+        elif (o.unacked or o.ack_due) and self._ack_timer is None and not self._closed:
+            self._ack_timer = self._actor.schedule(ACK_DELAY, self._send_acks)
+
+    def _send_acks(self) -> None:
+        self._ack_timer = None
+        for o in self._origins.values():
+            if o.unacked or o.ack_due:
+                self._send_ack(o)
+
+    def _send_ack(self, o: _Origin) -> None:
+        o.unacked = 0
+        o.ack_due = False
+        if o.watermark < 0:
+            return
+        # the watermark is saved before the publisher may forget what it covers
+        if o.watermark != self._state.acked(o.name):
+            self._state.save(o.name, o.watermark)
+        o.sent = o.watermark
+        self._ack(o.name, o.watermark, o.ack_epoch)
+
+    def _ack(self, origin: str, through: int, attempt: int) -> None:
+        if self._closed:
+            return
+        try:
+            self._ack_feed.request(
+                QosAck(
+                    self._subject,
+                    consumer=self.name,
+                    origin=origin,
+                    through=through,
+                    attempt=attempt,
+                )
+            )
+        except RequestError:
+            return  # no publisher up: the session's end resends from the watermark
+        if attempt > 0:
+            self._counters.acks_sent += 1
+
+    def __repr__(self) -> str:
+        return f"<QosSubscriber {self._key} {self.name} {self._status.state.name}>"
+
+
+def _ignore_reply(*args: object) -> None:
+    """The acknowledgements' replies and feed status say nothing."""
