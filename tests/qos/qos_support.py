@@ -68,6 +68,10 @@ class Pub(Actor):
     def startup(self) -> None:
         self.qos = qos_publisher(self, Tick, self.subject, **self.options)
 
+    def shutdown(self) -> None:
+        if self.qos is not None:
+            self.qos.close()
+
     @property
     def qp(self) -> QosPublisher[Tick]:
         assert self.qos is not None
@@ -85,6 +89,19 @@ class Pub(Actor):
 
         result: list[int] = on_actor(self, run)
         return result
+
+    def stream(self, total: int, per_tick: int, period: float) -> None:
+        """Publish ``per_tick`` ticks every ``period`` seconds (an actor timer)
+        until ``total`` are sent."""
+
+        def tick() -> None:
+            for _ in range(min(per_tick, total - self.sent)):
+                self.sent += 1
+                self.qp.publish(Tick(self.subject, n=self.sent))
+            if self.sent >= total:
+                handle.cancel()
+
+        handle = on_actor(self, lambda: self.schedule_every(period, tick))
 
     def notify(self) -> DeliveryFuture:
         def run() -> DeliveryFuture:
@@ -132,6 +149,10 @@ class Sub(Actor):
             on_status=self.status,
             **self.options,
         )
+
+    def shutdown(self) -> None:
+        if self.qos is not None:
+            self.qos.close()
 
     @property
     def qs(self) -> QosSubscriber[Any]:

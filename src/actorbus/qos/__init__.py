@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ..bus.message import Notification
 from ..errors import UsageError
+from ..journal import Retention, SyncPolicy
 from ._future import DeliveryFuture
+from ._journal_log import JournalLog
 from ._levels import (
     Delivery,
     DeliveryFailed,
@@ -78,7 +80,8 @@ def qos_publisher(
     *,
     offer: Qos = Qos(),  # noqa: B008  (frozen)
     journal: str | Path | None = None,
-    sync: Any = None,
+    sync: SyncPolicy | None = None,
+    retention: Retention | None = None,
     ack_wait: float = 1.0,
     max_wait: float = 30.0,
     max_attempts: int = 5,
@@ -97,7 +100,11 @@ def qos_publisher(
     per consumer at most.  ``outbox_messages`` / ``outbox_bytes``: what the
     in-memory log holds at most before :class:`OutboxFull` (``on_congestion``
     is told at half).  ``forget_after``: seconds a consumer without a name is
-    kept after its session ended.  A persistent offer needs ``journal=``."""
+    kept after its session ended.  A persistent offer needs ``journal=`` (a
+    journal directory the publisher owns: its seqs continue after a restart),
+    written and synced per ``sync`` (default ``SyncPolicy.batch()``) and kept per
+    ``retention`` (default: everything); a message is sent to consumers only
+    once it is durable."""
     check_publisher(message_class, subject, offer, journal, window)
     for name, value in (
         ("ack_wait", ack_wait),
@@ -108,13 +115,17 @@ def qos_publisher(
         ("forget_after", forget_after),
     ):
         _positive(name, value)
-    if offer.persistent:
-        raise QosRefused(
-            f"QoS refused for {message_class.__name__}:{subject!r}: persistent asked, "
-            f"offered nothing yet: the journal-backed log is not in this build; "
-            f"offer Qos(persistent=False)"
+    log: PublisherLog
+    if journal is not None:
+        log = JournalLog(
+            journal,
+            type_name=message_class.__type_name__,
+            subject=subject,
+            sync=sync if sync is not None else SyncPolicy.batch(),
+            retention=retention,
         )
-    log: PublisherLog = MemoryLog()
+    else:
+        log = MemoryLog()
     return QosPublisher(
         actor,
         message_class,

@@ -13,7 +13,7 @@ from ._levels import DeliveryFailed, DeliveryReport
 if TYPE_CHECKING:
     from ..actors.actor import Actor
 
-__all__ = ["DeliveryFuture"]
+__all__ = ["DeliveryFuture", "PendingDelivery", "delivered_to_none"]
 
 
 class DeliveryFuture:
@@ -89,7 +89,7 @@ class DeliveryFuture:
         return f"<DeliveryFuture {self.seq} {self._error or self._value!r}>"
 
 
-class _Pending:
+class PendingDelivery:
     """One notified publish: the consumers still to acknowledge it."""
 
     __slots__ = ("delivered", "future", "missing", "waiting")
@@ -116,3 +116,11 @@ class _Pending:
                 self.future._resolve(None, error)
             else:
                 self.future._resolve(DeliveryReport(seq, tuple(self.delivered)), None)
+
+
+def delivered_to_none(seq: int) -> DeliveryFuture:
+    """The future of a notified publish made while no consumer was attached:
+    resolved at once, with no consumers."""
+    future = DeliveryFuture(seq)
+    future._resolve(DeliveryReport(seq, ()), None)
+    return future

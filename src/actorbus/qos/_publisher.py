@@ -25,8 +25,8 @@ from ..bus.codec import encode
 from ..bus.message import MessageKey, Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
 from ..errors import UsageError
-from ._future import DeliveryFuture, _Pending
-from ._levels import Delivery, DeliveryReport, OutboxFull, Position, Qos
+from ._future import DeliveryFuture, PendingDelivery, delivered_to_none
+from ._levels import Delivery, OutboxFull, Position, Qos
 from ._log import MemoryLog, PublisherLog
 from ._negotiate import session_refusal
 from ._wire import (
@@ -54,6 +54,8 @@ N = TypeVar("N", bound=Notification)
 #: messages per QosData reply at most
 BATCH = 256
 _CONTINUING = ReplyStatus.OK_CONTINUING
+#: seconds between commits while the log says not all it holds is durable yet
+COMMIT_RETRY = 0.01
 
 
 @dataclass
@@ -118,7 +120,7 @@ class _Session:
         self.timer: TimerHandle | None = None
         self.detached_at: float | None = None
         #: notified publishes this consumer is to acknowledge, in seq order
-        self.pending: deque[_Pending] = deque()
+        self.pending: deque[PendingDelivery] = deque()
 
 
 def _durable(name: str) -> bool:
@@ -168,6 +170,7 @@ class QosPublisher(Generic[N]):
         self._counters = QosPublisherCounters()
         self._sessions: dict[str, _Session] = {}
         self._flush_pending = False
+        self._commit_timer: TimerHandle | None = None
         self._closed = False
         ctx = actor.actor_context
         self._feed = ctx.open_publish_feed(message_class, subject)
@@ -234,12 +237,11 @@ class QosPublisher(Generic[N]):
         now acknowledged it (at once when none is), or fails naming each one
         whose session ended (or that gave it up) first."""
         seq = self.publish(message)
-        future = DeliveryFuture(seq)
         attached = [s for s in self._sessions.values() if s.incoming is not None]
         if not attached:
-            future._resolve(DeliveryReport(seq, ()), None)
-            return future
-        pending = _Pending(future, [s.name for s in attached])
+            return delivered_to_none(seq)
+        future = DeliveryFuture(seq)
+        pending = PendingDelivery(future, [s.name for s in attached])
         for s in attached:
             s.pending.append(pending)
         return future
@@ -258,6 +260,9 @@ class QosPublisher(Generic[N]):
         if self._closed:
             return
         self._closed = True
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+        self._log.commit()
         for s in list(self._sessions.values()):
             self._drop(s, "the publisher closed")
         for feed in (self._session_feed, self._ack_feed, self._feed):
@@ -334,8 +339,13 @@ class QosPublisher(Generic[N]):
         if s is None or s.incoming is not incoming:
             return
         self._counters.sessions_ended += 1
+        # (the bus does not say which of the two ended a remote consumer's session)
         remote = incoming.handle.feed.remote is not None
-        reason = "link lost" if remote else "consumer actor closed"
+        reason = (
+            "session ended across the link (link lost or consumer closed)"
+            if remote
+            else "consumer closed"
+        )
         self._detach(s, reason)
 
     def _detach(self, s: _Session, reason: str) -> None:
@@ -410,10 +420,17 @@ class QosPublisher(Generic[N]):
         if self._closed:
             return
         durable = self._log.commit()
+        if durable < self._log.next_seq - 1 and self._commit_timer is None:
+            # a sync policy with an interval: commit again until all is durable
+            self._commit_timer = self._actor.schedule(COMMIT_RETRY, self._commit_tick)
         for s in self._sessions.values():
             if s.incoming is not None and s.opened:
                 self._send(s, durable)
         self._release()
+
+    def _commit_tick(self) -> None:
+        self._commit_timer = None
+        self._flush()
 
     def _send(self, s: _Session, durable: int) -> None:
         """Send ``s`` what it has credit for, up to ``durable``."""
@@ -450,6 +467,24 @@ class QosPublisher(Generic[N]):
             items = log.read(start, min(BATCH, limit - start + 1))
             if not items:
                 break
+            if items[0][0] != start:  # retention took them meanwhile: a LOST range first
+                s.next_send = items[0][0]
+                counters.lost += s.next_send - start
+                ok = incoming.reply(
+                    QosData(
+                        subject,
+                        origin=origin,
+                        first=start,
+                        timestamps=[s.next_send - start],
+                        bodies=[],
+                        attempt=epoch,
+                        kind=LOST,
+                        status=_CONTINUING,
+                    )
+                )
+                if not ok:
+                    return
+                s.acked = max(s.acked, s.next_send - 1)
             ok = incoming.reply(
                 QosData(
                     subject,

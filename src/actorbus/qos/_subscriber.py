@@ -11,7 +11,6 @@ dispatcher; call :meth:`DeliveryInfo.ack` from that actor's callbacks."""
 
 from __future__ import annotations
 
-import importlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from ..bus.scope import FeedState
 from ..errors import RequestError
 from ._levels import Position, Qos, QosStatus
 from ._negotiate import PREFIX
+from ._state import ConsumerState
 from ._wire import ACK_DETACH, ACK_OPEN, DATA, DEAD, LOST, OFFER, QosAck, QosData, QosSession
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ N = TypeVar("N", bound=Notification)
 ACK_DELAY = 0.02
 #: seconds before a session is asked again after the last one ended
 RETRY_DELAY = 0.05
+#: seconds a closed subscriber waits for its last acknowledgements' answers
+CLOSE_WAIT = 1.0
 
 
 class _State(Protocol):
@@ -65,11 +67,6 @@ class _MemoryState:
 
     def close(self) -> None:
         pass
-
-
-def _durable_state(directory: str | Path) -> _State:
-    state: _State = importlib.import_module("actorbus.qos._state").ConsumerState(directory)
-    return state
 
 
 @dataclass
@@ -210,7 +207,7 @@ class QosSubscriber(Generic[N]):
         self._on_message = on_message
         self._durable = name is not None
         self.name = name if name is not None else f"~{actor.name}/{secrets.token_hex(6)}"
-        self._state: _State = _durable_state(state_dir) if state_dir is not None else _MemoryState()
+        self._state: _State = ConsumerState(state_dir) if state_dir is not None else _MemoryState()
         self._start = start
         self._manual = manual
         self._ordered = qos.ordered
@@ -223,11 +220,13 @@ class QosSubscriber(Generic[N]):
         self._handle: RequestHandle[QosSession] | None = None
         self._ack_timer: TimerHandle | None = None
         self._retry_timer: TimerHandle | None = None
+        #: acknowledgements not yet answered
+        self._acks_out = 0
         self._closed = False
         self._up = False
         ctx = actor.actor_context
         self._ack_feed = ctx.open_request_feed(QosAck, subject, discoverable=False)
-        self._ack_feed.reply_callback(_ignore_reply)
+        self._ack_feed.reply_callback(self._on_ack_reply)
         self._ack_feed.status_callback(_ignore_reply)
         self._ack_feed.subscribe()
         self._session_feed = ctx.open_request_feed(QosSession, subject, discoverable=False)
@@ -270,8 +269,22 @@ class QosSubscriber(Generic[N]):
             if timer is not None:
                 timer.cancel()
         self._session_feed.close()
-        self._ack_feed.close()
         self._state.close()
+        # closing the acknowledgements' feed would cancel the last ones in
+        # flight: it closes once they are answered (or after CLOSE_WAIT)
+        if self._acks_out:
+            self._actor.schedule(CLOSE_WAIT, self._ack_feed_done)
+        else:
+            self._ack_feed_done()
+
+    def _ack_feed_done(self) -> None:
+        self._ack_feed.close()  # (closing twice is harmless)
+
+    def _on_ack_reply(self, remaining: int, reply: Reply, handle: Any) -> None:
+        if remaining == 0:
+            self._acks_out -= 1
+            if self._closed and self._acks_out == 0:
+                self._ack_feed_done()
 
     # ------------------------------------------------------------------ sessions
     def _on_feed_status(self, state: FeedState, feed: Any) -> None:
@@ -521,6 +534,7 @@ class QosSubscriber(Generic[N]):
     def _ack(self, origin: str, through: int, attempt: int) -> None:
         if self._closed:
             return
+        self._acks_out += 1
         try:
             self._ack_feed.request(
                 QosAck(
@@ -532,6 +546,7 @@ class QosSubscriber(Generic[N]):
                 )
             )
         except RequestError:
+            self._acks_out -= 1
             return  # no publisher up: the session's end resends from the watermark
         if attempt > 0:
             self._counters.acks_sent += 1
