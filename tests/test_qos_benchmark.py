@@ -31,6 +31,8 @@ ROWS = [
     "persistent publish+ack vs JetStream fsync always",
     "persistent publish -> ack p50",
     "persistent publish -> ack p99",
+    "persistent publish -> ack p50 vs JetStream fsync always",
+    "persistent publish -> ack p99 vs JetStream fsync always",
 ]
 
 

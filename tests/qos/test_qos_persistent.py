@@ -46,9 +46,7 @@ def _up(sub: Sub) -> None:
     assert sub.wait(lambda s: s.qs.status.state is FeedState.UP), sub.statuses
 
 
-def test_restarted_publisher_and_consumer_continue_exactly_once(
-    bus: Bus, tmp_path: Path
-) -> None:
+def test_restarted_publisher_and_consumer_continue_exactly_once(bus: Bus, tmp_path: Path) -> None:
     journal, state = tmp_path / "journal", tmp_path / "state"
     pub, sub = _pub(journal), _sub("x", state)
     start(bus, pub, sub)
