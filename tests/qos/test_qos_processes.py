@@ -1,4 +1,4 @@
-"""QoS between real processes (tests/qos/qos_node.py): exactly-once across a
+"""QoS between real processes (tests/qos/qos_process_node.py): exactly-once across a
 SIGKILL and restart of the subscriber's process, and of a persistent
 publisher's process; at-least-once through a proxy that resets the link.
 
@@ -26,7 +26,7 @@ from actorbus.testing_chaos import ChaosProxy, ChaosSchedule
 from line_process import LineProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE = Path(__file__).resolve().parent / "qos_node.py"
+NODE = Path(__file__).resolve().parent / "qos_process_node.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1"}
 SEED = int(os.environ.get("ACTORBUS_SEED", "20261128"))
 #: seconds any one wait may take on a loaded 2-core host
@@ -34,7 +34,7 @@ WAIT = 120.0
 
 
 class Node(LineProcess):
-    """A qos_node.py process; every ``got`` item it reported is kept in :attr:`items`."""
+    """A qos_process_node.py process; every ``got`` item it reported is kept in :attr:`items`."""
 
     def __init__(self, name: str, /, **config: Any) -> None:
         super().__init__(

@@ -1,7 +1,7 @@
 """A QoS publisher or subscriber node in its own process, for
 tests/qos/test_qos_processes.py.
 
-Usage: ``python qos_node.py CONFIG_JSON``; the config's ``role`` is ``pub`` or
+Usage: ``python qos_process_node.py CONFIG_JSON``; the config's ``role`` is ``pub`` or
 ``sub``, the rest is described at :func:`main`.  The node writes JSON lines on
 stdout (``{"ev": NAME, ...}``) and reads commands as JSON lines on stdin; it
 closes its bus and exits when stdin closes.
