@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
-from actorbus import Bus, FeedState
+from actorbus import Bus, FeedState, UsageError
 from actorbus.bus import SYSTEM_SUBJECT
 from actorbus.qos import DeadLetter, OutboxFull, Qos
 from actorbus.testing import wait_until
@@ -159,3 +159,39 @@ def test_outbox_full_names_the_slowest_consumer(bus: Bus) -> None:
     on_actor(sub, lambda: [info.ack() for info in sub.infos])
     assert wait_until(lambda: pub.read(lambda p: p.consumers)["slowpoke"] >= 4, WAIT)
     pub.publish(1)
+
+
+def test_a_publisher_that_comes_up_later_is_joined(bus: Bus) -> None:
+    """The subscriber's session with the first publisher is open when a second
+    one of the subject comes up: a probe joins it; each origin's messages
+    arrive in order, the first's session untouched."""
+    first, sub = Pub("/t", name="first"), Sub("/t", name="c")
+    start(bus, first, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    first.publish(3)
+    assert sub.wait(lambda s: len(s.got) >= 3)
+    second = Pub("/t", name="second")
+    start(bus, second)
+    assert wait_until(lambda: second.read(lambda p: p.sessions) == ("c",), WAIT)
+    first.publish(2)
+    second.publish(2)
+    assert sub.wait(lambda s: len(s.got) >= 7)
+    by_origin: dict[str, list[int]] = {}
+    for origin, seq, _, _, _ in sub.got:
+        by_origin.setdefault(origin, []).append(seq)
+    assert by_origin == {first.qp.origin: [1, 2, 3, 4, 5], second.qp.origin: [1, 2]}
+    assert first.read(lambda p: p.counters).sessions_opened == 1
+
+
+def test_publish_and_ack_only_on_their_actor(bus: Bus) -> None:
+    pub, sub = Pub("/t"), Sub("/t", ack="manual")
+    start(bus, pub, sub)
+    assert sub.wait(lambda s: s.qs.status.state is FeedState.UP)
+    with pytest.raises(UsageError, match=r"from outside its actor 'pub'.*actor.post"):
+        pub.qp.publish(Tick("/t", n=1))
+    pub.publish(1)
+    assert sub.wait(lambda s: len(s.infos) == 1)
+    with pytest.raises(UsageError, match=r"ack\(\) of .* #1 from outside the subscriber's actor"):
+        sub.infos[0].ack()
+    on_actor(sub, sub.infos[0].ack)
+    assert wait_until(lambda: sub.read(lambda q: q.acked(pub.qp.origin)) == 1, WAIT)

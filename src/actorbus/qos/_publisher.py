@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..actors import current_actor
 from ..bus.codec import encode
 from ..bus.message import MessageKey, Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
@@ -214,6 +215,12 @@ class QosPublisher(Generic[N]):
         return its seq.  Raises :class:`OutboxFull` when the in-memory log is full."""
         if self._closed:
             raise UsageError(f"publish() on the closed QoS publisher of {self._key}")
+        if current_actor() is not self._actor:
+            raise UsageError(
+                f"publish() on the QoS publisher of {self._key} from outside its actor "
+                f"{self._actor.name!r} (it runs on that actor only, unlocked); call it from "
+                f"the actor's callbacks, or actor.post(publisher.publish, message)"
+            )
         if type(message) is not self._mcls or message.subject != self._subject:
             raise UsageError(
                 f"publish() on the QoS publisher of {self._key} got "
@@ -278,6 +285,9 @@ class QosPublisher(Generic[N]):
             incoming.reply(Reply(self._subject, status=ReplyStatus.ERROR, reason=refusal))
             return
         s = self._sessions.get(req.consumer)
+        if req.join and s is not None and s.incoming is not None and s.incoming.is_active:
+            incoming.reply(Reply(self._subject, reason="this consumer has a session here"))
+            return
         known = s is not None
         if s is None:
             s = self._sessions[req.consumer] = _Session(req.consumer)

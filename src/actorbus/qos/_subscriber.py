@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from loguru import logger
 
+from ..actors import current_actor
 from ..bus.codec import decode
 from ..bus.message import Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
-from ..errors import RequestError
+from ..errors import RequestError, UsageError
 from ._levels import Position, Qos, QosStatus
 from ._negotiate import PREFIX
 from ._state import ConsumerState
@@ -44,6 +45,9 @@ ACK_DELAY = 0.02
 RETRY_DELAY = 0.05
 #: seconds a closed subscriber waits for its last acknowledgements' answers
 CLOSE_WAIT = 1.0
+#: seconds between the probes for a publisher of the subject that came up
+#: while the session was open (one request each, answered at once by the others)
+PROBE_EVERY = 1.0
 
 
 class _State(Protocol):
@@ -217,9 +221,12 @@ class QosSubscriber(Generic[N]):
         self._status = QosStatus(FeedState.DOWN)
         self._counters = QosSubscriberCounters()
         self._origins: dict[str, _Origin] = {}
-        self._handle: RequestHandle[QosSession] | None = None
+        #: the session requests not ended: the one that opened the sessions,
+        #: and probes a publisher that came up since took as its session
+        self._handles: set[RequestHandle[QosSession]] = set()
         self._ack_timer: TimerHandle | None = None
         self._retry_timer: TimerHandle | None = None
+        self._probe_timer: TimerHandle | None = None
         #: acknowledgements not yet answered
         self._acks_out = 0
         self._closed = False
@@ -265,7 +272,7 @@ class QosSubscriber(Generic[N]):
             for o in self._origins.values():
                 self._ack(o.name, o.watermark, ACK_DETACH)
         self._closed = True
-        for timer in (self._ack_timer, self._retry_timer):
+        for timer in (self._ack_timer, self._retry_timer, self._probe_timer):
             if timer is not None:
                 timer.cancel()
         self._session_feed.close()
@@ -289,17 +296,24 @@ class QosSubscriber(Generic[N]):
     # ------------------------------------------------------------------ sessions
     def _on_feed_status(self, state: FeedState, feed: Any) -> None:
         self._up = state is FeedState.UP
-        if self._up and self._handle is None:
+        if self._up and not self._handles:
             self._open_session()
 
-    def _open_session(self) -> None:
-        self._retry_timer = None
-        if self._closed or self._handle is not None or not self._up:
-            return
+    def _probe(self) -> None:
+        """Ask the publishers that came up since the session opened (the
+        others answer at once that this consumer has a session with them)."""
+        if self._handles and self._up and self._status.refused is None and not self._closed:
+            self._open_session(join=True)
+
+    def _open_session(self, join: bool = False) -> None:
+        if not join:
+            self._retry_timer = None
+            if self._closed or self._handles or not self._up:
+                return
         if self._status.refused is not None:
             return
         origin, resume = "", -1
-        if len(self._origins) == 1:
+        if len(self._origins) == 1 and not join:
             o = next(iter(self._origins.values()))
             origin, resume = o.name, o.watermark
         qos = self._qos
@@ -315,16 +329,20 @@ class QosSubscriber(Generic[N]):
             start_kind=self._start.kind,
             start_value=self._start.value,
             window=self._window,
+            join=join,
         )
         try:
-            self._handle = self._session_feed.request(request)
+            handle = self._session_feed.request(request)
         except RequestError:  # the publisher went meanwhile: its return sends it
-            self._handle = None
             return
-        self._counters.sessions += 1
+        self._handles.add(handle)  # (its replies, the last included, come after this task)
+        if not join:
+            self._counters.sessions += 1
+        if self._probe_timer is None:
+            self._probe_timer = self._actor.schedule_every(PROBE_EVERY, self._probe)
 
     def _on_reply(self, remaining: int, reply: Reply, handle: RequestHandle[QosSession]) -> None:
-        if handle is not self._handle or self._closed:
+        if handle not in self._handles or self._closed:
             return
         if isinstance(reply, QosData):
             kind = reply.kind
@@ -339,9 +357,9 @@ class QosSubscriber(Generic[N]):
         elif reply.status is ReplyStatus.ERROR and (reply.reason or "").startswith(PREFIX):
             self._counters.refused += 1
             self._set_status(QosStatus(FeedState.DOWN, None, reply.reason))
-        if remaining == 0:  # every publisher's part ended
-            self._handle = None
-            if self._status.refused is None:
+        if remaining == 0:
+            self._handles.discard(handle)
+            if self._status.refused is None and not self._handles:  # every session ended
                 self._set_status(QosStatus(FeedState.DOWN, self._status.qos))
                 self._retry_timer = self._actor.schedule(RETRY_DELAY, self._open_session)
 
@@ -478,6 +496,12 @@ class QosSubscriber(Generic[N]):
 
     # ------------------------------------------------------------ acknowledging
     def _app_ack(self, origin: str, seq: int, epoch: int) -> None:
+        if current_actor() is not self._actor:
+            raise UsageError(
+                f"ack() of {origin} #{seq} from outside the subscriber's actor "
+                f"{self._actor.name!r} (it runs on that actor only, unlocked); call it from "
+                f"the actor's callbacks, or actor.post(delivery.ack)"
+            )
         o = self._origins.get(origin)
         if o is None or self._closed:
             return

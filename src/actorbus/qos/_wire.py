@@ -70,6 +70,9 @@ class QosSession(Request, type_name="actorbus.QosSession", replies=(QosData,)):
     start_kind: int
     start_value: int
     window: int
+    #: a probe: a publisher with a session open for ``consumer`` answers at once
+    #: (OK_FINAL) and keeps it; one without takes this request as its session
+    join: bool = False
 
 
 class QosAck(Request, type_name="actorbus.QosAck"):
