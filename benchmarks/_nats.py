@@ -166,8 +166,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def nats_server(*, timeout: float = TIMEOUT) -> Iterator[str]:
+def nats_server(*, timeout: float = TIMEOUT, args: Sequence[str] = ()) -> Iterator[str]:
     """Run a ``nats-server`` on 127.0.0.1 and a free port; yield its URL.
+
+    ``args`` are further command-line options (e.g. ``("-js", "-sd", DIR)`` for
+    JetStream storing its streams in DIR).
 
     Ready when it answers a connection with its INFO line; raises
     :class:`NatsBenchError` (with the server's log) when it exits first or is not
@@ -178,7 +181,7 @@ def nats_server(*, timeout: float = TIMEOUT) -> Iterator[str]:
         for attempt in range(3):
             port = free_port()
             proc = subprocess.Popen(
-                [binary, "-a", "127.0.0.1", "-p", str(port)],
+                [binary, "-a", "127.0.0.1", "-p", str(port), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
