@@ -59,7 +59,7 @@ from actorbus.bus.message import Notification
 from actorbus.bus.scope import FeedState
 from actorbus.journal import JournalReader, SyncPolicy
 from actorbus.node import Bus
-from actorbus.qos import Delivery, OutboxFull, Qos, qos_publisher, qos_subscribe
+from actorbus.qos import Delivery, DeliveryFuture, OutboxFull, Qos, qos_publisher, qos_subscribe
 
 __all__ = ["main"]
 
@@ -177,11 +177,10 @@ def role_sink(mode: str, n: int) -> None:
 class _Pump:
     """Publishes ``messages`` on its actor, CHUNK at a time, re-posting itself so
     that the actor handles acks in between; waits a millisecond when the QoS
-    publisher's log is full (OutboxFull).  Posts ``then`` after the last one."""
+    publisher's log is full (OutboxFull)."""
 
-    def __init__(self, actor: Actor, publish: Any, messages: list[Point], then: Any = None) -> None:
+    def __init__(self, actor: Actor, publish: Any, messages: list[Point]) -> None:
         self.actor = actor
-        self.then = then
         self.publish = publish
         self.messages = messages
         self.i = 0
@@ -202,8 +201,6 @@ class _Pump:
         if self.i < len(messages):
             self.actor.post(self)
         else:
-            if self.then is not None:
-                self.actor.post(self.then)
             self.done.set()
 
 
@@ -268,21 +265,17 @@ def _one_way(mode: str, n: int) -> float:
 
 
 class _Journaled(Actor):
-    """A persistent QoS publisher with no consumer.
-
-    When is a publish acknowledged?  The publisher commits what was published
-    (one journal frame, fsynced per the SyncPolicy) in a flush it posts to its
-    actor at the first publish after the last flush; :meth:`mark`, posted
-    after the publishes, runs after that flush.  The publisher has no public
-    "committed" callback, so the time of :meth:`mark` is taken as the time
-    the publishes were acknowledged, and :func:`role_persist` checks with a
-    :class:`~actorbus.journal.JournalReader` that the journal then holds them
-    (records it returns are complete and crc-checked)."""
+    """A persistent QoS publisher with no consumer: a publish is acknowledged
+    when the future :meth:`QosPublisher.publish_durable` returned resolves
+    (its journal frame written and fsynced per the SyncPolicy);
+    :func:`role_persist` also checks with a
+    :class:`~actorbus.journal.JournalReader` that the journal then holds it."""
 
     def __init__(self, journal: str) -> None:
         super().__init__(name="journaled")
         self.journal = journal
         self.t_mark = 0
+        self.last = 0
         self.marked = threading.Event()
 
     def startup(self) -> None:
@@ -296,12 +289,14 @@ class _Journaled(Actor):
         )
 
     def publish_one(self, message: Point) -> None:
-        self.qos.publish(message)
-        self.post(self.mark)
+        self.qos.publish_durable(message).add_done_callback(self.acked)
 
-    def mark(self) -> None:
-        self.t_mark = time.perf_counter_ns()
-        self.marked.set()
+    def acked(self, future: DeliveryFuture) -> None:
+        """(the publisher's actor, at the commit) ``future`` is durable."""
+        future.result(0)
+        if future.seq >= self.last:
+            self.t_mark = time.perf_counter_ns()
+            self.marked.set()
 
 
 def role_persist(n: int, n_latency: int) -> None:
@@ -317,7 +312,8 @@ def role_persist(n: int, n_latency: int) -> None:
             bus.startup(actor).wait(10)
             reader = JournalReader(journal)
             messages = [Point(SUBJECT, value=i, payload=PAYLOAD) for i in range(n)]
-            pump = _Pump(actor, actor.qos.publish, messages, then=actor.mark)
+            actor.last = n
+            pump = _Pump(actor, actor.publish_one, messages)
             t0 = time.perf_counter_ns()
             actor.post(pump)
             if not actor.marked.wait(TIMEOUT):
@@ -331,6 +327,7 @@ def role_persist(n: int, n_latency: int) -> None:
             message = Point(SUBJECT, value=-1, payload=PAYLOAD)
             for i in range(n_latency):
                 actor.marked.clear()
+                actor.last = n + i + 1
                 t = time.perf_counter_ns()
                 actor.post(actor.publish_one, message)
                 if not actor.marked.wait(TIMEOUT):

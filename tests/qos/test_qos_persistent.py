@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from qos_support import WAIT, Pub, Sub, start
+from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
 from actorbus import Bus, FeedState
-from actorbus.journal import SyncPolicy
-from actorbus.qos import Delivery, Position, Qos
+from actorbus.journal import JournalReader, SyncPolicy
+from actorbus.qos import Delivery, DeliveryFailed, DeliveryFuture, Position, Qos
 from actorbus.testing import wait_until
 
 EXACTLY = Qos(Delivery.EXACTLY_ONCE, persistent=True)
@@ -135,3 +135,55 @@ def test_an_interval_sync_policy_sends_once_synced(bus: Bus, tmp_path: Path) -> 
         pub.publish(10)
     assert sub.wait(lambda s: len(s.taken()) >= 50)
     assert sub.taken() == list(range(1, 51))
+
+
+def test_a_durable_publish_is_acknowledged_once_its_frame_is_synced(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """publish_durable's future resolves after the journal holds the message
+    (a reader in another process would see it), never before; with an
+    interval policy, once the interval's fsync covered it."""
+    journal = tmp_path / "journal"
+    pub = _pub(journal, sync=SyncPolicy.interval(200))
+    start(bus, pub)
+    reader = JournalReader(journal)
+    seen: list[tuple[int, int, int]] = []
+
+    def run() -> list[DeliveryFuture]:
+        futures = []
+        for n in range(1, 101):
+            future = pub.qp.publish_durable(Tick("/p", n=n))
+            future.add_done_callback(
+                lambda f: seen.append((f.seq, reader.last_seq(), pub.qp.durable_seq))
+            )
+            futures.append(future)
+        assert not any(f.done() for f in futures)  # (nothing is durable yet)
+        return futures
+
+    futures = on_actor(pub, run)
+    assert [f.result(WAIT).seq for f in futures] == list(range(1, 101))
+    assert [seq for seq, _, _ in seen] == list(range(1, 101))  # in order
+    for seq, on_disk, durable in seen:
+        assert on_disk >= seq and durable >= seq, (seq, on_disk, durable)
+    assert pub.read(lambda p: p.durable_seq) == 100
+
+
+def test_a_durable_publish_fails_when_the_publisher_closes_first(bus: Bus, tmp_path: Path) -> None:
+    pub = _pub(tmp_path / "journal", sync=SyncPolicy.interval(60_000))
+
+    def run() -> DeliveryFuture:
+        future = pub.qp.publish_durable(Tick("/p", n=1))
+        pub.qp.close()  # before any fsync covered it
+        return future
+
+    start(bus, pub)
+    future = on_actor(pub, run)
+    with pytest.raises(DeliveryFailed, match="closed before its journal said"):
+        future.result(WAIT)
+
+
+def test_a_publisher_that_is_not_persistent_acknowledges_at_once(bus: Bus) -> None:
+    pub = Pub("/m", name="mem", offer=Qos(Delivery.AT_LEAST_ONCE))
+    start(bus, pub)
+    future = on_actor(pub, lambda: pub.qp.publish_durable(Tick("/m", n=1)))
+    assert future.done() and future.result(0).consumers == ()

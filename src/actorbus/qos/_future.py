@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -13,14 +14,15 @@ from ._levels import DeliveryFailed, DeliveryReport
 if TYPE_CHECKING:
     from ..actors.actor import Actor
 
-__all__ = ["DeliveryFuture", "PendingDelivery", "delivered_to_none"]
+__all__ = ["DeliveryFuture", "DurableWaiters", "PendingDelivery", "delivered_to_none"]
 
 
 class DeliveryFuture:
     """What :meth:`QosPublisher.publish_with_notification` returns: a
     :class:`DeliveryReport` once every consumer attached at publish time
     acknowledged the message, or :class:`DeliveryFailed` naming each one whose
-    session ended first.  The same shape as ``actorbus.streams.StreamFuture``:
+    session ended first (and what :meth:`QosPublisher.publish_durable` returns:
+    a report with no consumers once the message is durable).  The same shape as ``actorbus.streams.StreamFuture``:
     block with :meth:`result` (not on the publisher's own actor: it resolves
     there), or be called back with :meth:`add_done_callback`."""
 
@@ -124,3 +126,29 @@ def delivered_to_none(seq: int) -> DeliveryFuture:
     future = DeliveryFuture(seq)
     future._resolve(DeliveryReport(seq, ()), None)
     return future
+
+
+class DurableWaiters:
+    """Futures resolved once the log holds their seq durably, in seq order."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: deque[DeliveryFuture] = deque()
+
+    def add(self, future: DeliveryFuture) -> None:
+        """(seqs only grow, so the deque stays in order)"""
+        self._futures.append(future)
+
+    def settle(self, durable: int) -> None:
+        """Resolve every future whose seq is at or below ``durable``."""
+        futures = self._futures
+        while futures and futures[0].seq <= durable:
+            future = futures.popleft()
+            future._resolve(DeliveryReport(future.seq, ()), None)
+
+    def fail(self, reason: str) -> None:
+        """The publisher closed before they were durable."""
+        futures, self._futures = self._futures, deque()
+        for future in futures:
+            future._resolve(None, DeliveryFailed(future.seq, (), (("journal", reason),)))

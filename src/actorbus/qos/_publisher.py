@@ -26,7 +26,7 @@ from ..bus.codec import encode
 from ..bus.message import MessageKey, Notification, Reply, ReplyStatus
 from ..bus.scope import FeedState
 from ..errors import UsageError
-from ._future import DeliveryFuture, PendingDelivery, delivered_to_none
+from ._future import DeliveryFuture, DurableWaiters, PendingDelivery, delivered_to_none
 from ._levels import Delivery, OutboxFull, Position, Qos
 from ._log import MemoryLog, PublisherLog
 from ._negotiate import session_refusal
@@ -176,6 +176,9 @@ class QosPublisher(Generic[N]):
         self._sessions: dict[str, _Session] = {}
         self._flush_pending = False
         self._commit_timer: TimerHandle | None = None
+        #: every seq at or below it is durable in the log
+        self._durable_seq = log.next_seq - 1
+        self._durable_waiters = DurableWaiters()
         self._closed = False
         ctx = actor.actor_context
         self._feed = ctx.open_publish_feed(message_class, subject)
@@ -199,6 +202,13 @@ class QosPublisher(Generic[N]):
     def last_seq(self) -> int:
         """The seq of the last message published (0 before the first)."""
         return self._log.next_seq - 1
+
+    @property
+    def durable_seq(self) -> int:
+        """Every message up to this seq is durable: committed to the journal
+        per its sync policy (a persistent publisher), or held in memory (one
+        that is not).  A consumer is never sent a message above it."""
+        return self._durable_seq
 
     @property
     def sessions(self) -> tuple[str, ...]:
@@ -250,12 +260,37 @@ class QosPublisher(Generic[N]):
         seq = self.publish(message)
         attached = [s for s in self._sessions.values() if s.incoming is not None]
         if not attached:
+            if self.offer.persistent:  # (not before it is durable)
+                return self._when_durable(seq)
             return delivered_to_none(seq)
         future = DeliveryFuture(seq)
         pending = PendingDelivery(future, [s.name for s in attached])
         for s in attached:
             s.pending.append(pending)
         return future
+
+    def publish_durable(self, message: N) -> DeliveryFuture:
+        """Publish ``message``; the future resolves (a :class:`DeliveryReport`
+        with no consumers) once it is durable: for a persistent publisher, once
+        the journal frame holding it was written and synced per the sync
+        policy (the publisher's acknowledgement, as a JetStream PubAck); for
+        one that is not, at once.  It fails if the publisher closes first."""
+        return self._when_durable(self.publish(message))
+
+    def _when_durable(self, seq: int) -> DeliveryFuture:
+        if seq <= self._durable_seq or not self.offer.persistent:
+            return delivered_to_none(seq)
+        future = DeliveryFuture(seq)
+        self._durable_waiters.add(future)
+        return future
+
+    def _commit(self) -> int:
+        """Commit the log; resolve what became durable.  Returns the durable seq."""
+        durable = self._log.commit()
+        if durable > self._durable_seq:
+            self._durable_seq = durable
+            self._durable_waiters.settle(durable)
+        return durable
 
     def forget(self, consumer: str) -> bool:
         """Forget a detached consumer (its unacknowledged messages are no longer
@@ -273,7 +308,11 @@ class QosPublisher(Generic[N]):
         self._closed = True
         if self._commit_timer is not None:
             self._commit_timer.cancel()
-        self._log.commit()
+        self._commit()
+        self._durable_waiters.fail(
+            "the publisher closed before its journal said it was durable (with an "
+            "interval or os sync policy it may be on disk: read the journal)"
+        )
         for s in list(self._sessions.values()):
             self._drop(s, "the publisher closed")
         for feed in (self._session_feed, self._ack_feed, self._feed):
@@ -337,7 +376,7 @@ class QosPublisher(Generic[N]):
             )
         )
         if s.opened:
-            self._send(s, log.commit())
+            self._send(s, self._commit())
 
     def _start_of(self, position: Position) -> int:
         log = self._log
@@ -412,7 +451,7 @@ class QosPublisher(Generic[N]):
                 if req.through >= 0:  # the consumer's saved watermark: resume after it
                     s.acked = min(req.through, self._log.next_seq - 1)
                     s.next_send = s.acked + 1
-                self._send(s, self._log.commit())
+                self._send(s, self._commit())
             return
         if attempt < s.epoch:
             self._counters.late_acks += 1
@@ -427,7 +466,7 @@ class QosPublisher(Generic[N]):
         while pending and pending[0].future.seq <= through:
             pending.popleft().settle(s.name, None)
         if s.incoming is not None:
-            self._send(s, self._log.commit())
+            self._send(s, self._commit())
         self._release()
 
     # ------------------------------------------------------------------- sending
@@ -435,7 +474,7 @@ class QosPublisher(Generic[N]):
         self._flush_pending = False
         if self._closed:
             return
-        durable = self._log.commit()
+        durable = self._commit()
         if durable < self._log.next_seq - 1 and self._commit_timer is None:
             # a sync policy with an interval: commit again until all is durable
             self._commit_timer = self._actor.schedule(COMMIT_RETRY, self._commit_tick)
@@ -554,7 +593,7 @@ class QosPublisher(Generic[N]):
             s.tries += 1
         s.epoch += 1
         s.next_send = s.acked + 1
-        self._send(s, self._log.commit())
+        self._send(s, self._commit())
 
     def _dead_letter(self, s: _Session) -> None:
         seq = s.acked + 1
