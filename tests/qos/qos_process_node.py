@@ -21,6 +21,13 @@ Events: ``ready`` (port), ``resume`` (what its saved state says it
 acknowledged of ``origin``, when the config names the origin), ``status``,
 ``got``, ``acked`` (on the ``report`` command, which names an origin:
 ``acked(origin)``).
+
+With ``app_state`` in the config the application instead keeps its effect in
+the subscriber's ``app_state`` (acknowledged automatically, saved with the
+watermark in one write): a tally ``[count, sum, last, out_of_turn]`` of the
+numbers it applied, where ``out_of_turn`` counts numbers that were not
+``last + 1`` (a duplicate or a gap).  ``resume`` then carries the tally found
+at startup, and ``report`` adds the tally (``tally``).
 """
 
 from __future__ import annotations
@@ -103,21 +110,24 @@ class App(Actor):
 
     def startup(self) -> None:
         state_dir = self.config.get("state_dir")
+        tallying = bool(self.config.get("app_state"))
         self.sub = qos_subscribe(
             self,
             Num,
             SUBJECT,
             qos=_qos(self.config),
-            on_message=self.got,
+            on_message=self.tally if tallying else self.got,
             name=self.config.get("name"),
             state_dir=state_dir,
             start=Position.earliest() if self.config.get("persistent") else Position.latest(),
-            ack="manual",
+            ack="auto" if tallying else "manual",
             on_status=self.status,
         )
+        saved = self.sub.app_state
+        self.counts: list[int] = json.loads(saved) if saved is not None else [0, 0, 0, 0]
         origin = self.config.get("origin")
         if origin:
-            emit("resume", through=self.sub.acked(origin))
+            emit("resume", through=self.sub.acked(origin), tally=self.counts)
 
     def status(self, status: Any, sub: Any) -> None:
         emit(
@@ -129,6 +139,20 @@ class App(Actor):
 
     def got(self, message: Num, delivery: Any) -> None:
         self.pending.append(delivery)
+        self.items.append([delivery.seq, message.n, int(delivery.redelivered)])
+        if len(self.items) >= 200:
+            self.flush()
+        elif self.flush_timer is None:
+            self.flush_timer = self.schedule(0.005, self.flush)
+
+    def tally(self, message: Num, delivery: Any) -> None:
+        """Apply the number to the tally kept in app_state (saved with the
+        watermark); also report it, as an effect outside the state."""
+        count, total, last, out_of_turn = self.counts
+        if message.n != last + 1:
+            out_of_turn += 1
+        self.counts = [count + 1, total + message.n, message.n, out_of_turn]
+        self.sub.app_state = json.dumps(self.counts).encode()
         self.items.append([delivery.seq, message.n, int(delivery.redelivered)])
         if len(self.items) >= 200:
             self.flush()
@@ -149,7 +173,10 @@ class App(Actor):
         self.pending = []
 
     def report(self, origin: str) -> None:
-        emit("acked", through=self.sub.acked(origin))
+        if self.items:
+            emit("got", items=self.items)
+            self.items = []
+        emit("acked", through=self.sub.acked(origin), tally=self.counts)
 
 
 def main() -> None:

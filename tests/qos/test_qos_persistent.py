@@ -162,6 +162,7 @@ def test_a_durable_publish_is_acknowledged_once_its_frame_is_synced(
 
     futures = on_actor(pub, run)
     assert [f.result(WAIT).seq for f in futures] == list(range(1, 101))
+    assert wait_until(lambda: len(seen) == 100, WAIT)  # (callbacks run after result())
     assert [seq for seq, _, _ in seen] == list(range(1, 101))  # in order
     for seq, on_disk, durable in seen:
         assert on_disk >= seq and durable >= seq, (seq, on_disk, durable)

@@ -254,3 +254,40 @@ def test_torn_tail_at_any_byte_recovers_a_prefix_state(
             s.save("after", 1)
         with ConsumerState(d) as s:
             assert s.watermarks() == {**got, "after": 1}
+
+
+def test_the_application_state_is_saved_with_the_watermarks(tmp_path: Path) -> None:
+    d = tmp_path / "st"
+    with ConsumerState(d, compact_bytes=300) as s:
+        assert s.app_state is None
+        for i in range(200):
+            s.save_many({"a": i, "b": 2 * i}, app_state=b"total=%d" % (3 * i))
+        assert s.compactions > 5  # compaction keeps it too
+        s.save("a", 500)  # a save without one keeps the last
+        assert s.app_state == b"total=597"
+    with ConsumerState(d) as s:
+        assert (s.watermarks(), s.app_state) == ({"a": 500, "b": 398}, b"total=597")
+        with pytest.raises(UsageError, match="at most 1048576"):
+            s.save_many({}, app_state=b"x" * (1 << 20 | 1))
+        with pytest.raises(UsageError, match="expected bytes, found str"):
+            s.save_many({}, app_state="text")  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="not empty"):
+            s.save("", 1)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(count=st.integers(1, 60), compact=st.sampled_from([1, 150, 1 << 16]), data=st.data())
+def test_a_torn_tail_never_parts_the_application_state_from_its_watermarks(
+    count: int, compact: int, data: st.DataObject
+) -> None:
+    # each save's state names its watermark: whatever a crash leaves, they agree
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "st"
+        with ConsumerState(d, compact_bytes=compact) as s:
+            for i in range(count):
+                s.save_many({"o": i}, app_state=b"%d" % i)
+        f = d / STATE_FILE_NAME
+        os.truncate(f, data.draw(st.integers(0, f.stat().st_size), label="cut"))
+        with ConsumerState(d) as s:
+            mark, state = s.acked("o"), s.app_state
+            assert (mark, state) == (-1, None) or state == b"%d" % mark

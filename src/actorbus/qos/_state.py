@@ -18,11 +18,15 @@ The directory holds two files:
 
       u32 crc32 (zlib) of the next 4 bytes and the payload
       u32 payload length L
-      L bytes: entries, each u16 origin length, the origin (UTF-8), i64 watermark
+      L bytes: entries, each u16 origin length, the origin (UTF-8), i64 watermark;
+               or, for the application's state, u16 0, u32 length, its bytes
 
   all little-endian.  One record is one :meth:`ConsumerState.save_many` (or
   :meth:`~ConsumerState.save`): it is applied whole or not at all.  The state
-  is the last value each origin got, reading records in file order.
+  is the last value each origin got, reading records in file order, and the
+  last application state a record carried (:attr:`ConsumerState.app_state`:
+  saved in the same record as the watermarks it goes with, so a crash keeps
+  both or neither).
 
 **Crash safety.**  A crash during an append leaves a torn tail: an incomplete
 record or one whose crc32 fails.  Opening reads records up to the first such
@@ -65,7 +69,7 @@ from typing import Final
 from .._log import logger
 from ..errors import Error, UsageError
 
-__all__ = ["STATE_FILE_NAME", "STATE_LOCK_NAME", "ConsumerState"]
+__all__ = ["MAX_APP_STATE", "STATE_FILE_NAME", "STATE_LOCK_NAME", "ConsumerState"]
 
 #: the append-only log of saves inside the state directory.
 STATE_FILE_NAME: Final = "acked.state"
@@ -78,6 +82,9 @@ _RECORD_HEADER: Final = struct.Struct("<II")
 _ORIGIN_LEN: Final = struct.Struct("<H")
 _WATERMARK: Final = struct.Struct("<q")
 _MAX_ORIGIN_BYTES: Final = 0xFFFF
+_APP_LEN: Final = struct.Struct("<I")
+#: the largest application state a save takes (it is written at every save)
+MAX_APP_STATE: Final = 1 << 20
 _MIN_WATERMARK: Final = -1
 _MAX_WATERMARK: Final = (1 << 63) - 1
 #: the default file size past which a save compacts the file.
@@ -86,13 +93,17 @@ DEFAULT_COMPACT_BYTES: Final = 64 << 10
 _fdatasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
-def _encode_entries(entries: Mapping[str, int]) -> bytes:
+def _encode_entries(entries: Mapping[str, int], app_state: bytes | None = None) -> bytes:
     parts: list[bytes] = []
     for origin, through in entries.items():
         raw = origin.encode("utf-8")
         parts.append(_ORIGIN_LEN.pack(len(raw)))
         parts.append(raw)
         parts.append(_WATERMARK.pack(through))
+    if app_state is not None:
+        parts.append(_ORIGIN_LEN.pack(0))
+        parts.append(_APP_LEN.pack(len(app_state)))
+        parts.append(app_state)
     payload = b"".join(parts)
     length = len(payload).to_bytes(4, "little")
     return (zlib.crc32(payload, zlib.crc32(length))).to_bytes(4, "little") + length + payload
@@ -102,15 +113,27 @@ def _entry_bytes(origin: str) -> int:
     return _ORIGIN_LEN.size + len(origin.encode("utf-8")) + _WATERMARK.size
 
 
-def _decode_entries(payload: bytes) -> dict[str, int] | str:
-    """The entries of one record's payload, or why it does not decode."""
+def _decode_entries(payload: bytes) -> tuple[dict[str, int], bytes | None] | str:
+    """The entries of one record's payload and the application state it
+    carries (None if none), or why it does not decode."""
     out: dict[str, int] = {}
+    app_state: bytes | None = None
     at, end = 0, len(payload)
     while at < end:
         if at + _ORIGIN_LEN.size > end:
             return f"an origin length cut at payload byte {at}"
         (n,) = _ORIGIN_LEN.unpack_from(payload, at)
         at += _ORIGIN_LEN.size
+        if n == 0:  # the application's state
+            if at + _APP_LEN.size > end:
+                return f"an application state length cut at payload byte {at}"
+            (size,) = _APP_LEN.unpack_from(payload, at)
+            at += _APP_LEN.size
+            if at + size > end:
+                return f"an application state of {size} bytes runs past the payload's {end}"
+            app_state = payload[at : at + size]
+            at += size
+            continue
         if at + n + _WATERMARK.size > end:
             return f"an entry of {n} origin bytes runs past the payload's {end} bytes"
         try:
@@ -123,7 +146,7 @@ def _decode_entries(payload: bytes) -> dict[str, int] | str:
         if through < _MIN_WATERMARK:
             return f"watermark {through} of origin {origin!r} is below -1"
         out[origin] = through
-    return out
+    return out, app_state
 
 
 class ConsumerState:
@@ -152,6 +175,7 @@ class ConsumerState:
         self._file = self._dir / STATE_FILE_NAME
         self._compact_bytes = compact_bytes
         self._acked: dict[str, int] = {}
+        self._app_state: bytes | None = None
         self._fd = -1
         self._lock_fd = -1
         self._size = 0
@@ -196,6 +220,12 @@ class ConsumerState:
         """The saved watermark of ``origin``; -1 when nothing was saved for it."""
         return self._acked.get(origin, -1)
 
+    @property
+    def app_state(self) -> bytes | None:
+        """The application's state saved with the watermarks (None if no save
+        carried one)."""
+        return self._app_state
+
     def watermarks(self) -> dict[str, int]:
         """A copy of every saved watermark, by origin."""
         return dict(self._acked)
@@ -205,27 +235,47 @@ class ConsumerState:
         and fsynced when this returns."""
         self.save_many({origin: through})
 
-    def save_many(self, watermarks: Mapping[str, int]) -> None:
-        """Save several origins' watermarks with one write and one fsync; all of
-        them survive a crash or none does.  Origins whose value is unchanged are
-        left out; when none changed nothing is written."""
+    def save_many(self, watermarks: Mapping[str, int], app_state: bytes | None = None) -> None:
+        """Save several origins' watermarks (and ``app_state``, the application's
+        state that goes with them, when given) with one write and one fsync;
+        all of them survive a crash or none does.  Values that are unchanged
+        are left out; when none changed nothing is written."""
         self._check_usable()
         changed: dict[str, int] = {}
         for origin, through in watermarks.items():
             self._check_entry(origin, through)
             if self._acked.get(origin) != through:
                 changed[origin] = through
-        if not changed:
+        if app_state is not None:
+            if type(app_state) is not bytes:
+                raise UsageError(
+                    f"ConsumerState.save_many() app_state: expected bytes, found "
+                    f"{type(app_state).__name__}"
+                )
+            if len(app_state) > MAX_APP_STATE:
+                raise UsageError(
+                    f"ConsumerState.save_many() app_state of {len(app_state)} bytes: at most "
+                    f"{MAX_APP_STATE} (it is written at every save); keep a summary here and "
+                    "the rest where the application keeps its data"
+                )
+            if app_state == self._app_state:
+                app_state = None
+        if not changed and app_state is None:
             return
-        record = _encode_entries(changed)
+        record = _encode_entries(changed, app_state)
         if self._size + len(record) > max(self._compact_bytes, 2 * self._state_bytes):
-            self._compact({**self._acked, **changed})
+            kept = app_state if app_state is not None else self._app_state
+            self._compact({**self._acked, **changed}, kept)
         else:
             self._append(record)
         for origin in changed:
             if origin not in self._acked:
                 self._state_bytes += _entry_bytes(origin)
         self._acked.update(changed)
+        if app_state is not None:
+            old = 0 if self._app_state is None else len(self._app_state) + 6
+            self._state_bytes += len(app_state) + 6 - old
+            self._app_state = app_state
         self._saves += 1
 
     def close(self) -> None:
@@ -272,6 +322,10 @@ class ConsumerState:
             raise UsageError(
                 f"ConsumerState.save() origin={origin!r} cannot be encoded as UTF-8"
             ) from None
+        if n == 0:
+            raise UsageError(
+                "ConsumerState.save() origin='': expected a publisher's origin (not empty)"
+            )
         if n > _MAX_ORIGIN_BYTES:
             raise UsageError(
                 f"ConsumerState.save() origin of {n} UTF-8 bytes: at most "
@@ -312,9 +366,9 @@ class ConsumerState:
                 "dropped the data, so this ConsumerState stopped — close it and open a new one"
             ) from exc
 
-    def _compact(self, state: Mapping[str, int]) -> None:
+    def _compact(self, state: Mapping[str, int], app_state: bytes | None) -> None:
         """Replace the file by one holding ``state`` as a single record."""
-        record = _encode_entries(state)
+        record = _encode_entries(state, app_state)
         try:
             fd = self._write_new_file(MAGIC + record)
         except OSError as exc:
@@ -426,7 +480,7 @@ class ConsumerState:
         at, reason = self._replay(data)
         self._fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         self._size = at
-        self._state_bytes = len(_encode_entries(self._acked))
+        self._state_bytes = len(_encode_entries(self._acked, self._app_state))
         if at < len(data):
             os.ftruncate(self._fd, at)
             _fdatasync(self._fd)
@@ -458,7 +512,10 @@ class ConsumerState:
                     f"but {entries}; a crash cannot do that — keep the file for a bug report "
                     "and move it out of the directory (the consumer then starts afresh)"
                 )
-            self._acked.update(entries)
+            acked, app_state = entries
+            self._acked.update(acked)
+            if app_state is not None:
+                self._app_state = app_state
             at = stop
         return at, ""
 

@@ -62,8 +62,11 @@ PROBE_EVERY = 1.0
 
 
 class _State(Protocol):
+    @property
+    def app_state(self) -> bytes | None: ...
     def acked(self, origin: str) -> int: ...
     def save(self, origin: str, through: int) -> None: ...
+    def save_many(self, watermarks: dict[str, int], app_state: bytes | None = None) -> None: ...
     def close(self) -> None: ...
 
 
@@ -73,12 +76,18 @@ class _MemoryState:
 
     def __init__(self) -> None:
         self._marks: dict[str, int] = {}
+        self.app_state: bytes | None = None
 
     def acked(self, origin: str) -> int:
         return self._marks.get(origin, -1)
 
     def save(self, origin: str, through: int) -> None:
         self._marks[origin] = through
+
+    def save_many(self, watermarks: dict[str, int], app_state: bytes | None = None) -> None:
+        self._marks.update(watermarks)
+        if app_state is not None:
+            self.app_state = app_state
 
     def close(self) -> None:
         pass
@@ -223,6 +232,10 @@ class QosSubscriber(Generic[N]):
         self._durable = name is not None
         self.name = name if name is not None else f"~{actor.name}/{secrets.token_hex(6)}"
         self._state: _State = ConsumerState(state_dir) if state_dir is not None else _MemoryState()
+        self._state_dir = state_dir
+        #: the application's state (app_state), saved with every watermark once set
+        self._app_state = self._state.app_state
+        self._app_state_set = False
         self._start = start
         self._manual = manual
         self._ordered = qos.ordered
@@ -266,6 +279,47 @@ class QosSubscriber(Generic[N]):
         (-1 when none is)."""
         o = self._origins.get(origin)
         return o.watermark if o is not None else self._state.acked(origin)
+
+    @property
+    def app_state(self) -> bytes | None:
+        """The application's own state, saved with the watermarks in one write.
+
+        Set it in ``on_message`` once the message is applied to it (bytes, at
+        most 1 MiB: a summary, a position, a running total).  After a restart
+        on the same ``state_dir`` it holds the value saved with the watermarks
+        the subscriber resumes after: every message at or below them applied
+        to it, none above — so what the application keeps here sees each
+        message exactly once, crash or not.  Needs ``state_dir``, automatic
+        acknowledgement and in-order delivery (an out-of-order or manual
+        acknowledgement would save a state ahead of its watermark)."""
+        return self._app_state
+
+    @app_state.setter
+    def app_state(self, value: bytes) -> None:
+        if current_actor() is not self._actor:
+            raise UsageError(
+                f"app_state of the QoS subscriber of {self._key} set from outside its actor "
+                f"{self._actor.name!r}; set it in on_message"
+            )
+        problem = None
+        if self._state_dir is None:
+            problem = "it has no state_dir to save it in; pass state_dir=DIR"
+        elif self._manual:
+            problem = (
+                'with ack="manual" an acknowledgement may lag what the state holds; '
+                'use ack="auto" (the default) with app_state'
+            )
+        elif not self._ordered:
+            problem = (
+                "unordered, a message acknowledged above a gap would be in the state but "
+                "not under the watermark; use Qos(ordered=True) with app_state"
+            )
+        elif type(value) is not bytes:
+            problem = f"expected bytes, found {type(value).__name__}"
+        if problem is not None:
+            raise UsageError(f"app_state of the QoS subscriber of {self._key}: {problem}")
+        self._app_state = value
+        self._app_state_set = True
 
     @property
     def origins(self) -> tuple[str, ...]:
@@ -592,7 +646,11 @@ class QosSubscriber(Generic[N]):
         if o.watermark < 0:
             return
         # the watermark is saved before the publisher may forget what it covers
-        if o.watermark != self._state.acked(o.name):
+        if self._app_state_set:
+            # with every origin's: the state holds what each one handed
+            marks = {x.name: x.watermark for x in self._origins.values() if x.watermark >= 0}
+            self._state.save_many(marks, self._app_state)
+        elif o.watermark != self._state.acked(o.name):
             self._state.save(o.name, o.watermark)
         o.sent = o.watermark
         self._ack(o.name, o.watermark, o.ack_epoch)
