@@ -112,7 +112,7 @@ def victim(
         "actorbus.service.main.port = 0",
         f"actorbus.service.main.secretFile = {secret}",
         # room for the 1,000 connections of the pre-logon cases
-        "actorbus.service.main.maxConnections = 1500",
+        "actorbus.service.main.maxConnections = 2000",
     ]
     if tls:
         lines += [
@@ -231,7 +231,7 @@ def test_logon_cycles_leave_nothing(victim: Victim) -> None:
 def test_partial_frames_before_logon_leave_nothing(victim: Victim) -> None:
     def attack() -> int:
         first = _connections(victim)
-        with held(victim.port, victim.tls, 1_000, partial_frame(4_096, 2_000)) as taken:
+        with held(victim.port, victim.tls, 1_500, partial_frame(4_096, 2_000)) as taken:
             _until_taken(victim, first, taken)
             return taken
 
