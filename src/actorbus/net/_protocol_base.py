@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 
@@ -186,7 +186,7 @@ class ProtocolBase:
     _is_known_type: Callable[[str], bool]
     _created: float
     #: frame type -> its handler (``FrameChecks``); emptied by ``release``
-    _handlers: dict[int, Callable[[tuple[object, ...]], None]]
+    _handlers: dict[int, Callable[[Any, tuple[object, ...]], None]]
 
     # -- the authentication (_auth.py)
     #: the key of a link is the secret of its client node: node id -> key
