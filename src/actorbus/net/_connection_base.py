@@ -155,7 +155,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
     corrupt: int
     unknown: int
     refused_logons: int
-    _unknown_logged: set[str]
+    #: the unknown type names already reported (made at the first)
+    _unknown_logged: set[str] | None
     keys: dict[WireKey, MessageKey | None]
     sent_from: Sender | None
     sent_by: Sender | None
@@ -259,7 +260,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.corrupt = 0
         self.unknown = 0
         self.refused_logons = 0
-        self._unknown_logged = set()
+        self._unknown_logged = None
         self.keys = {}
         #: the Sender named by the last SENDER frame written / read on this
         #: connection (each direction starts with none)

@@ -539,7 +539,9 @@ class Inbound(Outbound):
         """Say why a type's frames are dropped: once per link and type name, and
         at most once per period for the peer (a peer may define thousands)."""
         unknown = self._unknown_logged
-        if type_name in unknown:
+        if unknown is None:
+            unknown = self._unknown_logged = set()
+        elif type_name in unknown:
             return
         if len(unknown) < _UNKNOWN_REMEMBERED:
             unknown.add(type_name)

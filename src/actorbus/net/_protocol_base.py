@@ -39,6 +39,7 @@ __all__ = [
     "MAX_REASON",
     "MAX_ROUTE_PATH",
     "MAX_RUN_ID",
+    "NOT_YET",
     "OUTPUT_CHUNK",
     "Failure",
     "ProtocolBase",
@@ -72,6 +73,10 @@ OUTPUT_CHUNK: Final = 64 * 1024
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
 _KEY_DEF: Final = int(FrameType.KEY_DEF)
+
+
+#: what the peer-held sets are before the logon is accepted (``_rx_to``)
+NOT_YET: Final[Any] = frozenset()
 
 
 class Failure:
@@ -224,7 +229,10 @@ class ProtocolBase:
     #: (loop time) when the first bytes of the frame not whole yet arrived, or None
     _partial_since: float | None
     #: what the peer holds on this link: (key id, role) advertisements and
-    #: subscriptions, (type name, dialect, pattern) wildcards, (key id, group) groups
+    #: subscriptions, (type name, dialect, pattern) wildcards, (key id, group)
+    #: groups; these and ``_routed_ids`` are made when the logon is accepted
+    #: (no frame before it uses them): a connection that never logs on holds
+    #: none (a burst of connections allocates less that a survivor can keep)
     _in_feeds: set[tuple[int, Role]]
     _in_patterns: set[tuple[str, int, str]]
     _in_groups: set[tuple[int, str]]
@@ -264,6 +272,11 @@ class ProtocolBase:
         self._rx_done = step is Step.CLOSED
         if open_:
             self._max_in = self._max_frame  # the logon is accepted: frames of any size
+            if self._routed_ids is NOT_YET:
+                self._in_feeds = set()
+                self._in_patterns = set()
+                self._in_groups = set()
+                self._routed_ids = set()
 
     def _closed_error(self, what: str) -> LinkClosedError:
         return LinkClosedError(
