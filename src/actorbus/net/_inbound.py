@@ -232,6 +232,10 @@ class Inbound(Outbound):
             return True
         except ProtocolError as exc:
             self._protocol_error(exc)
+            # the protocol keeps it (``error``); its traceback's frames refer to
+            # this object: a cycle that would hold the connection and all it
+            # refers to until a cyclic collection, not until it ends
+            exc.__traceback__ = None
             return False
 
     def _protocol_error(self, exc: ProtocolError) -> None:

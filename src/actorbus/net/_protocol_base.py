@@ -39,7 +39,6 @@ __all__ = [
     "MAX_REASON",
     "MAX_ROUTE_PATH",
     "MAX_RUN_ID",
-    "NOT_YET",
     "OUTPUT_CHUNK",
     "Failure",
     "ProtocolBase",
@@ -76,7 +75,7 @@ _KEY_DEF: Final = int(FrameType.KEY_DEF)
 
 
 #: what the peer-held sets are before the logon is accepted (``_rx_to``)
-NOT_YET: Final[Any] = frozenset()
+_NOT_YET: Final[Any] = frozenset()
 
 
 class Failure:
@@ -265,6 +264,10 @@ class ProtocolBase:
         self._step = step
         self._can_send = step in CAN_SEND
 
+    def _hold_nothing_yet(self) -> None:
+        """The peer-held sets before the logon is accepted: one shared empty set."""
+        self._in_feeds = self._in_patterns = self._in_groups = self._routed_ids = _NOT_YET
+
     def _rx_to(self, step: Step) -> None:
         """Move the parser's cursor (``_handshake.OPEN`` steps take any frame)."""
         self._rx = step
@@ -272,7 +275,7 @@ class ProtocolBase:
         self._rx_done = step is Step.CLOSED
         if open_:
             self._max_in = self._max_frame  # the logon is accepted: frames of any size
-            if self._routed_ids is NOT_YET:
+            if self._routed_ids is _NOT_YET:
                 self._in_feeds = set()
                 self._in_patterns = set()
                 self._in_groups = set()

@@ -202,16 +202,7 @@ from ._framing import (
 )
 from ._handshake import MOVES, SHOWN, Move, ProtocolState, Side, Step
 from ._parser import Parser
-from ._protocol_base import (
-    NOT_YET,
-    UNSTARTED,
-    Failure,
-    QueueItem,
-    Run,
-    run_id_problem,
-    show,
-    wire_text,
-)
+from ._protocol_base import UNSTARTED, Failure, QueueItem, Run, run_id_problem, show, wire_text
 from ._settings import ProtocolSettings, WireCounters
 from ._wire import DATA_FRAME_TYPES, PROTOCOL_VERSION, FrameType, WireKey, WireValue
 
@@ -391,7 +382,7 @@ class LinkProtocol(Parser, Commands):
         self._max_in = min(self._max_frame, LOGON_FRAME_LIMIT)
         self._unpacker, self._ext_hook = UNSTARTED, ext_hook  # (Parser._stream makes it)
         self._partial_since = None  # when the first bytes of a frame not whole yet arrived
-        self._in_feeds = self._in_patterns = self._in_groups = self._routed_ids = NOT_YET
+        self._hold_nothing_yet()
         self._buffered = 0  # bytes fed to the unpacker and not consumed yet
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
