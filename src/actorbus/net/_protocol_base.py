@@ -325,11 +325,13 @@ class ProtocolBase:
 
     def release(self) -> None:
         """The shell is done with this object (its connection ended): drop the
-        frame handlers and data sinks.  They are bound methods of this object
-        and of the shell, so they make reference cycles, which only the cyclic
-        collector frees — late, when a burst of connections has already piled
-        up; without them the object and its buffers go when the shell lets go.
-        Counters and state stay readable; nothing may be received after it."""
+        data sinks and the type check.  They are bound methods of the shell,
+        which holds this object, so they make reference cycles, which only the
+        cyclic collector frees — late, when a burst of connections has already
+        piled up; without them the object and its buffers go when the shell
+        lets go.  (The frame handlers are the class's, shared: no cycle; they
+        are dropped so that nothing is handled after it.)  Counters and state
+        stay readable; nothing may be received after it."""
         self._handlers = {}
         self._sinks = (None, None, None)
         self._is_known_type = _no_type
