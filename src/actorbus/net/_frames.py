@@ -148,15 +148,15 @@ class FrameChecks(ProtocolBase):
 
     def _frame_handlers(self) -> dict[int, Callable[[Any, _Frame], None]]:
         """frame type -> this class's handler, a function of the object and the
-        frame: made once per class and shared by all its objects (bound
-        methods would cost every connection an object per frame type, and
-        reference cycles)."""
+        frame (the class's table, made once, copied: an object may change its
+        own).  Bound methods would cost every connection an object per frame
+        type in the interpreter's small-object arenas, and reference cycles."""
         cls = type(self)
         table = cls.__dict__.get("_handler_table")
         if table is None:
             table = {kind: getattr(cls, name) for kind, name in _HANDLER_NAMES.items()}
             cls._handler_table = table  # type: ignore[attr-defined]
-        return table
+        return dict(table)
 
     def _dispatch(self, frame: object) -> None:
         if type(frame) is not tuple or not frame:

@@ -329,7 +329,7 @@ class ProtocolBase:
         which holds this object, so they make reference cycles, which only the
         cyclic collector frees — late, when a burst of connections has already
         piled up; without them the object and its buffers go when the shell
-        lets go.  (The frame handlers are the class's, shared: no cycle; they
+        lets go.  (The frame handlers are functions, not bound: no cycle; they
         are dropped so that nothing is handled after it.)  Counters and state
         stay readable; nothing may be received after it."""
         self._handlers = {}
