@@ -1,10 +1,12 @@
 """What a protocol object costs in memory: output joined while a shell cannot
-write (the bytes and the counters unchanged), and an object released by its
-shell freed without the cyclic collector."""
+write (the bytes and the counters unchanged), an object released by its
+shell freed without the cyclic collector, and what one that never logs on
+holds in the interpreter's small objects."""
 
 from __future__ import annotations
 
 import gc
+import tracemalloc
 import weakref
 from collections.abc import Iterator
 
@@ -92,3 +94,39 @@ def test_a_released_protocol_is_freed_by_reference_counts(no_collector: None) ->
     assert counters.frames_in == 0
     gc.collect()
     assert kept_ref() is None
+
+
+#: what a protocol object that never logs on may hold in small objects (at
+#: most 512 bytes each, which the interpreter keeps in its 1 MiB arenas), in
+#: bytes: docs/reliability.md, "What stays"
+PRE_LOGON_SMALL = 3_000
+
+
+def test_a_protocol_that_never_logs_on_holds_few_small_objects() -> None:
+    # A burst of such connections takes new arenas for their small objects;
+    # what survives the burst pins them, so the fewer the better: the frame
+    # handlers are shared per class, the peer-held sets made at the logon.
+    partial = (4_096).to_bytes(4, "big") + b"\x92" + b"\x00" * 1_995
+
+    def stranger() -> LinkProtocol:
+        proto = LinkProtocol(Side.SERVER, "srv", 0.0, is_known_type=bool, secret=b"k" * 32)
+        proto.receive_data(partial, 0.0)
+        assert list(proto.events()) == []
+        return proto
+
+    stranger()
+    count = 200
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        held = [stranger() for _ in range(count)]
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+
+    def small(snapshot: tracemalloc.Snapshot) -> int:
+        return sum(trace.size for trace in snapshot.traces if trace.size <= 512)
+
+    each = (small(after) - small(before)) / count
+    assert len(held) == count
+    assert 0 < each <= PRE_LOGON_SMALL, each

@@ -524,16 +524,14 @@ class _Connection(PassThrough):
                     data = self._take_tail(proto.data_to_send())
                     if data:
                         transport.write(data)
-                transport.close()
-                self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                self._close_transport(transport)
             else:
                 if proto is not None:
                     self.link.count_dropped(proto.data_queued)
                     proto.discard_output()
                 self.tail = b""
                 if how == CLOSE:
-                    transport.close()
-                    self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+                    self._close_transport(transport)
                 else:
                     _reset(transport)
         self._drop_pending()
@@ -572,6 +570,16 @@ class _Connection(PassThrough):
             self._closed()
 
     @locked
+    def _close_transport(self, transport: asyncio.Transport) -> None:
+        """(loop) Close the socket once what is written left; reset it after
+        the grace if the peer does not take that.  A plain socket with nothing
+        left to write closes at once: it needs no timer (a burst of connections
+        that end together would otherwise make one each, which the event loop
+        keeps for reuse long after)."""
+        transport.close()
+        if self.link.tls is not None or transport.get_write_buffer_size():
+            self.grace_timer = self.loop.call_later(_CLOSE_GRACE, self._abort_if_open)
+
     def _abort_if_open(self) -> None:
         transport = self.transport
         if transport is not None and not self.lost:

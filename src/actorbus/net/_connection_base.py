@@ -155,7 +155,8 @@ class ConnectionBase(asyncio.BufferedProtocol):
     corrupt: int
     unknown: int
     refused_logons: int
-    _unknown_logged: set[str]
+    #: the unknown type names already reported (made at the first)
+    _unknown_logged: set[str] | None
     keys: dict[WireKey, MessageKey | None]
     sent_from: Sender | None
     sent_by: Sender | None
@@ -227,7 +228,9 @@ class ConnectionBase(asyncio.BufferedProtocol):
     #: writes the socket took only in part (the loop wrote the rest)
     direct_writes: int
     direct_partial: int
-    _log: Any
+    #: the logger bound to the link's name, made at its first use (most
+    #: connections never log through it)
+    _bound_log: Any
 
     def _init_state(self, link: Link, net: NodeNet) -> None:
         """Set every attribute above to its value before the socket opens."""
@@ -257,7 +260,7 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.corrupt = 0
         self.unknown = 0
         self.refused_logons = 0
-        self._unknown_logged = set()
+        self._unknown_logged = None
         self.keys = {}
         #: the Sender named by the last SENDER frame written / read on this
         #: connection (each direction starts with none)
@@ -295,7 +298,15 @@ class ConnectionBase(asyncio.BufferedProtocol):
         self.tail = b""
         self.direct_writes = 0
         self.direct_partial = 0
-        self._log = logger.bind(link=link.name)
+        self._bound_log = None
+
+    @property
+    def _log(self) -> Any:
+        """The logger bound to the link's name (made at the first use)."""
+        log = self._bound_log
+        if log is None:
+            log = self._bound_log = logger.bind(link=self.name)
+        return log
 
     def socket_reset(self) -> bool:
         """(the loop) Whether the TCP connection under this one is gone (the peer

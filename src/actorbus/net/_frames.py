@@ -109,42 +109,54 @@ _RULE_SHOWN: Final = 200
 _Frame = tuple[object, ...]
 
 
+#: frame type -> the name of its handler (FrameChecks._frame_handlers)
+_HANDLER_NAMES: Final = {
+    int(FrameType.LOGON): "_on_logon",
+    int(FrameType.LOGON_ACCEPT): "_on_logon_accept",
+    int(FrameType.LOGON_REJECT): "_on_logon_reject",
+    int(FrameType.LOGON_COMPLETE): "_on_logon_complete",
+    int(FrameType.LOGOFF): "_on_logoff",
+    int(FrameType.HEARTBEAT): "_on_heartbeat",
+    int(FrameType.HEARTBEAT_REPLY): "_on_heartbeat_reply",
+    int(FrameType.KEY_DEF): "_on_key_def",
+    int(FrameType.RECEIPT): "_on_receipt",
+    _CHALLENGE: "_on_challenge",
+    _PROOF: "_on_proof",
+    int(FrameType.ADVERTISE): "_on_advertise",
+    int(FrameType.RETRACT): "_on_retract",
+    int(FrameType.SUBSCRIBE): "_on_subscribe",
+    int(FrameType.UNSUBSCRIBE): "_on_unsubscribe",
+    int(FrameType.FEED_STATUS): "_on_feed_status",
+    int(FrameType.NOTIFY): "_on_notify",
+    int(FrameType.REQUEST): "_on_request",
+    int(FrameType.REQUEST_ACK): "_on_request_ack",
+    int(FrameType.REPLY): "_on_reply",
+    int(FrameType.CANCEL): "_on_cancel",
+    int(FrameType.NOTIFY_RUN): "_on_notify_run",
+    int(FrameType.SUBSCRIBE_PATTERN): "_on_subscribe_pattern",
+    int(FrameType.UNSUBSCRIBE_PATTERN): "_on_unsubscribe_pattern",
+    int(FrameType.GROUP): "_on_group",
+    int(FrameType.GROUP_NOTIFY): "_on_group_notify",
+    int(FrameType.SENDER): "_on_sender",
+    int(FrameType.ROUTED): "_on_routed",
+    int(FrameType.ROUTE): "_on_route",
+}
+
+
 class FrameChecks(ProtocolBase):
     """The handler of every frame type (mixed into LinkProtocol)."""
 
-    def _frame_handlers(self) -> dict[int, Callable[[_Frame], None]]:
-        """frame type -> this object's handler."""
-        return {
-            int(FrameType.LOGON): self._on_logon,
-            int(FrameType.LOGON_ACCEPT): self._on_logon_accept,
-            int(FrameType.LOGON_REJECT): self._on_logon_reject,
-            int(FrameType.LOGON_COMPLETE): self._on_logon_complete,
-            int(FrameType.LOGOFF): self._on_logoff,
-            int(FrameType.HEARTBEAT): self._on_heartbeat,
-            int(FrameType.HEARTBEAT_REPLY): self._on_heartbeat_reply,
-            int(FrameType.KEY_DEF): self._on_key_def,
-            int(FrameType.RECEIPT): self._on_receipt,
-            _CHALLENGE: self._on_challenge,
-            _PROOF: self._on_proof,
-            int(FrameType.ADVERTISE): self._on_advertise,
-            int(FrameType.RETRACT): self._on_retract,
-            int(FrameType.SUBSCRIBE): self._on_subscribe,
-            int(FrameType.UNSUBSCRIBE): self._on_unsubscribe,
-            int(FrameType.FEED_STATUS): self._on_feed_status,
-            int(FrameType.NOTIFY): self._on_notify,
-            int(FrameType.REQUEST): self._on_request,
-            int(FrameType.REQUEST_ACK): self._on_request_ack,
-            int(FrameType.REPLY): self._on_reply,
-            int(FrameType.CANCEL): self._on_cancel,
-            int(FrameType.NOTIFY_RUN): self._on_notify_run,
-            int(FrameType.SUBSCRIBE_PATTERN): self._on_subscribe_pattern,
-            int(FrameType.UNSUBSCRIBE_PATTERN): self._on_unsubscribe_pattern,
-            int(FrameType.GROUP): self._on_group,
-            int(FrameType.GROUP_NOTIFY): self._on_group_notify,
-            int(FrameType.SENDER): self._on_sender,
-            int(FrameType.ROUTED): self._on_routed,
-            int(FrameType.ROUTE): self._on_route,
-        }
+    def _frame_handlers(self) -> dict[int, Callable[[Any, _Frame], None]]:
+        """frame type -> this class's handler, a function of the object and the
+        frame (the class's table, made once, copied: an object may change its
+        own).  Bound methods would cost every connection an object per frame
+        type in the interpreter's small-object arenas, and reference cycles."""
+        cls = type(self)
+        table = cls.__dict__.get("_handler_table")
+        if table is None:
+            table = {kind: getattr(cls, name) for kind, name in _HANDLER_NAMES.items()}
+            cls._handler_table = table  # type: ignore[attr-defined]
+        return dict(table)
 
     def _dispatch(self, frame: object) -> None:
         if type(frame) is not tuple or not frame:
@@ -167,7 +179,7 @@ class FrameChecks(ProtocolBase):
                 "LOGON_ACCEPT/REJECT and LOGOFF may come before the logon is accepted",
                 "frame before logon was accepted",
             )
-        handler(frame)
+        handler(self, frame)
 
     # ------------------------------------------------------------- fields
 

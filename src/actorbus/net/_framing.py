@@ -95,25 +95,31 @@ class OverLimit(Reject):
     broken rules, in ``over_limit``)."""
 
 
-def _order(byte_order: Literal["big", "little"]) -> str:
-    return ">I" if byte_order == "big" else "<I"
+#: the length prefix's Struct per byte order, made once: every connection
+#: shares its (stateless) pack and unpack methods rather than holding its own
+#: Struct and three bound methods, so a burst of connections allocates less
+#: that a survivor of it can keep (docs/reliability.md, "What stays")
+_PREFIX: Final = {"big": Struct(">I"), "little": Struct("<I")}
+_PACK: Final = {order: st.pack for order, st in _PREFIX.items()}
+_UNPACK: Final = {order: st.unpack for order, st in _PREFIX.items()}
+_UNPACK_FROM: Final = {order: st.unpack_from for order, st in _PREFIX.items()}
 
 
 def length_packer(byte_order: Literal["big", "little"]) -> Callable[[int], bytes]:
     """``pack(n)``: the 4-byte length prefix of an ``n``-byte body."""
-    return Struct(_order(byte_order)).pack
+    return _PACK[byte_order]
 
 
 def length_reader(byte_order: Literal["big", "little"]) -> Callable[[bytes], tuple[int]]:
     """``unpack(prefix)``: the body length a 4-byte prefix announces, as a 1-tuple."""
-    return Struct(_order(byte_order)).unpack
+    return _UNPACK[byte_order]
 
 
 def length_reader_from(
     byte_order: Literal["big", "little"],
 ) -> Callable[[bytes | bytearray | memoryview, int], tuple[int]]:
     """``unpack_from(data, offset)``: the body length the prefix at ``offset`` announces."""
-    return Struct(_order(byte_order)).unpack_from
+    return _UNPACK_FROM[byte_order]
 
 
 def new_packer(pack_default: Callable[[object], object] | None) -> Callable[[object], bytes]:
@@ -142,12 +148,14 @@ def new_unpacker(
     )
 
 
+@functools.lru_cache(maxsize=8)
 def new_unpackb(
     ext_hook: Callable[[int, bytes], object] | None,
 ) -> Callable[[bytes | bytearray | memoryview], object]:
     """``unpackb(body)``: one whole frame body, with the streaming unpacker's
     options; a body that is not exactly one value raises (bytes after it:
-    ``ExtraData``, a ValueError)."""
+    ``ExtraData``, a ValueError).  One per ``ext_hook`` (the codec's, for every
+    connection), shared: it holds no state."""
     options: dict[str, object] = {"use_list": False, "raw": False, "strict_map_key": True}
     if ext_hook is not None:
         options["ext_hook"] = ext_hook

@@ -232,6 +232,10 @@ class Inbound(Outbound):
             return True
         except ProtocolError as exc:
             self._protocol_error(exc)
+            # the protocol keeps it (``error``); its traceback's frames refer to
+            # this object: a cycle that would hold the connection and all it
+            # refers to until a cyclic collection, not until it ends
+            exc.__traceback__ = None
             return False
 
     def _protocol_error(self, exc: ProtocolError) -> None:
@@ -539,7 +543,9 @@ class Inbound(Outbound):
         """Say why a type's frames are dropped: once per link and type name, and
         at most once per period for the peer (a peer may define thousands)."""
         unknown = self._unknown_logged
-        if type_name in unknown:
+        if unknown is None:
+            unknown = self._unknown_logged = set()
+        elif type_name in unknown:
             return
         if len(unknown) < _UNKNOWN_REMEMBERED:
             unknown.add(type_name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 
@@ -72,6 +72,10 @@ OUTPUT_CHUNK: Final = 64 * 1024
 _LOGON_REJECT: Final = int(FrameType.LOGON_REJECT)
 _LOGOFF: Final = int(FrameType.LOGOFF)
 _KEY_DEF: Final = int(FrameType.KEY_DEF)
+
+
+#: what the peer-held sets are before the logon is accepted (``_rx_to``)
+_NOT_YET: Final[Any] = frozenset()
 
 
 class Failure:
@@ -186,7 +190,7 @@ class ProtocolBase:
     _is_known_type: Callable[[str], bool]
     _created: float
     #: frame type -> its handler (``FrameChecks``); emptied by ``release``
-    _handlers: dict[int, Callable[[tuple[object, ...]], None]]
+    _handlers: dict[int, Callable[[Any, tuple[object, ...]], None]]
 
     # -- the authentication (_auth.py)
     #: the key of a link is the secret of its client node: node id -> key
@@ -224,7 +228,10 @@ class ProtocolBase:
     #: (loop time) when the first bytes of the frame not whole yet arrived, or None
     _partial_since: float | None
     #: what the peer holds on this link: (key id, role) advertisements and
-    #: subscriptions, (type name, dialect, pattern) wildcards, (key id, group) groups
+    #: subscriptions, (type name, dialect, pattern) wildcards, (key id, group)
+    #: groups; these and ``_routed_ids`` are made when the logon is accepted
+    #: (no frame before it uses them): a connection that never logs on holds
+    #: none (a burst of connections allocates less that a survivor can keep)
     _in_feeds: set[tuple[int, Role]]
     _in_patterns: set[tuple[str, int, str]]
     _in_groups: set[tuple[int, str]]
@@ -257,6 +264,10 @@ class ProtocolBase:
         self._step = step
         self._can_send = step in CAN_SEND
 
+    def _hold_nothing_yet(self) -> None:
+        """The peer-held sets before the logon is accepted: one shared empty set."""
+        self._in_feeds = self._in_patterns = self._in_groups = self._routed_ids = _NOT_YET
+
     def _rx_to(self, step: Step) -> None:
         """Move the parser's cursor (``_handshake.OPEN`` steps take any frame)."""
         self._rx = step
@@ -264,6 +275,11 @@ class ProtocolBase:
         self._rx_done = step is Step.CLOSED
         if open_:
             self._max_in = self._max_frame  # the logon is accepted: frames of any size
+            if self._routed_ids is _NOT_YET:
+                self._in_feeds = set()
+                self._in_patterns = set()
+                self._in_groups = set()
+                self._routed_ids = set()
 
     def _closed_error(self, what: str) -> LinkClosedError:
         return LinkClosedError(
@@ -309,11 +325,13 @@ class ProtocolBase:
 
     def release(self) -> None:
         """The shell is done with this object (its connection ended): drop the
-        frame handlers and data sinks.  They are bound methods of this object
-        and of the shell, so they make reference cycles, which only the cyclic
-        collector frees — late, when a burst of connections has already piled
-        up; without them the object and its buffers go when the shell lets go.
-        Counters and state stay readable; nothing may be received after it."""
+        data sinks and the type check.  They are bound methods of the shell,
+        which holds this object, so they make reference cycles, which only the
+        cyclic collector frees — late, when a burst of connections has already
+        piled up; without them the object and its buffers go when the shell
+        lets go.  (The frame handlers are functions, not bound: no cycle; they
+        are dropped so that nothing is handled after it.)  Counters and state
+        stay readable; nothing may be received after it."""
         self._handlers = {}
         self._sinks = (None, None, None)
         self._is_known_type = _no_type

@@ -79,11 +79,11 @@ def fix_mmap_threshold() -> bool:
 def release_free_memory() -> None:
     """Free what closed connections left and give the memory back to the system.
 
-    A connection's objects form reference cycles (its protocol's frame
-    handlers are its own bound methods; the connection, its link and its
-    protocol refer to each other), so they are freed by the cyclic collector,
-    not when the connection ends: with the young generation's threshold a bus
-    raises (:mod:`actorbus._gc`) that can be thousands of connections later,
+    A connection's objects can form reference cycles (the connection, its
+    link and its protocol refer to each other), left to the cyclic collector
+    when one is not broken as the connection ends: with the young
+    generation's threshold a bus raises (:mod:`actorbus._gc`) that can be
+    thousands of connections later,
     after they were promoted to the old generation, which is collected rarely
     — a burst of connections would stay.  So a full collection frees them
     first; then glibc's ``malloc_trim`` returns the free memory to the system

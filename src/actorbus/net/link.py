@@ -170,7 +170,12 @@ class Link:
         self._host = host
         self._port = port
         self._local = (bind_host or "", bind_port) if (bind_host or bind_port) else None
-        self._cond = threading.Condition()
+        #: guards the status and the totals; ``_changed`` (its condition) is
+        #: made by the first thread that waits for a status: an accepted
+        #: link nobody waits on never holds one (a burst of connections
+        #: allocates less that a survivor of it can keep)
+        self._lock = threading.RLock()
+        self._changed: threading.Condition | None = None
         self._status = LinkStatus.CONNECTING
         self._peer: str | None = None
         self._address = endpoint(host, port)
@@ -222,7 +227,7 @@ class Link:
     @property
     def counters(self) -> LinkStats:
         """The link's counters, summed over all its connections."""
-        with self._cond:
+        with self._lock:
             totals = self._totals
             connection = self._connection
             live = connection.stats() if connection is not None else LinkStats()
@@ -244,8 +249,8 @@ class Link:
 
         Raises :class:`~actorbus.LinkClosedError` when the link closed for good
         first (with the reason), ``TimeoutError`` after ``timeout`` seconds."""
-        with self._cond:
-            ok = self._cond.wait_for(
+        with self._lock:
+            ok = self._waiter().wait_for(
                 lambda: self._status in (LinkStatus.LOGGED_ON, LinkStatus.CLOSED), timeout
             )
             if self._status is LinkStatus.LOGGED_ON:
@@ -265,8 +270,8 @@ class Link:
     def wait_logons(self, count: int, timeout: float = 5.0) -> None:
         """Block until the link has completed ``count`` logons in total and is
         logged on (reconnect tests use it); TimeoutError otherwise."""
-        with self._cond:
-            if not self._cond.wait_for(
+        with self._lock:
+            if not self._waiter().wait_for(
                 lambda: self._totals.logons >= count and self._status is LinkStatus.LOGGED_ON,
                 timeout,
             ):
@@ -278,8 +283,8 @@ class Link:
 
     def wait_closed(self, timeout: float = 5.0) -> str | None:
         """Block until the link is closed for good; return the last reason."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._status is LinkStatus.CLOSED, timeout):
+        with self._lock:
+            if not self._waiter().wait_for(lambda: self._status is LinkStatus.CLOSED, timeout):
                 raise TimeoutError(
                     f"link {self.name!r} still {self._status.value} after {timeout:g} s"
                 )
@@ -365,7 +370,7 @@ class Link:
 
     def connection_started(self, connection: _Connection, address: str) -> None:
         """A connection's socket is open (its logon starts)."""
-        with self._cond:
+        with self._lock:
             self._connection = connection
             self._address = address
             self._totals.connections += 1
@@ -374,11 +379,12 @@ class Link:
     def connection_logged_on(self, peer: str) -> None:
         """The connection logged on with node ``peer``."""
         self._failures = 0
-        with self._cond:
+        with self._lock:
             self._peer = peer
             self._totals.logons += 1
             self._status = LinkStatus.LOGGED_ON
-            self._cond.notify_all()
+            if self._changed is not None:
+                self._changed.notify_all()
         if self.service is not None:
             self.service.logged_on(self)
 
@@ -391,7 +397,7 @@ class Link:
         out) failed as a refused dial does, and is reported the same way: at
         WARNING, at most once per DIAL_REPORT_INTERVAL, and, without reconnect,
         as a failed link (``actorbus run`` exits 1 naming it)."""
-        with self._cond:
+        with self._lock:
             if connection is not None:
                 totals = self._totals
                 totals.closed = totals.closed + connection.stats()
@@ -410,7 +416,7 @@ class Link:
         if self.reconnect and self.initiator and not self._closing and not self._net.closing:
             delay = self._backoff()
             self._failures += 1
-            with self._cond:
+            with self._lock:
                 self._totals.reconnects += 1
             logger.bind(link=self.name).info(
                 "link {}: reconnecting to {}:{} in {:.3f} s",
@@ -430,14 +436,14 @@ class Link:
     def count_lost(self, n: int) -> None:
         """``n`` data messages written to an earlier connection never arrived."""
         if n:
-            with self._cond:
+            with self._lock:
                 self._totals.lost += n
 
     def tls_failed(self, reason: str, report: bool = True) -> None:
         """(loop) A TLS handshake of this link failed (or the peer refused it by an
         alert right after): count it, and say why — a service's links at most
         once per the authentication report interval, as a stranger may repeat it."""
-        with self._cond:
+        with self._lock:
             self._totals.tls_failures += 1
         if not report:
             return
@@ -453,7 +459,7 @@ class Link:
     def count_dropped(self, n: int) -> None:
         """``n`` data messages never reached the socket (any thread)."""
         if n:
-            with self._cond:
+            with self._lock:
                 self._totals.dropped += n
 
     # ------------------------------------------------------------------ inside
@@ -535,10 +541,18 @@ class Link:
         finally:
             self._dialing = None
 
+    def _waiter(self) -> threading.Condition:
+        """(under ``_lock``) The condition a status change notifies."""
+        changed = self._changed
+        if changed is None:
+            changed = self._changed = threading.Condition(self._lock)
+        return changed
+
     def _set_status(self, status: LinkStatus) -> None:
-        with self._cond:
+        with self._lock:
             self._status = status
-            self._cond.notify_all()
+            if self._changed is not None:
+                self._changed.notify_all()
 
     def _backoff(self) -> float:
         base = self.reconnect_delay

@@ -382,10 +382,7 @@ class LinkProtocol(Parser, Commands):
         self._max_in = min(self._max_frame, LOGON_FRAME_LIMIT)
         self._unpacker, self._ext_hook = UNSTARTED, ext_hook  # (Parser._stream makes it)
         self._partial_since = None  # when the first bytes of a frame not whole yet arrived
-        self._in_feeds = set()
-        self._in_patterns = set()
-        self._in_groups = set()
-        self._routed_ids = set()
+        self._hold_nothing_yet()
         self._buffered = 0  # bytes fed to the unpacker and not consumed yet
         self._frame_len = -1  # body length of the frame being read; -1 = reading a prefix
         self._read_len = length_reader(self.settings.byte_order)
