@@ -20,14 +20,13 @@ reaches them without an indirection.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from .._files import HeldBy, lock_with_pid
 from .._log import logger
 from ._errors import JournalCorruptError, JournalError, JournalLockedError
 from ._format import (
@@ -198,22 +197,16 @@ class _JournalDirectory:
     def _lock(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         lock_path = self._dir / LOCK_FILE_NAME
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._lock_fd = lock_with_pid(lock_path, 0o644)
+        except HeldBy as held:
+            raise JournalLockedError(
+                f"journal {self._dir} already has a writer (lock {lock_path} is held, "
+                f"by pid {held.holder}); close that JournalWriter first — use a JournalReader "
+                "to read while it writes"
+            ) from None
         except OSError as exc:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise JournalLockedError(
-                    f"journal {self._dir} already has a writer (lock {lock_path} is held, "
-                    f"by pid {holder}); close that JournalWriter first — use a JournalReader "
-                    "to read while it writes"
-                ) from None
             raise JournalError(f"cannot lock {lock_path} ({exc})") from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._lock_fd = fd
 
     def _release(self) -> None:
         self._closed = True

@@ -56,8 +56,6 @@ which runs one callback at a time, so it needs no lock.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import struct
 import zlib
@@ -66,6 +64,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from .._files import HeldBy, lock_with_pid
 from .._log import logger
 from ..errors import Error, UsageError
 
@@ -433,24 +432,15 @@ class ConsumerState:
     def _lock(self) -> None:
         lock_path = self._dir / STATE_LOCK_NAME
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._lock_fd = lock_with_pid(lock_path, 0o600)
+        except HeldBy as held:
+            raise UsageError(
+                f"consumer state {self._dir} is already in use (lock {lock_path} is held "
+                f"by pid {held.holder}); two consumers cannot share a state directory — close "
+                "the other one, or give each durable consumer its own state_dir"
+            ) from None
         except OSError as exc:
-            raise Error(f"cannot open consumer state lock {lock_path} ({exc})") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise UsageError(
-                    f"consumer state {self._dir} is already in use (lock {lock_path} is held "
-                    f"by pid {holder}); two consumers cannot share a state directory — close "
-                    "the other one, or give each durable consumer its own state_dir"
-                ) from None
             raise Error(f"cannot lock consumer state {lock_path} ({exc})") from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._lock_fd = fd
 
     def _release(self) -> None:
         self._closed = True
