@@ -2,42 +2,27 @@
 
 from __future__ import annotations
 
-import threading
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from loguru import logger
-
+from ..actors._once import OnceFuture
 from ._levels import DeliveryFailed, DeliveryReport
-
-if TYPE_CHECKING:
-    from ..actors.actor import Actor
 
 __all__ = ["DeliveryFuture", "DurableWaiters", "PendingDelivery", "delivered_to_none"]
 
 
-class DeliveryFuture:
+class DeliveryFuture(OnceFuture[DeliveryReport]):
     """What :meth:`QosPublisher.publish_with_notification` returns: a
     :class:`DeliveryReport` once every consumer attached at publish time
     acknowledged the message, or :class:`DeliveryFailed` naming each one whose
     session ended first (and what :meth:`QosPublisher.publish_durable` returns:
-    a report with no consumers once the message is durable).  The same shape as ``actorbus.streams.StreamFuture``:
-    block with :meth:`result` (not on the publisher's own actor: it resolves
-    there), or be called back with :meth:`add_done_callback`."""
-
-    __slots__ = ("_callbacks", "_error", "_event", "_lock", "_value", "seq")
+    a report with no consumers once the message is durable).  Block with
+    :meth:`result` (not on the publisher's own actor: it resolves there), or be
+    called back with :meth:`add_done_callback` (``actor=``: as a task of that
+    actor)."""
 
     def __init__(self, seq: int) -> None:
+        super().__init__()
         self.seq = seq
-        self._lock = threading.Lock()
-        self._event = threading.Event()
-        self._value: DeliveryReport | None = None
-        self._error: DeliveryFailed | None = None
-        self._callbacks: list[Callable[[DeliveryFuture], object]] = []
-
-    def done(self) -> bool:
-        return self._event.is_set()
 
     def result(self, timeout: float | None = None) -> DeliveryReport:
         """The report; raises :class:`DeliveryFailed`, or :class:`TimeoutError`
@@ -49,41 +34,11 @@ class DeliveryFuture:
             )
         if self._error is not None:
             raise self._error
-        assert self._value is not None
-        return self._value
-
-    def exception(self) -> DeliveryFailed | None:
-        return self._error
-
-    def add_done_callback(
-        self, fn: Callable[[DeliveryFuture], object], *, actor: Actor | None = None
-    ) -> None:
-        """Call ``fn(self)`` once done: as a task of ``actor`` when given, else on
-        the publisher's dispatcher thread (keep it short)."""
-        if actor is not None:
-            target, inner = actor, fn
-
-            def fn(future: DeliveryFuture) -> None:
-                target.post(inner, future)
-
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(fn)
-                return
-        fn(self)
+        report: DeliveryReport = self._value
+        return report
 
     def _resolve(self, value: DeliveryReport | None, error: DeliveryFailed | None) -> None:
-        with self._lock:
-            if self._event.is_set():
-                return
-            self._value, self._error = value, error
-            callbacks, self._callbacks = self._callbacks, []
-            self._event.set()
-        for fn in callbacks:
-            try:
-                fn(self)
-            except Exception as exc:
-                logger.opt(exception=exc).error("a done-callback of {} raised {}", self, exc)
+        self._settle(value, error)
 
     def __repr__(self) -> str:
         if not self._event.is_set():

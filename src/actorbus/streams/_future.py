@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from loguru import logger
-
+from ..actors._once import OnceFuture
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..actors.actor import Actor
     from ._exec import Executor
 
 __all__ = ["StreamFuture"]
@@ -21,7 +18,7 @@ R = TypeVar("R")
 _PENDING = object()
 
 
-class StreamFuture(Generic[R]):
+class StreamFuture(OnceFuture[R]):
     """What a terminal operation returns: its result, or the stream's error.
 
     Block with :meth:`result` (not on the stream's own dispatcher thread: that
@@ -31,16 +28,9 @@ class StreamFuture(Generic[R]):
     """
 
     def __init__(self, executor: Executor | None = None) -> None:
-        self._lock = threading.Lock()
-        self._event = threading.Event()
-        self._value: Any = _PENDING
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[[StreamFuture[R]], object]] = []
+        super().__init__()
+        self._value = _PENDING
         self._executor = executor
-
-    def done(self) -> bool:
-        """True once the stream ended (with a result or an error)."""
-        return self._event.is_set()
 
     def result(self, timeout: float | None = None) -> R:
         """The result; raises the stream's error, or :class:`TimeoutError` after
@@ -68,28 +58,6 @@ class StreamFuture(Generic[R]):
                 "another actor (on=...), or use add_done_callback(fn, actor=...)"
             )
 
-    def exception(self) -> BaseException | None:
-        """The stream's error once done, else None."""
-        return self._error
-
-    def add_done_callback(
-        self, fn: Callable[[StreamFuture[R]], object], *, actor: Actor | None = None
-    ) -> None:
-        """Call ``fn(self)`` once done: as a task of ``actor`` when given, else on
-        the thread that resolves it (the stream's; keep it short)."""
-        if actor is not None:
-            target = actor
-            inner = fn
-
-            def fn(future: StreamFuture[R]) -> None:
-                target.post(inner, future)
-
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(fn)
-                return
-        fn(self)
-
     def __await__(self) -> Generator[Any, None, R]:
         if not self._event.is_set() and self._executor is not None:
             if self._executor.in_own_task():
@@ -112,19 +80,7 @@ class StreamFuture(Generic[R]):
     def resolve(self, value: Any, error: BaseException | None = None) -> bool:
         """Resolve with ``value``, or fail with ``error`` (a terminal sink calls
         it; the first call wins, later ones return False)."""
-        with self._lock:
-            if self._event.is_set():
-                return False
-            self._value = value
-            self._error = error
-            callbacks, self._callbacks = self._callbacks, []
-            self._event.set()
-        for fn in callbacks:
-            try:
-                fn(self)
-            except Exception as exc:
-                logger.opt(exception=exc).error("a done-callback of {} raised {}", self, exc)
-        return True
+        return self._settle(value, error)
 
     def __repr__(self) -> str:
         if not self._event.is_set():
