@@ -487,6 +487,24 @@ class QosPublisher(Generic[N]):
         self._commit_timer = None
         self._flush()
 
+    def _lost(
+        self, incoming: IncomingRequest[QosSession], first: int, count: int, epoch: int
+    ) -> bool:
+        """Tell the session seqs ``first`` .. ``first + count - 1`` are no longer
+        in the log (a LOST item); False when its session is gone."""
+        return incoming.reply(
+            QosData(
+                self._subject,
+                origin=self.origin,
+                first=first,
+                timestamps=[count],
+                bodies=[],
+                attempt=epoch,
+                kind=LOST,
+                status=_CONTINUING,
+            )
+        )
+
     def _send(self, s: _Session, durable: int) -> None:
         """Send ``s`` what it has credit for, up to ``durable``."""
         incoming = s.incoming
@@ -502,19 +520,7 @@ class QosPublisher(Generic[N]):
             if start < first_held:  # no longer in the log: say so, never silently
                 end = min(first_held - 1, limit)
                 counters.lost += end - start + 1
-                ok = incoming.reply(
-                    QosData(
-                        subject,
-                        origin=origin,
-                        first=start,
-                        timestamps=[end - start + 1],
-                        bodies=[],
-                        attempt=epoch,
-                        kind=LOST,
-                        status=_CONTINUING,
-                    )
-                )
-                if not ok:
+                if not self._lost(incoming, start, end - start + 1, epoch):
                     return
                 s.next_send = end + 1
                 s.acked = max(s.acked, end)
@@ -525,19 +531,7 @@ class QosPublisher(Generic[N]):
             if items[0][0] != start:  # retention took them meanwhile: a LOST range first
                 s.next_send = items[0][0]
                 counters.lost += s.next_send - start
-                ok = incoming.reply(
-                    QosData(
-                        subject,
-                        origin=origin,
-                        first=start,
-                        timestamps=[s.next_send - start],
-                        bodies=[],
-                        attempt=epoch,
-                        kind=LOST,
-                        status=_CONTINUING,
-                    )
-                )
-                if not ok:
+                if not self._lost(incoming, start, s.next_send - start, epoch):
                     return
                 s.acked = max(s.acked, s.next_send - 1)
             ok = incoming.reply(
