@@ -149,7 +149,7 @@ def main(kind: str, count: int) -> None:
             stats("before")
             tls = client_context(cert) if kind == "tls" else None
             with held(port, tls, count, partial_frame(4_096, 2_000)) as taken:
-                time.sleep(3)
+                time.sleep(3)  # the victim reads what every connection sent
                 stats("peak")
             time.sleep(4)  # the node's trims: 1.5 s after the links close, and 1.5 s later
             stats("settled")
