@@ -11,7 +11,7 @@ import pytest
 from qos_support import WAIT, Pub, Sub, Tick, on_actor, start
 
 from actorbus import Bus, FeedState
-from actorbus.journal import JournalReader, SyncPolicy
+from actorbus.journal import JournalReader, Retention, SyncPolicy
 from actorbus.qos import Delivery, DeliveryFailed, DeliveryFuture, Position, Qos
 from actorbus.testing import wait_until
 
@@ -188,3 +188,31 @@ def test_a_publisher_that_is_not_persistent_acknowledges_at_once(bus: Bus) -> No
     start(bus, pub)
     future = on_actor(pub, lambda: pub.qp.publish_durable(Tick("/m", n=1)))
     assert future.done() and future.result(0).consumers == ()
+
+
+def test_a_consumer_back_after_retention_took_its_messages_is_told_what_was_lost(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """Retention, not acknowledgements, decides what the journal keeps: a
+    durable consumer away while retention deleted what it had not read gets a
+    LOST range for it (counted on both sides), then the rest, in order."""
+    journal = tmp_path / "journal"
+    pub = _pub(journal, segment_bytes=512, retention=Retention(max_bytes=2_048))
+    sub = _sub("away", tmp_path / "state")
+    start(bus, pub, sub)
+    _up(sub)
+    pub.publish(5)
+    assert sub.wait(lambda s: len(s.taken()) >= 5)
+    assert wait_until(lambda: pub.read(lambda p: p.consumers) == {"away": 5}, WAIT)
+    _stop(bus, sub)
+    for _ in range(30):  # a frame a turn, a 512-byte segment a frame or two:
+        pub.publish(10)  # retention deletes the oldest
+    back = _sub("away", tmp_path / "state")
+    start(bus, back)
+    _up(back)
+    assert back.wait(lambda s: bool(s.taken()) and s.taken()[-1] == 305), back.taken()[-3:]
+    first = back.taken()[0]  # where the journal started when it came back
+    assert first > 6 and first == JournalReader(journal).first_seq(), first
+    assert back.taken() == list(range(first, 306))  # the rest, in order
+    assert back.read(lambda q: q.counters).lost == first - 6  # 6 .. first - 1: told, not skipped
+    assert pub.read(lambda p: p.counters).lost == first - 6

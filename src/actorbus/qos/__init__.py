@@ -82,6 +82,7 @@ def qos_publisher(
     journal: str | Path | None = None,
     sync: SyncPolicy | None = None,
     retention: Retention | None = None,
+    segment_bytes: int = 64 * MiB,
     ack_wait: float = 1.0,
     max_wait: float = 30.0,
     max_attempts: int = 5,
@@ -103,8 +104,9 @@ def qos_publisher(
     kept after its session ended.  A persistent offer needs ``journal=`` (a
     journal directory the publisher owns: its seqs continue after a restart),
     written and synced per ``sync`` (default ``SyncPolicy.batch()``) and kept per
-    ``retention`` (default: everything); a message is sent to consumers only
-    once it is durable."""
+    ``retention`` (default: everything) in segments of ``segment_bytes`` (what
+    retention deletes at a time); a message is sent to consumers only once it
+    is durable."""
     check_publisher(message_class, subject, offer, journal, window)
     for name, value in (
         ("ack_wait", ack_wait),
@@ -123,6 +125,7 @@ def qos_publisher(
             subject=subject,
             sync=sync if sync is not None else SyncPolicy.batch(),
             retention=retention,
+            segment_bytes=segment_bytes,
         )
     else:
         log = MemoryLog()
