@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .message import MessageKey
+from .message import MessageKey, Reply
 from .party import RemoteParty
 from .sender import Sender
+
+if TYPE_CHECKING:
+    from .requests import RequestHandle
 
 __all__ = ["ForwardingParty"]
 
@@ -65,6 +68,24 @@ class ForwardingParty(RemoteParty):
         #: many links it went to)
         self.passed_runs = 0
         self.passed = 0
+
+    def _proxy_reply(
+        self,
+        remaining: int,
+        reply: Reply,
+        handle: RequestHandle[Any],
+        sender: Sender | None = None,
+    ) -> None:
+        """:meth:`RemoteParty._proxy_reply`, once the acknowledgements of the
+        hops the request went on to are added up (a reply may wait for them)."""
+        peer_id = handle.peer_id
+        if self._in.get(peer_id) is not handle:
+            return
+        acks = self._acks
+        assert acks is not None  # (every forwarding party adds them up)
+        if acks.hold(peer_id, remaining, reply, sender):
+            return
+        super()._proxy_reply(remaining, reply, handle, sender)
 
     def pass_run(self, key: MessageKey, wire_key: Any, bodies: Any, sender: Sender | None) -> bool:
         """(the link's loop) Notifications from the peer on ``key`` as their wire

@@ -250,9 +250,7 @@ class RemoteParty(Authorization):
         peer_id = handle.peer_id
         if self._in.get(peer_id) is not handle:
             return
-        acks = self._acks
-        if acks is not None and acks.hold(peer_id, remaining, reply, sender):
-            return
+        # (a forwarding party first adds up its hops' acknowledgements: its override)
         # (send_reply_now, inline: this runs once per reply)
         if sender is None:
             self.transport.send_reply(peer_id, reply)
